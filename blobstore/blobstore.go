@@ -1,0 +1,350 @@
+// Package blobstore keeps escurel's source of truth: every ingested
+// document's raw bytes, content-addressed, and a small JSON record per
+// document. Everything in the DuckDB index is derived from these two and can
+// be rebuilt from them.
+//
+// Layout inside the bucket (keys are built by BlobKey and RecordKey):
+//
+//	blobs/sha256/<64 hex>        raw bytes, named by their SHA-256
+//	documents/<doc_id>.json      one Record per document
+//
+// The bucket is any gocloud.dev/blob URL whose scheme is registered in the
+// process. escurel's command registers file:// and mem://; a Go program
+// registers what it needs with a blank import (for example
+// gocloud.dev/blob/s3blob for s3://).
+//
+// Durability: Put and PutRecord return only once the object is durable. For
+// file:// buckets the store fsyncs the file before the driver renames it into
+// place and fsyncs the directory afterwards (gocloud's fileblob renames
+// without fsync). Object stores make a completed upload durable themselves.
+package blobstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// ErrNotFound is returned, possibly wrapped, when a blob or record does not
+// exist. Match it with errors.Is.
+var ErrNotFound = errors.New("blobstore: not found")
+
+// ErrCorrupt is returned, possibly wrapped, when stored bytes do not hash to
+// their blob id or a record does not decode. Match it with errors.Is.
+var ErrCorrupt = errors.New("blobstore: corrupt object")
+
+// Record is the document record stored at documents/<doc_id>.json. Times are
+// UTC with microsecond precision, so that they round-trip through DuckDB
+// TIMESTAMP columns unchanged.
+type Record struct {
+	DocID       string    `json:"doc_id"`      // 32 hex digits, see DocID
+	Source      string    `json:"source"`      // where the bytes came from: absolute path or URI
+	MediaType   string    `json:"media_type"`  // e.g. "text/markdown"
+	Title       string    `json:"title"`       // as extracted at ingest
+	Sensitivity string    `json:"sensitivity"` // "public", "internal" or "restricted"
+	BlobID      string    `json:"blob_id"`     // "sha256:<64 hex>"
+	Language    string    `json:"language"`    // BCP 47 tag, e.g. "en"
+	IngestedAt  time.Time `json:"ingested_at"` // when this version of the document was ingested
+}
+
+// Store is a blob bucket holding escurel's blobs and document records. It is
+// safe for concurrent use.
+type Store struct {
+	bucket   *blob.Bucket
+	url      string
+	localDir string // root directory for file:// buckets, else ""
+}
+
+// Open opens the bucket at urlstr. For file:// URLs the directory is created
+// when missing and the query parameters create_dir, no_tmp_dir (temporary
+// files beside their final name, so the rename never crosses devices) and
+// metadata=skip (no sidecar attribute files) are added unless present.
+// Errors name the URL.
+func Open(ctx context.Context, urlstr string) (*Store, error) {
+	u, err := url.Parse(urlstr)
+	if err != nil {
+		return nil, fmt.Errorf("open blob store %q: %w", urlstr, err)
+	}
+	s := &Store{url: urlstr}
+	if u.Scheme == "file" {
+		s.localDir = u.Path
+		if u.Host == "." {
+			s.localDir = "." + u.Path
+		}
+		q := u.Query()
+		for k, v := range map[string]string{"create_dir": "1", "no_tmp_dir": "1", "metadata": "skip"} {
+			if !q.Has(k) {
+				q.Set(k, v)
+			}
+		}
+		u.RawQuery = q.Encode()
+		// Create the key directories up front and make their entries
+		// durable, so that each later write needs one directory fsync.
+		for _, d := range []string{"blobs/sha256", "documents"} {
+			if err := mkdirDurable(s.localDir, d); err != nil {
+				return nil, fmt.Errorf("open blob store %q: %w", urlstr, err)
+			}
+		}
+	}
+	b, err := blob.OpenBucket(ctx, u.String())
+	if err != nil {
+		return nil, fmt.Errorf("open blob store %q: %w", urlstr, err)
+	}
+	s.bucket = b
+	return s, nil
+}
+
+// Close releases the bucket.
+func (s *Store) Close() error { return s.bucket.Close() }
+
+// URL returns the URL the store was opened with.
+func (s *Store) URL() string { return s.url }
+
+// BlobID returns the content address of data: "sha256:" and 64 hex digits.
+func BlobID(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// DocID returns the document id for a source: the first 16 bytes of the
+// SHA-256 of the source, as 32 hex digits. The same source always names the
+// same document, so re-ingesting it replaces that document.
+func DocID(source string) string {
+	sum := sha256.Sum256([]byte(source))
+	return hex.EncodeToString(sum[:16])
+}
+
+var (
+	blobIDPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	docIDPattern  = regexp.MustCompile(`^[0-9a-f]{32}$`)
+)
+
+// BlobKey returns the bucket key of a blob id, or an error when id is not
+// "sha256:" and 64 lower-case hex digits.
+func BlobKey(id string) (string, error) {
+	if !blobIDPattern.MatchString(id) {
+		return "", fmt.Errorf("blob id %q: want sha256:<64 hex digits>", id)
+	}
+	return "blobs/sha256/" + strings.TrimPrefix(id, "sha256:"), nil
+}
+
+// RecordKey returns the bucket key of a document's record, or an error when
+// docID is not 32 lower-case hex digits.
+func RecordKey(docID string) (string, error) {
+	if !docIDPattern.MatchString(docID) {
+		return "", fmt.Errorf("document id %q: want 32 hex digits", docID)
+	}
+	return "documents/" + docID + ".json", nil
+}
+
+// Put stores data under its content address and returns the blob id. Storing
+// bytes that are already present writes nothing. It returns once the blob is
+// durable.
+func (s *Store) Put(ctx context.Context, data []byte) (string, error) {
+	id := BlobID(data)
+	key, _ := BlobKey(id)
+	ok, err := s.bucket.Exists(ctx, key)
+	if err != nil {
+		return "", fmt.Errorf("put blob %s: %w", id, err)
+	}
+	if ok {
+		return id, nil
+	}
+	if err := s.write(ctx, key, data, "application/octet-stream"); err != nil {
+		return "", fmt.Errorf("put blob %s: %w", id, err)
+	}
+	return id, nil
+}
+
+// Get returns the bytes of blob id. It fails with ErrNotFound when the blob is
+// absent and with ErrCorrupt when the bytes no longer hash to id.
+func (s *Store) Get(ctx context.Context, id string) ([]byte, error) {
+	key, err := BlobKey(id)
+	if err != nil {
+		return nil, fmt.Errorf("get blob: %w", err)
+	}
+	data, err := s.read(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("get blob %s: %w", id, err)
+	}
+	if got := BlobID(data); got != id {
+		return nil, fmt.Errorf("get blob %s: bytes hash to %s: %w", id, got, ErrCorrupt)
+	}
+	return data, nil
+}
+
+// PutRecord writes rec at documents/<doc_id>.json, replacing any earlier
+// record of the same document, and returns once it is durable.
+func (s *Store) PutRecord(ctx context.Context, rec *Record) error {
+	key, err := RecordKey(rec.DocID)
+	if err != nil {
+		return fmt.Errorf("put record: %w", err)
+	}
+	if _, err := BlobKey(rec.BlobID); err != nil {
+		return fmt.Errorf("put record %s: %w", rec.DocID, err)
+	}
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("put record %s: %w", rec.DocID, err)
+	}
+	if err := s.write(ctx, key, append(data, '\n'), "application/json"); err != nil {
+		return fmt.Errorf("put record %s: %w", rec.DocID, err)
+	}
+	return nil
+}
+
+// GetRecord reads the record of docID. It fails with ErrNotFound when there is
+// none and with ErrCorrupt when it does not decode or names another document.
+func (s *Store) GetRecord(ctx context.Context, docID string) (*Record, error) {
+	key, err := RecordKey(docID)
+	if err != nil {
+		return nil, fmt.Errorf("get record: %w", err)
+	}
+	data, err := s.read(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("get record %s: %w", docID, err)
+	}
+	rec, err := decodeRecord(data)
+	if err == nil && rec.DocID != docID {
+		err = fmt.Errorf("record names document %q: %w", rec.DocID, ErrCorrupt)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get record %s: %w", key, err)
+	}
+	return rec, nil
+}
+
+// Records returns every document record, ordered by doc id. Objects under
+// documents/ that are not records (such as a crashed write's temporary file)
+// are ignored; a record that does not decode is an error naming its key.
+func (s *Store) Records(ctx context.Context) ([]*Record, error) {
+	it := s.bucket.List(&blob.ListOptions{Prefix: "documents/"})
+	var recs []*Record
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list records: %w", err)
+		}
+		id, ok := strings.CutSuffix(strings.TrimPrefix(obj.Key, "documents/"), ".json")
+		if !ok || !docIDPattern.MatchString(id) {
+			continue
+		}
+		rec, err := s.GetRecord(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("list records: %w", err)
+		}
+		recs = append(recs, rec)
+	}
+	return recs, nil
+}
+
+func decodeRecord(data []byte) (*Record, error) {
+	var rec Record
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&rec); err != nil {
+		return nil, fmt.Errorf("decode: %v: %w", err, ErrCorrupt)
+	}
+	if _, err := RecordKey(rec.DocID); err != nil {
+		return nil, fmt.Errorf("%v: %w", err, ErrCorrupt)
+	}
+	if _, err := BlobKey(rec.BlobID); err != nil {
+		return nil, fmt.Errorf("%v: %w", err, ErrCorrupt)
+	}
+	return &rec, nil
+}
+
+func (s *Store) read(ctx context.Context, key string) ([]byte, error) {
+	data, err := s.bucket.ReadAll(ctx, key)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return nil, fmt.Errorf("%s: %w", key, ErrNotFound)
+	}
+	return data, err
+}
+
+// write stores data at key and returns once it is durable. For file://
+// buckets it fsyncs the temporary file before the driver's rename and the
+// directory after it (litestream's WriteLTXFile does the same).
+func (s *Store) write(ctx context.Context, key string, data []byte, contentType string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var f *os.File
+	w, err := s.bucket.NewWriter(ctx, key, &blob.WriterOptions{
+		ContentType: contentType,
+		BeforeWrite: func(as func(any) bool) error {
+			if s.localDir != "" && !as(&f) {
+				return fmt.Errorf("file bucket did not expose its temporary file")
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(data)
+	if err == nil && f != nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		cancel() // abandons the write: Close removes the temporary file
+		_ = w.Close()
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	if s.localDir != "" {
+		return syncDir(filepath.Join(s.localDir, filepath.FromSlash(key), ".."))
+	}
+	return nil
+}
+
+// mkdirDurable creates root/rel and fsyncs each directory whose entry it
+// added, so the directories survive a crash.
+func mkdirDurable(root, rel string) error {
+	dir := root
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, part := range strings.Split(rel, "/") {
+		next := filepath.Join(dir, part)
+		if _, err := os.Stat(next); errors.Is(err, os.ErrNotExist) {
+			if err := os.Mkdir(next, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+				return err
+			}
+			if err := syncDir(dir); err != nil {
+				return err
+			}
+		}
+		dir = next
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", dir, err)
+	}
+	return nil
+}

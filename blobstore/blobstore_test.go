@@ -1,0 +1,167 @@
+package blobstore
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	_ "gocloud.dev/blob/fileblob"
+	_ "gocloud.dev/blob/memblob"
+)
+
+// stores returns one fresh store per backend; every test runs against all.
+func stores(t *testing.T) map[string]*Store {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]*Store{}
+	for name, u := range map[string]string{
+		"mem":  "mem://",
+		"file": (&url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "blobs")}).String(),
+	} {
+		s, err := Open(ctx, u)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		t.Cleanup(func() { s.Close() })
+		out[name] = s
+	}
+	return out
+}
+
+func TestPutGet(t *testing.T) {
+	ctx := context.Background()
+	for name, s := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			data := []byte("# Title\n\nbody ü\n")
+			id, err := s.Put(ctx, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(id, "sha256:") || len(id) != len("sha256:")+64 {
+				t.Fatalf("id = %q", id)
+			}
+			id2, err := s.Put(ctx, data)
+			if err != nil || id2 != id {
+				t.Fatalf("second Put = %q, %v; want %q", id2, err, id)
+			}
+			got, err := s.Get(ctx, id)
+			if err != nil || string(got) != string(data) {
+				t.Fatalf("Get = %q, %v", got, err)
+			}
+			missing := BlobID([]byte("never stored"))
+			if _, err := s.Get(ctx, missing); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("Get(missing) err = %v, want ErrNotFound", err)
+			}
+			if _, err := s.Get(ctx, "sha256:XYZ"); err == nil {
+				t.Fatal("Get(bad id) succeeded")
+			}
+		})
+	}
+}
+
+func TestRecords(t *testing.T) {
+	ctx := context.Background()
+	for name, s := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			at := time.Date(2026, 11, 29, 10, 0, 0, 123456000, time.UTC)
+			var want []*Record
+			for _, src := range []string{"/docs/b.md", "/docs/a.md", "/docs/c.txt"} {
+				id, err := s.Put(ctx, []byte(src))
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec := &Record{DocID: DocID(src), Source: src, MediaType: "text/markdown", Title: "T " + src,
+					Sensitivity: "public", BlobID: id, Language: "en", IngestedAt: at}
+				if err := s.PutRecord(ctx, rec); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, rec)
+			}
+			// A replaced record wins.
+			want[0].Title = "replaced"
+			if err := s.PutRecord(ctx, want[0]); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.GetRecord(ctx, want[0].DocID)
+			if err != nil || *got != *want[0] {
+				t.Fatalf("GetRecord = %+v, %v; want %+v", got, err, want[0])
+			}
+			recs, err := s.Records(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(recs) != 3 {
+				t.Fatalf("Records returned %d, want 3", len(recs))
+			}
+			for i := 1; i < len(recs); i++ {
+				if recs[i-1].DocID >= recs[i].DocID {
+					t.Fatalf("Records not ordered by doc id: %s, %s", recs[i-1].DocID, recs[i].DocID)
+				}
+			}
+			if _, err := s.GetRecord(ctx, DocID("/nope")); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("GetRecord(missing) err = %v", err)
+			}
+			if err := s.PutRecord(ctx, &Record{DocID: "short", BlobID: want[0].BlobID}); err == nil {
+				t.Fatal("PutRecord accepted a malformed doc id")
+			}
+		})
+	}
+}
+
+// TestFileLayout pins the on-disk layout of a file:// store and checks that
+// corruption and crash leftovers are detected or ignored.
+func TestFileLayout(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "blobs")
+	s, err := Open(ctx, "file://"+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	id, err := s.Put(ctx, []byte("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobPath := filepath.Join(dir, "blobs", "sha256", strings.TrimPrefix(id, "sha256:"))
+	if b, err := os.ReadFile(blobPath); err != nil || string(b) != "hello" {
+		t.Fatalf("blob file %s = %q, %v", blobPath, b, err)
+	}
+	rec := &Record{DocID: DocID("/x"), Source: "/x", BlobID: id, IngestedAt: time.Unix(0, 0).UTC()}
+	if err := s.PutRecord(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "documents", rec.DocID+".json")); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(filepath.Join(dir, "blobs", "sha256"))
+	if len(entries) != 1 {
+		t.Fatalf("blobs dir holds %d entries (temporary or attribute files left?), want 1", len(entries))
+	}
+	// A crashed write leaves a temporary file: listing ignores it.
+	if err := os.WriteFile(filepath.Join(dir, "documents", rec.DocID+".json.1a2b.tmp"), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := s.Records(ctx); err != nil || len(recs) != 1 {
+		t.Fatalf("Records = %d, %v; want 1 record", len(recs), err)
+	}
+	// Bit rot is detected, never returned as data.
+	if err := os.WriteFile(blobPath, []byte("hellO"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, id); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Get(corrupted) err = %v, want ErrCorrupt", err)
+	}
+	// A record that does not decode is an error naming its key.
+	bad := DocID("/bad")
+	if err := os.WriteFile(filepath.Join(dir, "documents", bad+".json"), []byte("not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Records(ctx); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), bad) {
+		t.Fatalf("Records with a bad record: err = %v", err)
+	}
+}

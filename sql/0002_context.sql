@@ -1,0 +1,11 @@
+-- 0002: structural context beside the verbatim body.
+-- context is '[<title> › <heading path> › p.<page>]' (U+203A between parts),
+-- or '' when contextualization is off or there is nothing to say. It feeds
+-- retrieval only; the body stays what a user reads and cites.
+-- DuckDB cannot add a column with a constraint, hence ADD, then SET NOT NULL.
+ALTER TABLE blocks ADD COLUMN context VARCHAR DEFAULT '';
+ALTER TABLE blocks ALTER COLUMN context SET NOT NULL;
+ALTER TABLE blocks ADD COLUMN heading_path VARCHAR[] DEFAULT [];  -- open headings, outermost first
+ALTER TABLE blocks ALTER COLUMN heading_path SET NOT NULL;
+ALTER TABLE blocks ADD COLUMN page INTEGER DEFAULT 0;             -- 1-based; 0 when the format has no pages
+ALTER TABLE blocks ALTER COLUMN page SET NOT NULL;
