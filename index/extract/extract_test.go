@@ -1,0 +1,137 @@
+package extract
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// units returns the verbatim text of each unit.
+func units(d *Doc) []string {
+	var out []string
+	for _, u := range d.Units {
+		out = append(out, d.Text[u.Start:u.End])
+	}
+	return out
+}
+
+func headings(d *Doc) []string {
+	var out []string
+	for _, h := range d.Headings {
+		out = append(out, strings.Repeat("#", h.Level)+" "+h.Text)
+	}
+	return out
+}
+
+func TestMarkdownStructure(t *testing.T) {
+	src := "---\ntitle: Front Title\nlang: de\nsensitivity: internal\n---\n" +
+		"# FastAPI { #fastapi }\n\nIntro *para*\nline two\n\n" +
+		"Setext `Code` head\n---\n" +
+		"```bash\n# not a heading\n```\n" +
+		"#hashtag is text\n\n" +
+		"- a\n- b\n\n" +
+		"<style>\n.x { }\n</style>\n\n" +
+		"<!-- a comment -->\n\n" +
+		"[ref]: https://example.com\n\n" +
+		"| a | b |\n|---|---|\n| 1 | 2 |\n\n" +
+		"### Deep [link](x) ###  \n\n> quoted\n> text\n"
+	d, err := Markdown("dir/page.md", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Title != "Front Title" || d.Language != "de" || d.Sensitivity != "internal" {
+		t.Errorf("front matter: title %q lang %q sensitivity %q", d.Title, d.Language, d.Sensitivity)
+	}
+	wantHeadings := []string{"# FastAPI", "## Setext Code head", "### Deep link"}
+	if diff := cmp.Diff(wantHeadings, headings(d)); diff != "" {
+		t.Errorf("headings (-want +got):\n%s", diff)
+	}
+	wantUnits := []string{
+		"Intro *para*\nline two",
+		"```bash\n# not a heading\n```",
+		"#hashtag is text",
+		"- a\n- b",
+		"| a | b |\n|---|---|\n| 1 | 2 |",
+		"> quoted\n> text",
+	}
+	if diff := cmp.Diff(wantUnits, units(d)); diff != "" {
+		t.Errorf("units (-want +got):\n%s", diff)
+	}
+	for _, h := range d.Headings {
+		if !strings.HasPrefix(d.Text[h.Start:], strings.Repeat("#", h.Level)) && !strings.HasPrefix(d.Text[h.Start:], "Setext") {
+			t.Errorf("heading %q starts at %d: %q", h.Text, h.Start, d.Text[h.Start:h.Start+10])
+		}
+	}
+}
+
+func TestMarkdownTitle(t *testing.T) {
+	for _, tc := range []struct{ name, src, want string }{
+		{"a.md", "---\ntitle: FM\n---\n# H1\n\nx\n", "FM"},
+		{"a.md", "## Sub\n\ntext\n\n# First H1\n\n# Second H1\n", "First H1"},
+		{"Setext.md", "Big Title\n=========\n\ntext\n", "Big Title"},
+		{"docs/some-page.markdown", "## only h2\n\ntext\n", "some-page"},
+		{"a.md", "---\ntitle: 1984\n---\ntext\n", "1984"},
+		{"a.md", "---\n\n---\ntext\n", "a"},
+	} {
+		d, err := Markdown(tc.name, []byte(tc.src))
+		if err != nil {
+			t.Errorf("%q: %v", tc.src, err)
+			continue
+		}
+		if d.Title != tc.want {
+			t.Errorf("%q: title %q, want %q", tc.src, d.Title, tc.want)
+		}
+	}
+}
+
+// A lone "---" first line with no closing line is a thematic break.
+func TestMarkdownThematicBreakIsNotFrontMatter(t *testing.T) {
+	d, err := Markdown("a.md", []byte("---\n\nJust text.\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"Just text."}, units(d)); diff != "" {
+		t.Error(diff)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		data string
+		want error
+		msg  string
+	}{
+		{"empty.md", "", ErrEmpty, "0 bytes"},
+		{"blank.txt", " \n\t\n", ErrEmpty, "no text"},
+		{"nul.md", "abc\x00def", ErrBinary, "offset 3"},
+		{"latin1.txt", "caf\xe9 au lait", ErrInvalidUTF8, "offset 3"},
+		{"fm.md", "---\ntitle: [unclosed\n---\ntext\n", ErrFrontMatter, "yaml"},
+		{"onlyfm.md", "---\ntitle: x\n---\n# Heading only\n", ErrEmpty, "no text"},
+	} {
+		mt, _ := MediaType(tc.name)
+		_, err := Extract(mt, tc.name, []byte(tc.data))
+		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: err = %v, want %v mentioning %q", tc.name, err, tc.want, tc.msg)
+		}
+	}
+	if _, err := MediaType("x.pdf"); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("MediaType(x.pdf) err = %v", err)
+	}
+}
+
+func TestText(t *testing.T) {
+	src := "\uFEFFFirst para\nstill first\n\n\n  Second para  \n \t\nThird"
+	d, err := Text("/x/notes.txt", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Title != "notes" || len(d.Headings) != 0 {
+		t.Errorf("title %q headings %v", d.Title, d.Headings)
+	}
+	if diff := cmp.Diff([]string{"First para\nstill first", "Second para", "Third"}, units(d)); diff != "" {
+		t.Error(diff)
+	}
+}

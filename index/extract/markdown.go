@@ -1,0 +1,188 @@
+package extract
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/ast"
+	"github.com/yuin/goldmark/extension"
+	"github.com/yuin/goldmark/parser"
+	"github.com/yuin/goldmark/text"
+	"gopkg.in/yaml.v3"
+)
+
+// markdownParser parses CommonMark with GitHub tables, strikethrough and task
+// lists, and heading attributes ({#id} and { #id }), which are dropped from
+// heading text. A goldmark parser is safe for concurrent use.
+var markdownParser = goldmark.New(
+	goldmark.WithExtensions(extension.Table, extension.Strikethrough, extension.TaskList),
+	goldmark.WithParserOptions(parser.WithAttribute()),
+).Parser()
+
+// frontMatter holds the front-matter keys escurel reads; others are ignored.
+type frontMatter struct {
+	Title       string `yaml:"title"`
+	Lang        string `yaml:"lang"`
+	Sensitivity string `yaml:"sensitivity"`
+}
+
+// Markdown extracts a CommonMark document (parsed with goldmark).
+//
+// YAML front matter (a first line "---", closed by "---" or "...") supplies
+// title, lang and sensitivity and is never part of a unit. Top-level headings
+// (ATX and Setext) become Headings; every other top-level block (paragraph,
+// list, block quote, code, table, HTML) becomes one Unit spanning its source
+// lines, fences and markers included. Thematic breaks, link reference
+// definitions, HTML comments and <script>/<style> blocks are not content and
+// are skipped.
+func Markdown(name string, data []byte) (*Doc, error) {
+	off, err := checkText(data)
+	if err != nil {
+		return nil, err
+	}
+	doc := &Doc{Text: string(data)}
+	fm, bodyOff, err := parseFrontMatter(data, off)
+	if err != nil {
+		return nil, err
+	}
+	doc.Title, doc.Language, doc.Sensitivity = strings.TrimSpace(fm.Title), strings.TrimSpace(fm.Lang), strings.TrimSpace(fm.Sensitivity)
+
+	src := data[bodyOff:]
+	root := markdownParser.Parse(text.NewReader(src))
+	type item struct {
+		n     ast.Node
+		start int // in doc.Text
+	}
+	var items []item
+	for n := root.FirstChild(); n != nil; n = n.NextSibling() {
+		if s := blockStart(n); s >= 0 {
+			items = append(items, item{n, bodyOff + s})
+		}
+	}
+	for i, it := range items {
+		end := len(doc.Text)
+		if i+1 < len(items) {
+			end = lineStart(doc.Text, items[i+1].start)
+		}
+		switch n := it.n.(type) {
+		case *ast.Heading:
+			doc.Headings = append(doc.Headings, Heading{Level: n.Level, Text: inlineText(n, src), Start: it.start})
+			if doc.Title == "" && n.Level == 1 {
+				doc.Title = doc.Headings[len(doc.Headings)-1].Text
+			}
+		case *ast.LinkReferenceDefinition, *ast.ThematicBreak:
+		case *ast.HTMLBlock:
+			if !skipHTML(doc.Text[it.start:max(end, it.start)]) {
+				doc.addUnit(it.start, end)
+			}
+		default:
+			doc.addUnit(it.start, end)
+		}
+	}
+	if doc.Title == "" {
+		doc.Title = baseTitle(name)
+	}
+	if len(doc.Units) == 0 {
+		return nil, fmt.Errorf("%w: no text outside headings and front matter", ErrEmpty)
+	}
+	return doc, nil
+}
+
+// parseFrontMatter reads YAML front matter starting at off. It returns the
+// offset where the Markdown body starts (off when there is no front matter).
+// An opening "---" without a closing line is a thematic break, not front
+// matter.
+func parseFrontMatter(data []byte, off int) (frontMatter, int, error) {
+	var fm frontMatter
+	first, rest, ok := cutLine(data[off:])
+	if !ok || string(bytes.TrimRight(first, " \t\r")) != "---" {
+		return fm, off, nil
+	}
+	pos := off + len(first) + 1
+	for line, tail, more := cutLine(rest); ; line, tail, more = cutLine(tail) {
+		t := string(bytes.TrimRight(line, " \t\r"))
+		if t == "---" || t == "..." {
+			yamlText := data[off+len(first)+1 : pos]
+			if err := yaml.Unmarshal(yamlText, &fm); err != nil {
+				return fm, off, fmt.Errorf("%w: %v", ErrFrontMatter, err)
+			}
+			end := pos + len(line)
+			if more {
+				end++
+			}
+			return fm, end, nil
+		}
+		if !more {
+			return frontMatter{}, off, nil
+		}
+		pos += len(line) + 1
+	}
+}
+
+// cutLine splits b after its first line; ok reports whether a newline ended it.
+func cutLine(b []byte) (line, rest []byte, ok bool) {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return b[:i], b[i+1:], true
+	}
+	return b, nil, false
+}
+
+// blockStart returns a block node's first byte offset in the parsed source,
+// or -1 when it has none.
+func blockStart(n ast.Node) int {
+	if p := n.Pos(); p >= 0 {
+		return p
+	}
+	if l := n.Lines(); l != nil && l.Len() > 0 {
+		return l.At(0).Start
+	}
+	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+		if c.Type() == ast.TypeBlock {
+			if s := blockStart(c); s >= 0 {
+				return s
+			}
+		}
+	}
+	return -1
+}
+
+// lineStart returns the offset of the start of the line holding pos.
+func lineStart(s string, pos int) int {
+	return strings.LastIndexByte(s[:pos], '\n') + 1
+}
+
+// skipHTML reports whether an HTML block holds no readable content: a
+// comment, a script or a style sheet.
+func skipHTML(block string) bool {
+	b := strings.ToLower(block)
+	return strings.HasPrefix(b, "<!--") || strings.HasPrefix(b, "<script") || strings.HasPrefix(b, "<style")
+}
+
+// inlineText returns the plain text of a heading: text of its inline
+// descendants, raw HTML left out, runs of white space collapsed to one space.
+func inlineText(n ast.Node, src []byte) string {
+	var b strings.Builder
+	var walk func(ast.Node)
+	walk = func(n ast.Node) {
+		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+			switch v := c.(type) {
+			case *ast.Text:
+				b.Write(v.Segment.Value(src))
+				if v.SoftLineBreak() || v.HardLineBreak() {
+					b.WriteByte(' ')
+				}
+			case *ast.String:
+				b.Write(v.Value)
+			case *ast.AutoLink:
+				b.Write(v.Label(src))
+			case *ast.RawHTML:
+			default:
+				walk(c)
+			}
+		}
+	}
+	walk(n)
+	return strings.Join(strings.Fields(b.String()), " ")
+}

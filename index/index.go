@@ -1,0 +1,216 @@
+// Package index is escurel's document index: DuckDB tables derived from the
+// blob store, written by ingest and read by search.
+//
+// An index lives in a directory holding index.duckdb. Its rows (documents,
+// blocks with verbatim bodies and structural context, postings, vectors) are
+// all derived from the blob store (package blobstore), which is written and
+// made durable first; the database never holds the only copy of anything.
+//
+// Open applies the numbered schema files of package sql, runs the
+// ensure-column pass and checks the manifest: an index refuses to open with an
+// embedder, chunker, analyzer or contextualize mode other than the one that
+// built it, and a file written by a newer escurel is refused untouched.
+//
+// An *Index is safe for concurrent use. Writes (Ingest) go through one writer
+// at a time; searches run concurrently with them and see each document
+// either before or after its transaction, never half of it. DuckDB lets one
+// process at a time open a file for writing.
+package index
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	_ "github.com/duckdb/duckdb-go/v2" // registers the "duckdb" database/sql driver
+
+	"github.com/escurel/escurel/blobstore"
+	"github.com/escurel/escurel/embed"
+	"github.com/escurel/escurel/index/analysis"
+	"github.com/escurel/escurel/index/chunk"
+)
+
+// Version is the escurel version recorded in the manifest.
+const Version = "0.1.0"
+
+// FileName is the name of the DuckDB file inside an index directory.
+const FileName = "index.duckdb"
+
+// Options configure Open. A nil *Options and zero fields mean: use what the
+// index was built with, or the default for a new index. A field that is set
+// must match the index's manifest, or Open fails with a *MismatchError.
+type Options struct {
+	// BlobURL is the blob store, any gocloud.dev/blob URL whose scheme the
+	// process has registered. Default: file://<dir>/blobs.
+	BlobURL string
+	// Blobs, when not nil, is used instead of opening BlobURL; the caller
+	// keeps ownership and closes it after the Index.
+	Blobs *blobstore.Store
+	// Embedder names the embedder. Default embed.Default (hash/384);
+	// embed.None builds a BM25-only index.
+	Embedder embed.Spec
+	// Chunker is a chunk.ParseSpec string. Default "default(max_bytes=1500)".
+	Chunker string
+	// Analyzer is an analyzer name ("simple") or ID ("simple/1").
+	// Default "simple".
+	Analyzer string
+	// Contextualize is ContextStructural (default) or ContextOff.
+	Contextualize string
+}
+
+// Index is an open escurel index.
+type Index struct {
+	dir, path string
+	db        *sql.DB
+	blobs     *blobstore.Store
+	ownBlobs  bool
+
+	manifest Manifest
+	chunker  chunk.Spec
+	analyzer analysis.Analyzer
+	embedder embed.Embedder // nil for embed.None
+	embedSet string         // embed.Spec.String() of the manifest
+	context  string         // ContextStructural or ContextOff
+
+	writeMu sync.Mutex // one writer at a time
+	now     func() time.Time
+}
+
+// Open opens the index in dir, creating the directory, the file and the
+// manifest when they do not exist. ctx bounds the open only.
+//
+// Errors: an invalid setting in opts; *SchemaError (ErrSchemaTooNew) when the
+// file is newer than this binary; *MismatchError (ErrManifestMismatch) when a
+// set option differs from the manifest; DuckDB's error when another process
+// holds the file; the blob store's error when BlobURL cannot be opened.
+func Open(ctx context.Context, dir string, opts *Options) (*Index, error) {
+	want, err := parseOptions(opts)
+	if err != nil {
+		return nil, fmt.Errorf("open index %s: %w", dir, err)
+	}
+	if opts == nil {
+		opts = &Options{}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open index: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
+	db, err := sql.Open("duckdb", path+"?autoinstall_known_extensions=false&autoload_known_extensions=false")
+	if err == nil {
+		err = db.PingContext(ctx)
+	}
+	if err != nil {
+		if db != nil {
+			db.Close()
+		}
+		return nil, fmt.Errorf("open index %s: %w", path, err)
+	}
+	ix := &Index{dir: dir, path: path, db: db, now: time.Now}
+	if err := ix.init(ctx, want, opts); err != nil {
+		ix.Close()
+		return nil, err
+	}
+	return ix, nil
+}
+
+func (ix *Index) init(ctx context.Context, want settings, opts *Options) error {
+	from, err := migrate(ctx, ix.db, ix.path)
+	if err != nil {
+		return err
+	}
+	m, ok, err := readManifest(ctx, ix.db)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", ix.path, err)
+	}
+	now := ix.now().UTC().Truncate(time.Microsecond)
+	var got settings
+	switch {
+	case !ok:
+		var blocks int
+		if err := ix.db.QueryRowContext(ctx, `SELECT count(*) FROM blocks`).Scan(&blocks); err != nil {
+			return fmt.Errorf("open %s: %w", ix.path, err)
+		}
+		if blocks > 0 {
+			return fmt.Errorf("open %s: %d blocks but no manifest: the file is damaged; run escurel rebuild", ix.path, blocks)
+		}
+		got = want.defaults()
+		m = Manifest{SchemaVersion: SchemaVersion, EmbedderModel: got.embedder.Model, EmbedderDim: got.embedder.Dim,
+			Chunker: got.chunker.String(), Analyzer: got.analyzer, Contextualize: got.contextualize,
+			EscurelVersion: Version, CreatedAt: now, UpdatedAt: now}
+		if err := writeManifest(ctx, ix.db, m); err != nil {
+			return err
+		}
+	default:
+		if got, err = want.against(m, ix.path); err != nil {
+			return err
+		}
+		if from < SchemaVersion || m.SchemaVersion != SchemaVersion {
+			m.SchemaVersion, m.EscurelVersion, m.UpdatedAt = SchemaVersion, Version, now
+			if err := writeManifest(ctx, ix.db, m); err != nil {
+				return err
+			}
+		}
+	}
+	ix.manifest = m
+	ix.chunker = got.chunker
+	ix.context = got.contextualize
+	if ix.analyzer, err = analysis.ByID(got.analyzer); err != nil {
+		return err
+	}
+	if ix.embedder, err = embed.New(got.embedder); err != nil {
+		return err
+	}
+	ix.embedSet = got.embedder.String()
+
+	if opts.Blobs != nil {
+		ix.blobs = opts.Blobs
+		return nil
+	}
+	blobURL := opts.BlobURL
+	if blobURL == "" {
+		abs, err := filepath.Abs(filepath.Join(ix.dir, "blobs"))
+		if err != nil {
+			return fmt.Errorf("open index: %w", err)
+		}
+		blobURL = (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
+	}
+	if ix.blobs, err = blobstore.Open(ctx, blobURL); err != nil {
+		return err
+	}
+	ix.ownBlobs = true
+	return nil
+}
+
+// Close closes the database and, unless the caller supplied it, the blob
+// store. It waits for a running write to finish.
+func (ix *Index) Close() error {
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	err := ix.db.Close()
+	if ix.ownBlobs && ix.blobs != nil {
+		err = errors.Join(err, ix.blobs.Close())
+	}
+	return err
+}
+
+// Manifest returns the manifest as of Open.
+func (ix *Index) Manifest() Manifest { return ix.manifest }
+
+// Path returns the DuckDB file's path.
+func (ix *Index) Path() string { return ix.path }
+
+// Blobs returns the blob store the index derives from.
+func (ix *Index) Blobs() *blobstore.Store { return ix.blobs }
+
+func fileSize(path string) int64 {
+	if fi, err := os.Stat(path); err == nil {
+		return fi.Size()
+	}
+	return 0
+}

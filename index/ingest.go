@@ -1,0 +1,383 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/escurel/escurel/blobstore"
+	"github.com/escurel/escurel/index/chunk"
+	"github.com/escurel/escurel/index/extract"
+)
+
+// Sensitivity levels of a document, lowest first.
+const (
+	Public     = "public"
+	Internal   = "internal"
+	Restricted = "restricted"
+)
+
+// DefaultLanguage is a document's language when neither its front matter nor
+// the ingest input gives one.
+const DefaultLanguage = "en"
+
+// Input is one document to ingest.
+type Input struct {
+	// Source names the document: an absolute path or a URI. The same source
+	// is the same document (blobstore.DocID), so ingesting it again replaces
+	// its blocks.
+	Source string
+	// Name is the file name used for the media type and as the title of last
+	// resort. Default: the last segment of Source.
+	Name string
+	// MediaType overrides detection by Name's extension.
+	MediaType string
+	// Data is the raw content, stored as a blob unchanged.
+	Data []byte
+	// Language and Sensitivity apply when the document's front matter does
+	// not set them. Defaults: DefaultLanguage and Public.
+	Language    string
+	Sensitivity string
+	// IngestedAt, when not zero, is recorded instead of the current time
+	// (rebuild passes the record's time, so rebuilt rows equal ingested ones).
+	IngestedAt time.Time
+}
+
+// Status says what Ingest did with a document.
+type Status string
+
+// Statuses of an ingested document.
+const (
+	Added     Status = "added"     // a new document
+	Replaced  Status = "replaced"  // a changed document: its old blocks are gone
+	Unchanged Status = "unchanged" // same bytes and settings: nothing written
+)
+
+// Result is the outcome of ingesting one document.
+type Result struct {
+	DocID  string
+	Source string
+	Title  string
+	Status Status
+	Blocks int // blocks the document has now
+}
+
+// DocumentError is a problem with one input document (unsupported type,
+// empty, binary, invalid UTF-8, bad front matter or metadata). Nothing of the
+// document was stored. Err wraps an extract error where there is one.
+type DocumentError struct {
+	Source string
+	Err    error
+}
+
+func (e *DocumentError) Error() string { return e.Source + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *DocumentError) Unwrap() error { return e.Err }
+
+// block is a derived block, ready to write.
+type block struct {
+	chunk.Block
+	body, context string
+	terms         map[string]int32 // term → occurrences in embedText(context, body)
+	length        int32            // terms in embedText(context, body), repeats counted
+	vector        []float32        // nil without an embedder
+}
+
+// Ingest stores in's bytes and record in the blob store, durably, and then
+// replaces the document's rows in one transaction: either all of the new
+// blocks, postings and vectors are visible afterwards, or (on error) the old
+// ones still are. Re-ingesting identical bytes with identical settings
+// writes nothing and reports Unchanged.
+//
+// Errors: a *DocumentError for a problem with the input; otherwise a storage
+// error, after which the index still serves the document's previous
+// version.
+func (ix *Index) Ingest(ctx context.Context, in Input) (Result, error) {
+	res := Result{DocID: blobstore.DocID(in.Source), Source: in.Source}
+	rec, blocks, err := ix.derive(ctx, in)
+	if err != nil {
+		return res, err
+	}
+	res.Title, res.Blocks = rec.Title, len(blocks)
+
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	old, err := ix.currentRecord(ctx, rec.DocID)
+	if err != nil {
+		return res, err
+	}
+	res.Status = Added
+	if old != nil {
+		if sameDocument(old, rec) {
+			res.Status = Unchanged
+			// The rows are current; make sure the blob store still holds
+			// what they derive from.
+			return res, ix.ensureStored(ctx, in.Data, old)
+		}
+		res.Status = Replaced
+	}
+	// Source of truth first: blob and record are durable before the
+	// transaction that derives from them commits.
+	if _, err := ix.blobs.Put(ctx, in.Data); err != nil {
+		return res, fmt.Errorf("ingest %s: %w", in.Source, err)
+	}
+	if err := ix.blobs.PutRecord(ctx, rec); err != nil {
+		return res, fmt.Errorf("ingest %s: %w", in.Source, err)
+	}
+	if err := ix.write(ctx, rec, blocks); err != nil {
+		return res, fmt.Errorf("ingest %s: %w", in.Source, err)
+	}
+	return res, nil
+}
+
+// ensureStored puts the blob and record of an unchanged document back if the
+// blob store lost them.
+func (ix *Index) ensureStored(ctx context.Context, data []byte, rec *blobstore.Record) error {
+	if _, err := ix.blobs.Put(ctx, data); err != nil {
+		return fmt.Errorf("ingest %s: %w", rec.Source, err)
+	}
+	got, err := ix.blobs.GetRecord(ctx, rec.DocID)
+	if err == nil && *got == *rec {
+		return nil
+	}
+	if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
+		return fmt.Errorf("ingest %s: %w", rec.Source, err)
+	}
+	if err := ix.blobs.PutRecord(ctx, rec); err != nil {
+		return fmt.Errorf("ingest %s: %w", rec.Source, err)
+	}
+	return nil
+}
+
+var languageTag = regexp.MustCompile(`^[a-z]{2,3}(-[A-Za-z0-9]{1,8})*$`)
+
+// derive extracts, chunks, contextualizes, analyzes and embeds in, touching
+// no storage.
+func (ix *Index) derive(ctx context.Context, in Input) (*blobstore.Record, []block, error) {
+	bad := func(err error) (*blobstore.Record, []block, error) {
+		return nil, nil, &DocumentError{Source: in.Source, Err: err}
+	}
+	if in.Source == "" {
+		return bad(errors.New("empty source"))
+	}
+	name := in.Name
+	if name == "" {
+		name = path.Base(strings.ReplaceAll(in.Source, "\\", "/"))
+	}
+	mediaType := in.MediaType
+	if mediaType == "" {
+		mt, err := extract.MediaType(name)
+		if err != nil {
+			return bad(err)
+		}
+		mediaType = mt
+	}
+	doc, err := extract.Extract(mediaType, name, in.Data)
+	if err != nil {
+		return bad(err)
+	}
+	lang := firstNonEmpty(doc.Language, in.Language, DefaultLanguage)
+	if !languageTag.MatchString(lang) {
+		return bad(fmt.Errorf("language %q: want a lower-case BCP 47 tag such as en or pt-BR", lang))
+	}
+	sens := firstNonEmpty(doc.Sensitivity, in.Sensitivity, Public)
+	if sens != Public && sens != Internal && sens != Restricted {
+		return bad(fmt.Errorf("sensitivity %q: want %s, %s or %s", sens, Public, Internal, Restricted))
+	}
+	at := in.IngestedAt
+	if at.IsZero() {
+		at = ix.now()
+	}
+	rec := &blobstore.Record{
+		DocID: blobstore.DocID(in.Source), Source: in.Source, MediaType: mediaType, Title: doc.Title,
+		Sensitivity: sens, BlobID: blobstore.BlobID(in.Data), Language: lang,
+		IngestedAt: at.UTC().Truncate(time.Microsecond),
+	}
+
+	spans := chunk.Split(doc, ix.chunker.MaxBytes)
+	blocks := make([]block, len(spans))
+	texts := make([]string, len(spans))
+	var terms []string
+	for i, sp := range spans {
+		b := block{Block: sp, body: doc.Text[sp.Start:sp.End]}
+		if ix.context == ContextStructural {
+			b.context = chunk.Context(doc.Title, sp.HeadingPath, sp.Page)
+		}
+		texts[i] = embedText(b.context, b.body)
+		terms = ix.analyzer.Terms(terms[:0], texts[i])
+		b.length = int32(len(terms))
+		b.terms = make(map[string]int32, len(terms))
+		for _, t := range terms {
+			b.terms[t]++
+		}
+		blocks[i] = b
+	}
+	if ix.embedder != nil && len(texts) > 0 {
+		vecs, err := ix.embedder.Embed(ctx, texts)
+		if err != nil {
+			return nil, nil, fmt.Errorf("ingest %s: embed: %w", in.Source, err)
+		}
+		for i := range blocks {
+			blocks[i].vector = vecs[i]
+		}
+	}
+	return rec, blocks, nil
+}
+
+// embedText is what the dense leg embeds and the full-text index analyzes:
+// the context, a newline and the body, or the body alone.
+func embedText(context, body string) string {
+	if context == "" {
+		return body
+	}
+	return context + "\n" + body
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// sameDocument reports whether two records describe the same version of a
+// document (ingestion time aside).
+func sameDocument(a, b *blobstore.Record) bool {
+	x, y := *a, *b
+	x.IngestedAt, y.IngestedAt = time.Time{}, time.Time{}
+	return x == y
+}
+
+func (ix *Index) currentRecord(ctx context.Context, docID string) (*blobstore.Record, error) {
+	var r blobstore.Record
+	err := ix.db.QueryRowContext(ctx, `SELECT doc_id, source, media_type, title, sensitivity, blob_id, language, ingested_at
+		FROM documents WHERE doc_id = ?`, docID).Scan(
+		&r.DocID, &r.Source, &r.MediaType, &r.Title, &r.Sensitivity, &r.BlobID, &r.Language, &r.IngestedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read document %s: %w", docID, err)
+	}
+	r.IngestedAt = r.IngestedAt.UTC()
+	return &r, nil
+}
+
+// write replaces the rows of rec's document with blocks in one transaction.
+func (ix *Index) write(ctx context.Context, rec *blobstore.Record, blocks []block) error {
+	tx, err := ix.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for _, q := range []string{
+		`DELETE FROM postings WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id = $1)`,
+		`DELETE FROM block_stats WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id = $1)`,
+		`DELETE FROM embeddings WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id = $1)`,
+		`DELETE FROM blocks WHERE doc_id = $1`,
+		`DELETE FROM documents WHERE doc_id = $1`,
+	} {
+		if _, err := tx.ExecContext(ctx, q, rec.DocID); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		rec.DocID, rec.Source, rec.MediaType, rec.Title, rec.Sensitivity, rec.BlobID, rec.Language, rec.IngestedAt); err != nil {
+		return err
+	}
+	if len(blocks) == 0 {
+		return tx.Commit()
+	}
+	ids, err := nextBlockIDs(ctx, tx, len(blocks))
+	if err != nil {
+		return err
+	}
+	n := len(blocks)
+	ords, bodies, contexts := make([]int32, n), make([]string, n), make([]string, n)
+	starts, ends, pages := make([]int64, n), make([]int64, n), make([]int32, n)
+	paths, lengths := make([]string, n), make([]int32, n)
+	var pTerms []string
+	var pIDs []int64
+	var pTFs []int32
+	for i, b := range blocks {
+		ords[i], bodies[i], contexts[i] = int32(i), b.body, b.context
+		starts[i], ends[i], pages[i] = int64(b.Start), int64(b.End), int32(b.Page)
+		paths[i], lengths[i] = headingJSON(b.HeadingPath), b.length
+		terms := make([]string, 0, len(b.terms))
+		for t := range b.terms {
+			terms = append(terms, t)
+		}
+		sort.Strings(terms)
+		for _, t := range terms {
+			pTerms, pIDs, pTFs = append(pTerms, t), append(pIDs, ids[i]), append(pTFs, b.terms[t])
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO blocks (block_id, doc_id, ord, body, byte_start, byte_end, context, heading_path, page)
+		SELECT unnest(?::BIGINT[]), ?, unnest(?::INTEGER[]), unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]),
+		       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[])`,
+		ids, rec.DocID, ords, bodies, starts, ends, contexts, paths, pages); err != nil {
+		return fmt.Errorf("insert blocks: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO block_stats SELECT unnest(?::BIGINT[]), unnest(?::INTEGER[])`, ids, lengths); err != nil {
+		return fmt.Errorf("insert block stats: %w", err)
+	}
+	if len(pTerms) > 0 {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO postings SELECT unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::INTEGER[])`,
+			pTerms, pIDs, pTFs); err != nil {
+			return fmt.Errorf("insert postings: %w", err)
+		}
+	}
+	if ix.embedder != nil {
+		vecs := make([][]float32, n)
+		for i, b := range blocks {
+			vecs[i] = b.vector
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO embeddings SELECT ?, unnest(?::BIGINT[]), unnest(?::FLOAT[][])`,
+			ix.embedSet, ids, vecs); err != nil {
+			return fmt.Errorf("insert embeddings: %w", err)
+		}
+	}
+	return tx.Commit()
+}
+
+// headingJSON encodes a heading path as stored in blocks.heading_path: a JSON
+// array of strings, "[]" when empty.
+func headingJSON(path []string) string {
+	if len(path) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(path) // []string always marshals
+	return string(b)
+}
+
+// nextBlockIDs reserves n block ids from the block_ids sequence, ascending.
+func nextBlockIDs(ctx context.Context, tx *sql.Tx, n int) ([]int64, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT nextval('block_ids') FROM range(?)`, n)
+	if err != nil {
+		return nil, fmt.Errorf("reserve block ids: %w", err)
+	}
+	defer rows.Close()
+	ids := make([]int64, 0, n)
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids, nil
+}

@@ -1,0 +1,219 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/escurel/escurel/embed"
+	"github.com/escurel/escurel/index/analysis"
+	"github.com/escurel/escurel/index/chunk"
+)
+
+// Errors returned by Open, possibly wrapped; match them with errors.Is.
+var (
+	// ErrSchemaTooNew: the index file was written by a newer escurel. The
+	// error is a *SchemaError.
+	ErrSchemaTooNew = errors.New("index: schema newer than this binary")
+	// ErrManifestMismatch: the configuration differs from what built the
+	// index. The error is a *MismatchError.
+	ErrManifestMismatch = errors.New("index: configuration differs from the manifest")
+)
+
+// Contextualize modes.
+const (
+	// ContextStructural stores "[<title> › <heading path> › p.<page>]" in
+	// each block's context (chunk.Context).
+	ContextStructural = "structural"
+	// ContextOff stores an empty context.
+	ContextOff = "off"
+)
+
+// Manifest records what built an index. Open compares it with the
+// configuration and refuses a mismatch.
+type Manifest struct {
+	SchemaVersion  int       `json:"schema_version"`
+	EmbedderModel  string    `json:"embedder_model"` // "none" when the index has no vectors
+	EmbedderDim    int       `json:"embedder_dim"`
+	Chunker        string    `json:"chunker"`       // chunk.Spec.String()
+	Analyzer       string    `json:"analyzer"`      // analysis.Analyzer.ID()
+	Contextualize  string    `json:"contextualize"` // ContextStructural or ContextOff
+	EscurelVersion string    `json:"escurel_version"`
+	CreatedAt      time.Time `json:"created_at"` // UTC
+	UpdatedAt      time.Time `json:"updated_at"` // UTC
+}
+
+// Embedder returns the manifest's embedder spec.
+func (m Manifest) Embedder() embed.Spec {
+	return embed.Spec{Model: m.EmbedderModel, Dim: m.EmbedderDim}
+}
+
+// MismatchError reports a configured setting that differs from the one the
+// index was built with. Its message names both values and the command that
+// rebuilds the index with the configured one.
+type MismatchError struct {
+	Path       string // the index file
+	Setting    string // "embedder", "embedder dimension", "chunker", "analyzer" or "contextualize"
+	Index      string // the manifest's value
+	Configured string // the configured value
+	Fix        string // the command that rebuilds the index with Configured
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("open %s: the index was built with %s %q but the configuration asks for %q; "+
+		"run `%s` to rebuild it from the blob store with the new setting, or drop the setting to use the index's own",
+		e.Path, e.Setting, e.Index, e.Configured, e.Fix)
+}
+
+// Unwrap returns ErrManifestMismatch.
+func (e *MismatchError) Unwrap() error { return ErrManifestMismatch }
+
+// settings is a resolved configuration; zero fields mean "not configured".
+type settings struct {
+	embedder      embed.Spec
+	chunker       chunk.Spec
+	analyzer      string // analyzer ID
+	contextualize string
+}
+
+// parseOptions validates the explicitly configured settings of opts.
+func parseOptions(opts *Options) (settings, error) {
+	var s settings
+	if opts == nil {
+		return s, nil
+	}
+	if !opts.Embedder.IsZero() {
+		spec, err := embed.ParseSpec(opts.Embedder.String())
+		if err != nil {
+			return s, err
+		}
+		if spec != opts.Embedder {
+			return s, fmt.Errorf("embedder %v: unsupported dimension", opts.Embedder)
+		}
+		s.embedder = spec
+	}
+	if opts.Chunker != "" {
+		spec, err := chunk.ParseSpec(opts.Chunker)
+		if err != nil {
+			return s, err
+		}
+		s.chunker = spec
+	}
+	if opts.Analyzer != "" {
+		a, err := analysis.ByName(opts.Analyzer)
+		if err != nil {
+			if a, err = analysis.ByID(opts.Analyzer); err != nil {
+				return s, err
+			}
+		}
+		s.analyzer = a.ID()
+	}
+	if opts.Contextualize != "" {
+		mode, err := ParseContextualize(opts.Contextualize)
+		if err != nil {
+			return s, err
+		}
+		s.contextualize = mode
+	}
+	return s, nil
+}
+
+// ParseContextualize accepts "structural" or "off"; anything else is an
+// error, never a fallback.
+func ParseContextualize(s string) (string, error) {
+	switch s {
+	case ContextStructural, ContextOff:
+		return s, nil
+	}
+	return "", fmt.Errorf("contextualize %q: want %q or %q", s, ContextStructural, ContextOff)
+}
+
+// defaults fills the unset fields with the defaults for a new index.
+func (s settings) defaults() settings {
+	if s.embedder.IsZero() {
+		s.embedder = embed.Default
+	}
+	if s.chunker == (chunk.Spec{}) {
+		s.chunker = chunk.DefaultSpec
+	}
+	if s.analyzer == "" {
+		s.analyzer = analysis.Simple{}.ID()
+	}
+	if s.contextualize == "" {
+		s.contextualize = ContextStructural
+	}
+	return s
+}
+
+// against compares the configured settings with the manifest m of the index
+// at path. Unset fields take the manifest's value. It fails with a
+// *MismatchError when a configured value differs, and with a plain error when
+// the manifest names something this binary cannot provide.
+func (s settings) against(m Manifest, path string) (settings, error) {
+	mismatch := func(setting, index, configured, flag, value string) error {
+		return &MismatchError{Path: path, Setting: setting, Index: index, Configured: configured,
+			Fix: fmt.Sprintf("escurel rebuild --%s '%s'", flag, value)}
+	}
+	if e := s.embedder; !e.IsZero() && e != m.Embedder() {
+		if e.Model == m.EmbedderModel {
+			return s, mismatch("embedder dimension", fmt.Sprint(m.EmbedderDim), fmt.Sprint(e.Dim), "embedder", e.String())
+		}
+		return s, mismatch("embedder", m.Embedder().String(), e.String(), "embedder", e.String())
+	}
+	if c := s.chunker.String(); s.chunker != (chunk.Spec{}) && c != m.Chunker {
+		return s, mismatch("chunker", m.Chunker, c, "chunker", c)
+	}
+	if s.analyzer != "" && s.analyzer != m.Analyzer {
+		return s, mismatch("analyzer", m.Analyzer, s.analyzer, "analyzer", s.analyzer)
+	}
+	if s.contextualize != "" && s.contextualize != m.Contextualize {
+		return s, mismatch("contextualize", m.Contextualize, s.contextualize, "contextualize", s.contextualize)
+	}
+	// Adopt the manifest's values, and check that this binary has them.
+	unsupported := func(what string, err error) error {
+		return fmt.Errorf("open %s: the index was built with %s, which this escurel cannot use (%v); run `escurel rebuild` with a setting it has", path, what, err)
+	}
+	out := settings{contextualize: m.Contextualize, analyzer: m.Analyzer}
+	var err error
+	if out.embedder, err = embed.ParseSpec(m.Embedder().String()); err != nil || out.embedder != m.Embedder() {
+		return s, unsupported("embedder "+m.Embedder().String(), err)
+	}
+	if out.chunker, err = chunk.ParseSpec(m.Chunker); err != nil {
+		return s, unsupported("chunker "+m.Chunker, err)
+	}
+	if _, err = analysis.ByID(m.Analyzer); err != nil {
+		return s, unsupported("analyzer "+m.Analyzer, err)
+	}
+	if _, err = ParseContextualize(m.Contextualize); err != nil {
+		return s, unsupported("contextualize "+m.Contextualize, err)
+	}
+	return out, nil
+}
+
+func readManifest(ctx context.Context, db *sql.DB) (Manifest, bool, error) {
+	var m Manifest
+	err := db.QueryRowContext(ctx, `SELECT schema_version, embedder_model, embedder_dim, chunker, analyzer,
+		contextualize, escurel_version, created_at, updated_at FROM manifest WHERE id = 1`).Scan(
+		&m.SchemaVersion, &m.EmbedderModel, &m.EmbedderDim, &m.Chunker, &m.Analyzer,
+		&m.Contextualize, &m.EscurelVersion, &m.CreatedAt, &m.UpdatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return m, false, nil
+	}
+	if err != nil {
+		return m, false, fmt.Errorf("read manifest: %w", err)
+	}
+	m.CreatedAt, m.UpdatedAt = m.CreatedAt.UTC(), m.UpdatedAt.UTC()
+	return m, true, nil
+}
+
+func writeManifest(ctx context.Context, db *sql.DB, m Manifest) error {
+	_, err := db.ExecContext(ctx, `INSERT OR REPLACE INTO manifest VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.SchemaVersion, m.EmbedderModel, m.EmbedderDim, m.Chunker, m.Analyzer, m.Contextualize,
+		m.EscurelVersion, m.CreatedAt, m.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("write manifest: %w", err)
+	}
+	return nil
+}

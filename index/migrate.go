@@ -1,0 +1,184 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	schemasql "github.com/escurel/escurel/sql"
+)
+
+// SchemaVersion is the schema version this binary writes: the highest number
+// among the SQL files in package sql.
+var SchemaVersion = func() int {
+	ms, err := schemasql.Migrations()
+	if err != nil {
+		panic(err) // the embedded files are checked by package sql's tests
+	}
+	return ms[len(ms)-1].Version
+}()
+
+// column is a column the current schema expects. def is the value old rows
+// get when the ensure-column pass has to add the column.
+type column struct {
+	table, name, typ, def string
+}
+
+// schemaColumns lists every column of the current schema, table by table.
+// TestSchemaColumnsMatchMigrations keeps it equal to what the SQL files
+// create. Add a column here whenever a new SQL file adds one.
+var schemaColumns = []column{
+	{"manifest", "id", "INTEGER", "1"},
+	{"manifest", "schema_version", "INTEGER", "0"},
+	{"manifest", "embedder_model", "VARCHAR", "''"},
+	{"manifest", "embedder_dim", "INTEGER", "0"},
+	{"manifest", "chunker", "VARCHAR", "''"},
+	{"manifest", "analyzer", "VARCHAR", "''"},
+	{"manifest", "contextualize", "VARCHAR", "''"},
+	{"manifest", "escurel_version", "VARCHAR", "''"},
+	{"manifest", "created_at", "TIMESTAMP", "TIMESTAMP '1970-01-01'"},
+	{"manifest", "updated_at", "TIMESTAMP", "TIMESTAMP '1970-01-01'"},
+	{"documents", "doc_id", "VARCHAR", "''"},
+	{"documents", "source", "VARCHAR", "''"},
+	{"documents", "media_type", "VARCHAR", "''"},
+	{"documents", "title", "VARCHAR", "''"},
+	{"documents", "sensitivity", "VARCHAR", "''"},
+	{"documents", "blob_id", "VARCHAR", "''"},
+	{"documents", "language", "VARCHAR", "''"},
+	{"documents", "ingested_at", "TIMESTAMP", "TIMESTAMP '1970-01-01'"},
+	{"blocks", "block_id", "BIGINT", "0"},
+	{"blocks", "doc_id", "VARCHAR", "''"},
+	{"blocks", "ord", "INTEGER", "0"},
+	{"blocks", "body", "VARCHAR", "''"},
+	{"blocks", "byte_start", "BIGINT", "0"},
+	{"blocks", "byte_end", "BIGINT", "0"},
+	{"blocks", "context", "VARCHAR", "''"},
+	{"blocks", "heading_path", "VARCHAR", "'[]'"},
+	{"blocks", "page", "INTEGER", "0"},
+	{"postings", "term", "VARCHAR", "''"},
+	{"postings", "block_id", "BIGINT", "0"},
+	{"postings", "tf", "INTEGER", "0"},
+	{"block_stats", "block_id", "BIGINT", "0"},
+	{"block_stats", "length", "INTEGER", "0"},
+	{"embeddings", "embedding_set", "VARCHAR", "''"},
+	{"embeddings", "block_id", "BIGINT", "0"},
+	{"embeddings", "vector", "FLOAT[]", "[]::FLOAT[]"},
+}
+
+// migrate brings the database up to SchemaVersion: it applies each missing
+// SQL file in its own transaction and records it in schema_migrations, then
+// runs the ensure-column pass and a CHECKPOINT. It returns the version the
+// file had before. A file whose version is newer than SchemaVersion is left
+// untouched and refused with a *SchemaError.
+func migrate(ctx context.Context, db *sql.DB, path string) (int, error) {
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		name       VARCHAR NOT NULL,
+		applied_at TIMESTAMP NOT NULL)`); err != nil {
+		return 0, fmt.Errorf("migrate %s: %w", path, err)
+	}
+	var from int
+	if err := db.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&from); err != nil {
+		return 0, fmt.Errorf("migrate %s: %w", path, err)
+	}
+	if from > SchemaVersion {
+		return from, &SchemaError{Path: path, File: from, Binary: SchemaVersion}
+	}
+	ms, err := schemasql.Migrations()
+	if err != nil {
+		return from, err
+	}
+	for _, m := range ms[from:] {
+		if err := applyMigration(ctx, db, m); err != nil {
+			return from, fmt.Errorf("migrate %s to %s: %w", path, m.Name, err)
+		}
+	}
+	if err := ensureColumns(ctx, db); err != nil {
+		return from, fmt.Errorf("migrate %s: %w", path, err)
+	}
+	if _, err := db.ExecContext(ctx, `CHECKPOINT`); err != nil {
+		return from, fmt.Errorf("migrate %s: checkpoint: %w", path, err)
+	}
+	return from, nil
+}
+
+func applyMigration(ctx context.Context, db *sql.DB, m schemasql.Migration) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, ?, now()::TIMESTAMP)`, m.Version, m.Name); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// ensureColumns adds every column of schemaColumns that an existing table
+// lacks, with its default for old rows and a NOT NULL constraint. It is
+// idempotent and runs on every open, so an index file whose recorded
+// migrations do not match its tables (an interrupted or hand-made file) is
+// repaired in place. A missing table is an error.
+func ensureColumns(ctx context.Context, db *sql.DB) error {
+	rows, err := db.QueryContext(ctx, `SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'main'`)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	tables := map[string]bool{}
+	for rows.Next() {
+		var t, c string
+		if err := rows.Scan(&t, &c); err != nil {
+			rows.Close()
+			return err
+		}
+		have[t+"."+c] = true
+		tables[t] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, c := range schemaColumns {
+		if !tables[c.table] {
+			return fmt.Errorf("table %s is missing: the file is damaged; run escurel rebuild", c.table)
+		}
+		if have[c.table+"."+c.name] {
+			continue
+		}
+		// DuckDB cannot add a column with a constraint: add, then SET NOT NULL.
+		for _, stmt := range []string{
+			fmt.Sprintf(`ALTER TABLE %s ADD COLUMN %s %s DEFAULT %s`, c.table, c.name, c.typ, c.def),
+			fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN %s SET NOT NULL`, c.table, c.name),
+		} {
+			if _, err := db.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("ensure column %s.%s: %w", c.table, c.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// SchemaError reports an index file written by a newer escurel.
+type SchemaError struct {
+	Path   string // the index file
+	File   int    // schema version of the file
+	Binary int    // SchemaVersion of this binary
+}
+
+func (e *SchemaError) Error() string {
+	return fmt.Sprintf("open %s: index schema version %d is newer than this escurel's %d (escurel %s); "+
+		"upgrade escurel: go install github.com/escurel/escurel/cmd/escurel@latest", e.Path, e.File, e.Binary, Version)
+}
+
+// Unwrap returns ErrSchemaTooNew.
+func (e *SchemaError) Unwrap() error { return ErrSchemaTooNew }
+
+// placeholders returns n comma-separated placeholders.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}

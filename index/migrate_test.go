@@ -1,0 +1,184 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	_ "gocloud.dev/blob/memblob"
+
+	schemasql "github.com/escurel/escurel/sql"
+)
+
+func openDB(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("duckdb", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// TestSchemaColumnsMatchMigrations keeps schemaColumns equal to what the SQL
+// files create, so the ensure-column pass knows every column.
+func TestSchemaColumnsMatchMigrations(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "")
+	defer db.Close()
+	if _, err := migrate(ctx, db, "mem"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.Query(`SELECT table_name, column_name, data_type FROM information_schema.columns
+		WHERE table_schema = 'main' AND table_name <> 'schema_migrations' ORDER BY table_name, ordinal_position`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[string]string{}
+	for rows.Next() {
+		var tb, c, ty string
+		rows.Scan(&tb, &c, &ty)
+		got[tb+"."+c] = ty
+	}
+	want := map[string]string{}
+	for _, c := range schemaColumns {
+		want[c.table+"."+c.name] = c.typ
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("column %s: schema has %q, schemaColumns says %q", k, got[k], v)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("column %s is created by a SQL file but missing from schemaColumns", k)
+		}
+	}
+}
+
+// TestUpgradeOlderFile writes an index file the way the first release did,
+// from 0001 alone, with rows in it; the current Open upgrades it in place
+// and the old rows read back with the new columns empty.
+func TestUpgradeOlderFile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName)
+	ms, err := schemasql.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := openDB(t, path)
+	for _, stmt := range []string{
+		`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)`,
+		ms[0].SQL,
+		`INSERT INTO schema_migrations VALUES (1, '` + ms[0].Name + `', TIMESTAMP '2026-01-02 03:04:05')`,
+		`INSERT INTO manifest VALUES (1, 1, 'hash', 384, 'default(max_bytes=1500)', 'simple/1', 'structural', '0.0.1',
+			TIMESTAMP '2026-01-02 03:04:05', TIMESTAMP '2026-01-02 03:04:05')`,
+		`INSERT INTO documents VALUES ('0123456789abcdef0123456789abcdef', '/old.md', 'text/markdown', 'Old', 'public',
+			'sha256:` + strings.Repeat("0", 64) + `', 'en', TIMESTAMP '2026-01-02 03:04:05')`,
+		`INSERT INTO blocks VALUES (nextval('block_ids'), '0123456789abcdef0123456789abcdef', 0, 'old body', 0, 8)`,
+	} {
+		if _, err := old.Exec(stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	old.Close()
+
+	ix, err := Open(ctx, dir, &Options{BlobURL: "mem://"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	m := ix.Manifest()
+	if m.SchemaVersion != SchemaVersion || m.EscurelVersion != Version || m.CreatedAt.Year() != 2026 || !m.UpdatedAt.After(m.CreatedAt) {
+		t.Errorf("manifest after upgrade: %+v", m)
+	}
+	var body, context string
+	var path2 string
+	var page int
+	if err := ix.db.QueryRow(`SELECT body, context, heading_path, page FROM blocks`).Scan(&body, &context, &path2, &page); err != nil {
+		t.Fatal(err)
+	}
+	if body != "old body" || context != "" || path2 != "[]" || page != 0 {
+		t.Errorf("old row reads back as body %q context %q heading_path %v page %d", body, context, path2, page)
+	}
+	var applied int
+	ix.db.QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&applied)
+	if applied != SchemaVersion {
+		t.Errorf("%d migrations recorded, want %d", applied, SchemaVersion)
+	}
+	// New blocks take ids after the old one: the sequence survived.
+	if _, err := ix.Ingest(ctx, Input{Source: "/new.md", Data: []byte("# New\n\nnew body\n")}); err != nil {
+		t.Fatal(err)
+	}
+	var maxID int64
+	ix.db.QueryRow(`SELECT max(block_id) FROM blocks`).Scan(&maxID)
+	if maxID != 2 {
+		t.Errorf("max block id %d, want 2", maxID)
+	}
+}
+
+// TestEnsureColumnRepairs drops a column from a current file; the next open
+// adds it back with its default, NOT NULL.
+func TestEnsureColumnRepairs(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix, err := Open(ctx, dir, &Options{BlobURL: "mem://"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.Ingest(ctx, Input{Source: "/a.md", Data: []byte("# A\n\ntext\n")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.db.Exec(`ALTER TABLE blocks DROP COLUMN context`); err != nil {
+		t.Fatal(err)
+	}
+	ix.Close()
+	ix, err = Open(ctx, dir, &Options{BlobURL: "mem://"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	var ctxt, nullable string
+	if err := ix.db.QueryRow(`SELECT context FROM blocks`).Scan(&ctxt); err != nil || ctxt != "" {
+		t.Fatalf("context = %q, %v", ctxt, err)
+	}
+	ix.db.QueryRow(`SELECT is_nullable FROM information_schema.columns WHERE table_name = 'blocks' AND column_name = 'context'`).Scan(&nullable)
+	if nullable != "NO" {
+		t.Errorf("repaired column is nullable")
+	}
+}
+
+func TestRefuseNewerSchema(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix, err := Open(ctx, dir, &Options{BlobURL: "mem://"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	future := SchemaVersion + 1
+	if _, err := ix.db.Exec(`INSERT INTO schema_migrations VALUES (?, '9999_future.sql', now()::TIMESTAMP)`, future); err != nil {
+		t.Fatal(err)
+	}
+	ix.Close()
+	before, _ := os.ReadFile(filepath.Join(dir, FileName))
+
+	_, err = Open(ctx, dir, &Options{BlobURL: "mem://"})
+	var se *SchemaError
+	if !errors.Is(err, ErrSchemaTooNew) || !errors.As(err, &se) || se.File != future || se.Binary != SchemaVersion {
+		t.Fatalf("err = %v, want a SchemaError for version %d", err, future)
+	}
+	for _, want := range []string{filepath.Join(dir, FileName), "go install github.com/escurel/escurel/cmd/escurel@latest"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	after, _ := os.ReadFile(filepath.Join(dir, FileName))
+	if string(before) != string(after) {
+		t.Error("refused open changed the file")
+	}
+}

@@ -1,0 +1,208 @@
+package index
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+)
+
+// DefaultK is the number of hits Search returns when SearchOptions.K is 0.
+const DefaultK = 10
+
+// SearchOptions configure Search. The zero value means DefaultK hits.
+type SearchOptions struct {
+	K int // hits to return, ≥ 0; 0 means DefaultK
+}
+
+// Hit is one block found by Search. Body is verbatim: the document's text
+// from ByteStart to ByteEnd. Context is the structural context that took
+// part in ranking; cite the body, not the context.
+type Hit struct {
+	BlockID     int64    `json:"block_id"`
+	DocID       string   `json:"doc_id"`
+	Source      string   `json:"source"`
+	Title       string   `json:"title"`
+	Body        string   `json:"body"`
+	Context     string   `json:"context"`
+	HeadingPath []string `json:"heading_path"` // never nil
+	Page        int      `json:"page"`         // 0 when the format has no pages
+	ByteStart   int64    `json:"byte_start"`
+	ByteEnd     int64    `json:"byte_end"`
+	Score       float64  `json:"score"`
+}
+
+// Search ranks blocks by BM25 (DefaultBM25) over context and body, any query
+// term matching (disjunctive), and returns the best K, highest score first;
+// equal scores are ordered by block id. A query without terms returns no
+// hits. It sees every committed ingest, with no refresh step.
+func (ix *Index) Search(ctx context.Context, query string, opts *SearchOptions) ([]Hit, error) {
+	k := DefaultK
+	if opts != nil && opts.K != 0 {
+		k = opts.K
+	}
+	if k < 0 {
+		return nil, fmt.Errorf("search: k = %d, want ≥ 0", k)
+	}
+	terms := uniqueSorted(ix.analyzer.Terms(nil, query))
+	if len(terms) == 0 || k == 0 {
+		return []Hit{}, nil
+	}
+	scores, err := ix.bm25(ctx, terms, DefaultBM25)
+	if err != nil {
+		return nil, fmt.Errorf("search %q: %w", query, err)
+	}
+	ranked := make([]Hit, 0, len(scores))
+	for id, s := range scores {
+		ranked = append(ranked, Hit{BlockID: id, Score: s})
+	}
+	sort.Slice(ranked, func(i, j int) bool {
+		if ranked[i].Score != ranked[j].Score {
+			return ranked[i].Score > ranked[j].Score
+		}
+		return ranked[i].BlockID < ranked[j].BlockID
+	})
+	if len(ranked) > k {
+		ranked = ranked[:k]
+	}
+	if err := ix.fillHits(ctx, ranked); err != nil {
+		return nil, fmt.Errorf("search %q: %w", query, err)
+	}
+	return ranked, nil
+}
+
+// bm25 scores every block holding at least one of terms (distinct, sorted).
+// Terms are summed in order, so equal inputs give bit-identical scores.
+func (ix *Index) bm25(ctx context.Context, terms []string, p BM25) (map[int64]float64, error) {
+	var n int
+	var avgdl float64
+	if err := ix.db.QueryRowContext(ctx, `SELECT count(*), coalesce(avg(length), 0)::DOUBLE FROM block_stats`).Scan(&n, &avgdl); err != nil {
+		return nil, err
+	}
+	args := make([]any, len(terms))
+	for i, t := range terms {
+		args[i] = t
+	}
+	rows, err := ix.db.QueryContext(ctx, `SELECT p.term, p.block_id, p.tf, s.length
+		FROM postings p JOIN block_stats s ON s.block_id = p.block_id
+		WHERE p.term IN (`+placeholders(len(terms))+`) ORDER BY p.term, p.block_id`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	type posting struct {
+		id     int64
+		tf, dl int
+	}
+	byTerm := map[string][]posting{}
+	for rows.Next() {
+		var t string
+		var ps posting
+		if err := rows.Scan(&t, &ps.id, &ps.tf, &ps.dl); err != nil {
+			return nil, err
+		}
+		byTerm[t] = append(byTerm[t], ps)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	scores := map[int64]float64{}
+	for _, t := range terms {
+		ps := byTerm[t]
+		idf := p.IDF(n, len(ps))
+		for _, ps := range ps {
+			scores[ps.id] += idf * p.TF(ps.tf, ps.dl, avgdl)
+		}
+	}
+	return scores, nil
+}
+
+// fillHits reads the stored fields of hits, keeping their order.
+func (ix *Index) fillHits(ctx context.Context, hits []Hit) error {
+	if len(hits) == 0 {
+		return nil
+	}
+	pos := make(map[int64]int, len(hits))
+	args := make([]any, len(hits))
+	for i, h := range hits {
+		pos[h.BlockID] = i
+		args[i] = h.BlockID
+	}
+	rows, err := ix.db.QueryContext(ctx, `SELECT b.block_id, b.doc_id, d.source, d.title, b.body, b.context,
+		b.heading_path, b.page, b.byte_start, b.byte_end
+		FROM blocks b JOIN documents d ON d.doc_id = b.doc_id
+		WHERE b.block_id IN (`+placeholders(len(hits))+`)`, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	found := 0
+	for rows.Next() {
+		var id int64
+		var path string
+		var h Hit
+		if err := rows.Scan(&id, &h.DocID, &h.Source, &h.Title, &h.Body, &h.Context, &path, &h.Page, &h.ByteStart, &h.ByteEnd); err != nil {
+			return err
+		}
+		h.BlockID, h.Score = id, hits[pos[id]].Score
+		if err := json.Unmarshal([]byte(path), &h.HeadingPath); err != nil {
+			return fmt.Errorf("block %d: heading_path %q: %w", id, path, err)
+		}
+		if h.HeadingPath == nil {
+			h.HeadingPath = []string{}
+		}
+		hits[pos[id]] = h
+		found++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if found != len(hits) {
+		return fmt.Errorf("%d of %d ranked blocks have no block row", len(hits)-found, len(hits))
+	}
+	return nil
+}
+
+func uniqueSorted(ts []string) []string {
+	sort.Strings(ts)
+	out := ts[:0]
+	for i, t := range ts {
+		if i == 0 || t != ts[i-1] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Stats describes an index for `escurel status`.
+type Stats struct {
+	Path          string   `json:"path"`
+	BlobURL       string   `json:"blob_url"`
+	SchemaVersion int      `json:"schema_version"`
+	Manifest      Manifest `json:"manifest"`
+	Documents     int64    `json:"documents"`
+	Blocks        int64    `json:"blocks"`
+	Terms         int64    `json:"terms"`    // distinct terms
+	Postings      int64    `json:"postings"` // (term, block) pairs
+	Embeddings    int64    `json:"embeddings"`
+	FileBytes     int64    `json:"file_bytes"` // size of the DuckDB file
+}
+
+// Stats counts the index's rows.
+func (ix *Index) Stats(ctx context.Context) (Stats, error) {
+	st := Stats{Path: ix.path, BlobURL: ix.blobs.URL(), Manifest: ix.manifest}
+	err := ix.db.QueryRowContext(ctx, `SELECT
+		(SELECT max(version) FROM schema_migrations),
+		(SELECT count(*) FROM documents),
+		(SELECT count(*) FROM blocks),
+		(SELECT count(DISTINCT term) FROM postings),
+		(SELECT count(*) FROM postings),
+		(SELECT count(*) FROM embeddings)`).Scan(&st.SchemaVersion, &st.Documents, &st.Blocks, &st.Terms, &st.Postings, &st.Embeddings)
+	if err != nil {
+		return st, fmt.Errorf("stats: %w", err)
+	}
+	if _, err := ix.db.ExecContext(ctx, `CHECKPOINT`); err == nil {
+		st.FileBytes = fileSize(ix.path)
+	}
+	return st, nil
+}
