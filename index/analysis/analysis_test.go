@@ -9,12 +9,12 @@ import (
 
 func TestSimple(t *testing.T) {
 	for in, want := range map[string][]string{
-		"Path Parameters, with TYPES!":        {"path", "parameters", "with", "types"},
-		"response_model=Item; x2 3.14":        {"response", "model", "item", "x2", "3", "14"},
-		"Straße GRÜẞE café naïve":             {"straße", "grüße", "café", "naïve"},
-		"Ελληνικά κείμενα · Русский ТЕКСТ":    {"ελληνικά", "κείμενα", "русский", "текст"},
-		"東京 タワー":                            {"東京", "タワー"},
-		"":                                    nil,
+		"Path Parameters, with TYPES!":         {"path", "parameters", "with", "types"},
+		"response_model=Item; x2 3.14":         {"response", "model", "item", "x2", "3", "14"},
+		"Straße GRÜẞE café naïve":              {"straße", "grüße", "café", "naïve"},
+		"Ελληνικά κείμενα · Русский ТЕКСТ":     {"ελληνικά", "κείμενα", "русский", "текст"},
+		"東京 タワー":                               {"東京", "タワー"},
+		"":                                     nil,
 		"a " + strings.Repeat("x", 101) + " b": {"a", "b"},
 	} {
 		if diff := cmp.Diff(want, Simple{}.Terms(nil, in)); diff != "" {
