@@ -2,7 +2,6 @@ package index
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -54,40 +53,61 @@ type Summary struct {
 func (ix *Index) IngestFiles(ctx context.Context, paths []string, opts IngestOptions) (Summary, error) {
 	start := time.Now()
 	var sum Summary
-	one := func(p string) error {
-		fr := ix.ingestFile(ctx, p, opts)
-		switch {
-		case fr.Err == nil:
-			switch fr.Status {
-			case Added:
-				sum.Added++
-			case Replaced:
-				sum.Replaced++
-			case Unchanged:
-				sum.Unchanged++
-			}
-			if fr.Status != Unchanged {
-				sum.Blocks += fr.Blocks
-			}
-		case isFileError(fr.Err):
-			sum.Failed = append(sum.Failed, fr)
-		default:
-			return fr.Err
+	files, err := listFiles(ctx, paths, &sum)
+	if err != nil {
+		return sum, err
+	}
+	for len(files) > 0 {
+		n, size := 0, int64(0)
+		for n < len(files) && n < batchFiles && size < batchBytes {
+			size += files[n].size
+			n++
 		}
-		sum.Bytes += fr.Bytes
-		if opts.Progress != nil {
-			opts.Progress(fr)
+		if err := ix.ingestFileBatch(ctx, files[:n], opts, &sum); err != nil {
+			return sum, err
+		}
+		files = files[n:]
+	}
+	sum.Elapsed = time.Since(start)
+	return sum, nil
+}
+
+// Files are ingested in batches of at most batchFiles files or, past
+// batchBytes, one transaction per batch.
+const (
+	batchFiles = 64
+	batchBytes = 32 << 20
+)
+
+type fileEntry struct {
+	path string // as found by the walk
+	abs  string
+	size int64
+}
+
+// listFiles expands paths into the files to ingest, in order, each once.
+func listFiles(ctx context.Context, paths []string, sum *Summary) ([]fileEntry, error) {
+	var files []fileEntry
+	seen := map[string]bool{}
+	add := func(p string, size int64) error {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return fmt.Errorf("ingest %s: %w", p, err)
+		}
+		if !seen[abs] {
+			seen[abs] = true
+			files = append(files, fileEntry{path: p, abs: abs, size: size})
 		}
 		return nil
 	}
 	for _, root := range paths {
 		info, err := os.Stat(root)
 		if err != nil {
-			return sum, fmt.Errorf("ingest: %w", err)
+			return nil, fmt.Errorf("ingest: %w", err)
 		}
 		if !info.IsDir() {
-			if err := one(root); err != nil {
-				return sum, err
+			if err := add(root, info.Size()); err != nil {
+				return nil, err
 			}
 			continue
 		}
@@ -112,37 +132,66 @@ func (ix *Index) IngestFiles(ctx context.Context, paths []string, opts IngestOpt
 				sum.Skipped = append(sum.Skipped, p)
 				return nil
 			}
-			return one(p)
+			var size int64
+			if info, err := d.Info(); err == nil {
+				size = info.Size()
+			}
+			return add(p, size)
 		})
 		if err != nil {
-			return sum, fmt.Errorf("ingest %s: %w", root, err)
+			return nil, fmt.Errorf("ingest %s: %w", root, err)
 		}
 	}
-	sum.Elapsed = time.Since(start)
-	return sum, nil
+	return files, nil
 }
 
-func (ix *Index) ingestFile(ctx context.Context, p string, opts IngestOptions) FileResult {
-	fr := FileResult{Path: p}
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		fr.Err = &DocumentError{Source: p, Err: err}
-		return fr
+// ingestFileBatch reads files and ingests them in one transaction, adding
+// the outcomes to sum and reporting each file to opts.Progress.
+func (ix *Index) ingestFileBatch(ctx context.Context, files []fileEntry, opts IngestOptions, sum *Summary) error {
+	out := make([]FileResult, len(files))
+	var ins []Input
+	var at []int // ins[j] is files[at[j]]
+	for i, f := range files {
+		out[i].Path = f.path
+		data, err := os.ReadFile(f.abs)
+		if err != nil {
+			out[i].Err = &DocumentError{Source: f.abs, Err: err}
+			continue
+		}
+		out[i].Bytes = int64(len(data))
+		ins = append(ins, Input{
+			Source: filepath.ToSlash(f.abs), Name: filepath.Base(f.abs), Data: data,
+			Language: opts.Language, Sensitivity: opts.Sensitivity,
+		})
+		at = append(at, i)
 	}
-	data, err := os.ReadFile(abs)
+	res, errs, err := ix.ingestBatch(ctx, ins)
 	if err != nil {
-		fr.Err = &DocumentError{Source: abs, Err: err}
-		return fr
+		return err
 	}
-	fr.Bytes = int64(len(data))
-	fr.Result, fr.Err = ix.Ingest(ctx, Input{
-		Source: filepath.ToSlash(abs), Name: filepath.Base(abs), Data: data,
-		Language: opts.Language, Sensitivity: opts.Sensitivity,
-	})
-	return fr
-}
-
-func isFileError(err error) bool {
-	var de *DocumentError
-	return errors.As(err, &de)
+	for j, i := range at {
+		out[i].Result, out[i].Err = res[j], errs[j]
+	}
+	for _, fr := range out {
+		sum.Bytes += fr.Bytes
+		if fr.Err != nil {
+			sum.Failed = append(sum.Failed, fr)
+		} else {
+			switch fr.Status {
+			case Added:
+				sum.Added++
+			case Replaced:
+				sum.Replaced++
+			case Unchanged:
+				sum.Unchanged++
+			}
+			if fr.Status != Unchanged {
+				sum.Blocks += fr.Blocks
+			}
+		}
+		if opts.Progress != nil {
+			opts.Progress(fr)
+		}
+	}
+	return nil
 }

@@ -101,41 +101,94 @@ type block struct {
 // error, after which the index still serves the document's previous
 // version.
 func (ix *Index) Ingest(ctx context.Context, in Input) (Result, error) {
-	res := Result{DocID: blobstore.DocID(in.Source), Source: in.Source}
-	rec, blocks, err := ix.derive(ctx, in)
-	if err != nil {
-		return res, err
+	res, errs, err := ix.ingestBatch(ctx, []Input{in})
+	if err == nil {
+		err = errs[0]
 	}
-	res.Title, res.Blocks = rec.Title, len(blocks)
+	return res[0], err
+}
+
+// pending is a derived document waiting for its transaction.
+type pending struct {
+	rec    *blobstore.Record
+	blocks []block
+	exists bool // the index has rows of the document to delete first
+}
+
+// ingestBatch ingests ins as Ingest does, with one transaction for all of
+// them. errs[i] is the *DocumentError of ins[i], if any; err is a storage
+// error, after which none of the batch's rows were written. A source given
+// twice is ingested as its last version.
+func (ix *Index) ingestBatch(ctx context.Context, ins []Input) (res []Result, errs []error, err error) {
+	res, errs = make([]Result, len(ins)), make([]error, len(ins))
+	derived := make([]pending, len(ins))
+	for i, in := range ins {
+		res[i] = Result{DocID: blobstore.DocID(in.Source), Source: in.Source}
+		rec, blocks, err := ix.derive(ctx, in)
+		if err != nil {
+			var de *DocumentError
+			if !errors.As(err, &de) {
+				return res, errs, err
+			}
+			errs[i] = err
+			continue
+		}
+		res[i].Title, res[i].Blocks = rec.Title, len(blocks)
+		derived[i] = pending{rec: rec, blocks: blocks}
+	}
 
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
-	old, err := ix.currentRecord(ctx, rec.DocID)
-	if err != nil {
-		return res, err
-	}
-	res.Status = Added
-	if old != nil {
-		if sameDocument(old, rec) {
-			res.Status = Unchanged
-			// The rows are current; make sure the blob store still holds
-			// what they derive from.
-			return res, ix.ensureStored(ctx, in.Data, old)
+	var writes []pending
+	slot := map[string]int{} // doc id → index in writes
+	for i, p := range derived {
+		if p.rec == nil {
+			continue
 		}
-		res.Status = Replaced
+		old, err := ix.currentRecord(ctx, p.rec.DocID)
+		if err != nil {
+			return res, errs, err
+		}
+		res[i].Status = Added
+		if j, ok := slot[p.rec.DocID]; ok {
+			old, p.exists = writes[j].rec, writes[j].exists
+		} else if old != nil {
+			p.exists = true
+		}
+		if old != nil {
+			if sameDocument(old, p.rec) {
+				res[i].Status = Unchanged
+				// The rows are current; make sure the blob store still
+				// holds what they derive from.
+				if err := ix.ensureStored(ctx, ins[i].Data, old); err != nil {
+					return res, errs, err
+				}
+				continue
+			}
+			res[i].Status = Replaced
+		}
+		// Source of truth first: blob and record are durable before the
+		// transaction that derives from them commits.
+		if _, err := ix.blobs.Put(ctx, ins[i].Data); err != nil {
+			return res, errs, fmt.Errorf("ingest %s: %w", p.rec.Source, err)
+		}
+		if err := ix.blobs.PutRecord(ctx, p.rec); err != nil {
+			return res, errs, fmt.Errorf("ingest %s: %w", p.rec.Source, err)
+		}
+		if j, ok := slot[p.rec.DocID]; ok {
+			writes[j] = p
+		} else {
+			slot[p.rec.DocID] = len(writes)
+			writes = append(writes, p)
+		}
 	}
-	// Source of truth first: blob and record are durable before the
-	// transaction that derives from them commits.
-	if _, err := ix.blobs.Put(ctx, in.Data); err != nil {
-		return res, fmt.Errorf("ingest %s: %w", in.Source, err)
+	if len(writes) == 0 {
+		return res, errs, nil
 	}
-	if err := ix.blobs.PutRecord(ctx, rec); err != nil {
-		return res, fmt.Errorf("ingest %s: %w", in.Source, err)
+	if err := ix.write(ctx, writes); err != nil {
+		return res, errs, fmt.Errorf("ingest: %w", err)
 	}
-	if err := ix.write(ctx, rec, blocks); err != nil {
-		return res, fmt.Errorf("ingest %s: %w", in.Source, err)
-	}
-	return res, nil
+	return res, errs, nil
 }
 
 // ensureStored puts the blob and record of an unchanged document back if the
@@ -273,59 +326,70 @@ func (ix *Index) currentRecord(ctx context.Context, docID string) (*blobstore.Re
 	return &r, nil
 }
 
-// write replaces the rows of rec's document with blocks in one transaction.
-func (ix *Index) write(ctx context.Context, rec *blobstore.Record, blocks []block) error {
+// write replaces the rows of each document in docs with its blocks, all in
+// one transaction.
+func (ix *Index) write(ctx context.Context, docs []pending) error {
 	tx, err := ix.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	for _, q := range []string{
-		`DELETE FROM postings WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id = $1)`,
-		`DELETE FROM block_stats WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id = $1)`,
-		`DELETE FROM embeddings WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id = $1)`,
-		`DELETE FROM blocks WHERE doc_id = $1`,
-		`DELETE FROM documents WHERE doc_id = $1`,
-	} {
-		if _, err := tx.ExecContext(ctx, q, rec.DocID); err != nil {
-			return err
+	n := 0
+	for _, d := range docs {
+		n += len(d.blocks)
+		if d.exists {
+			for _, q := range []string{
+				`DELETE FROM postings WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id = $1)`,
+				`DELETE FROM block_stats WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id = $1)`,
+				`DELETE FROM embeddings WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id = $1)`,
+				`DELETE FROM blocks WHERE doc_id = $1`,
+				`DELETE FROM documents WHERE doc_id = $1`,
+			} {
+				if _, err := tx.ExecContext(ctx, q, d.rec.DocID); err != nil {
+					return fmt.Errorf("delete %s: %w", d.rec.Source, err)
+				}
+			}
+		}
+		r := d.rec
+		if _, err := tx.ExecContext(ctx, `INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.DocID, r.Source, r.MediaType, r.Title, r.Sensitivity, r.BlobID, r.Language, r.IngestedAt); err != nil {
+			return fmt.Errorf("insert document %s: %w", r.Source, err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		rec.DocID, rec.Source, rec.MediaType, rec.Title, rec.Sensitivity, rec.BlobID, rec.Language, rec.IngestedAt); err != nil {
-		return err
-	}
-	if len(blocks) == 0 {
+	if n == 0 {
 		return tx.Commit()
 	}
-	ids, err := nextBlockIDs(ctx, tx, len(blocks))
+	ids, err := nextBlockIDs(ctx, tx, n)
 	if err != nil {
 		return err
 	}
-	n := len(blocks)
-	ords, bodies, contexts := make([]int32, n), make([]string, n), make([]string, n)
-	starts, ends, pages := make([]int64, n), make([]int64, n), make([]int32, n)
-	paths, lengths := make([]string, n), make([]int32, n)
+	docIDs, ords, bodies, contexts := make([]string, 0, n), make([]int32, 0, n), make([]string, 0, n), make([]string, 0, n)
+	starts, ends, pages := make([]int64, 0, n), make([]int64, 0, n), make([]int32, 0, n)
+	paths, lengths, vecs := make([]string, 0, n), make([]int32, 0, n), make([][]float32, 0, n)
 	var pTerms []string
 	var pIDs []int64
 	var pTFs []int32
-	for i, b := range blocks {
-		ords[i], bodies[i], contexts[i] = int32(i), b.body, b.context
-		starts[i], ends[i], pages[i] = int64(b.Start), int64(b.End), int32(b.Page)
-		paths[i], lengths[i] = headingJSON(b.HeadingPath), b.length
-		terms := make([]string, 0, len(b.terms))
-		for t := range b.terms {
-			terms = append(terms, t)
-		}
-		sort.Strings(terms)
-		for _, t := range terms {
-			pTerms, pIDs, pTFs = append(pTerms, t), append(pIDs, ids[i]), append(pTFs, b.terms[t])
+	i := 0
+	for _, d := range docs {
+		for ord, b := range d.blocks {
+			docIDs, ords, bodies, contexts = append(docIDs, d.rec.DocID), append(ords, int32(ord)), append(bodies, b.body), append(contexts, b.context)
+			starts, ends, pages = append(starts, int64(b.Start)), append(ends, int64(b.End)), append(pages, int32(b.Page))
+			paths, lengths, vecs = append(paths, headingJSON(b.HeadingPath)), append(lengths, b.length), append(vecs, b.vector)
+			terms := make([]string, 0, len(b.terms))
+			for t := range b.terms {
+				terms = append(terms, t)
+			}
+			sort.Strings(terms)
+			for _, t := range terms {
+				pTerms, pIDs, pTFs = append(pTerms, t), append(pIDs, ids[i]), append(pTFs, b.terms[t])
+			}
+			i++
 		}
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO blocks (block_id, doc_id, ord, body, byte_start, byte_end, context, heading_path, page)
-		SELECT unnest(?::BIGINT[]), ?, unnest(?::INTEGER[]), unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]),
-		       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[])`,
-		ids, rec.DocID, ords, bodies, starts, ends, contexts, paths, pages); err != nil {
+		SELECT unnest(?::BIGINT[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]), unnest(?::BIGINT[]),
+		       unnest(?::BIGINT[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[])`,
+		ids, docIDs, ords, bodies, starts, ends, contexts, paths, pages); err != nil {
 		return fmt.Errorf("insert blocks: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO block_stats SELECT unnest(?::BIGINT[]), unnest(?::INTEGER[])`, ids, lengths); err != nil {
@@ -338,10 +402,6 @@ func (ix *Index) write(ctx context.Context, rec *blobstore.Record, blocks []bloc
 		}
 	}
 	if ix.embedder != nil {
-		vecs := make([][]float32, n)
-		for i, b := range blocks {
-			vecs[i] = b.vector
-		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO embeddings SELECT ?, unnest(?::BIGINT[]), unnest(?::FLOAT[][])`,
 			ix.embedSet, ids, vecs); err != nil {
 			return fmt.Errorf("insert embeddings: %w", err)

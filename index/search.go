@@ -206,3 +206,29 @@ func (ix *Index) Stats(ctx context.Context) (Stats, error) {
 	}
 	return st, nil
 }
+
+// DocumentBlocks returns every block of a document in document order, as
+// hits with score 0. A document without blocks, or an unknown one, gives an
+// empty slice.
+func (ix *Index) DocumentBlocks(ctx context.Context, docID string) ([]Hit, error) {
+	rows, err := ix.db.QueryContext(ctx, `SELECT block_id FROM blocks WHERE doc_id = ? ORDER BY ord`, docID)
+	if err != nil {
+		return nil, fmt.Errorf("document blocks %s: %w", docID, err)
+	}
+	defer rows.Close()
+	hits := []Hit{}
+	for rows.Next() {
+		var h Hit
+		if err := rows.Scan(&h.BlockID); err != nil {
+			return nil, err
+		}
+		hits = append(hits, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if err := ix.fillHits(ctx, hits); err != nil {
+		return nil, fmt.Errorf("document blocks %s: %w", docID, err)
+	}
+	return hits, nil
+}

@@ -1,0 +1,118 @@
+// Package tests holds escurel's end-to-end tests: real DuckDB files, the
+// real file:// blob store, real data from ../shared/data where present.
+package tests
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+
+	_ "gocloud.dev/blob/fileblob"
+
+	"github.com/escurel/escurel/blobstore"
+	"github.com/escurel/escurel/index"
+)
+
+// env is an index in a temporary directory with a file:// blob store.
+type env struct {
+	t    *testing.T
+	dir  string
+	ix   *index.Index
+	opts index.Options
+}
+
+func newEnv(t *testing.T, opts index.Options) *env {
+	t.Helper()
+	e := &env{t: t, dir: t.TempDir(), opts: opts}
+	e.open()
+	t.Cleanup(func() { e.ix.Close() })
+	return e
+}
+
+func (e *env) open() {
+	e.t.Helper()
+	ix, err := index.Open(context.Background(), e.dir, &e.opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.ix = ix
+}
+
+func (e *env) reopen() {
+	e.t.Helper()
+	if err := e.ix.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.open()
+}
+
+// ingest ingests data as the document at source and fails on error.
+func (e *env) ingest(source, data string) index.Result {
+	e.t.Helper()
+	res, err := e.ix.Ingest(context.Background(), index.Input{Source: source, Data: []byte(data)})
+	if err != nil {
+		e.t.Fatalf("ingest %s: %v", source, err)
+	}
+	return res
+}
+
+func (e *env) search(q string, k int) []index.Hit {
+	e.t.Helper()
+	hits, err := e.ix.Search(context.Background(), q, &index.SearchOptions{K: k})
+	if err != nil {
+		e.t.Fatalf("search %q: %v", q, err)
+	}
+	return hits
+}
+
+// checkVerbatim asserts that every block of every document in the blob store
+// is its blob's bytes from byte_start to byte_end, and returns the number of
+// blocks.
+func (e *env) checkVerbatim() int {
+	e.t.Helper()
+	ctx := context.Background()
+	recs, err := e.ix.Blobs().Records(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	n := 0
+	for _, rec := range recs {
+		data, err := e.ix.Blobs().Get(ctx, rec.BlobID)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		blocks, err := e.ix.DocumentBlocks(ctx, rec.DocID)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, b := range blocks {
+			if got := string(data[b.ByteStart:b.ByteEnd]); got != b.Body {
+				e.t.Fatalf("%s block %d: blob[%d:%d] = %q, body %q", rec.Source, b.BlockID, b.ByteStart, b.ByteEnd, got, b.Body)
+			}
+		}
+		n += len(blocks)
+	}
+	return n
+}
+
+// sharedData returns ../shared/data/<rel>, or skips the test when the shared
+// data folder is absent (a clone outside this workplace).
+func sharedData(t testing.TB, rel string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "..", "shared", "data", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("shared test data %s is absent (%v): this test needs ../shared/data beside the repository", p, err)
+	}
+	return p
+}
+
+func fileURL(dir string) string {
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}).String()
+}
+
+var _ = blobstore.ErrNotFound
