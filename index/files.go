@@ -165,7 +165,7 @@ func (ix *Index) ingestFileBatch(ctx context.Context, files []fileEntry, opts In
 		})
 		at = append(at, i)
 	}
-	res, errs, err := ix.ingestBatch(ctx, ins)
+	res, errs, err := ix.IngestBatch(ctx, ins)
 	if err != nil {
 		return err
 	}

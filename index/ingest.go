@@ -101,7 +101,7 @@ type block struct {
 // error, after which the index still serves the document's previous
 // version.
 func (ix *Index) Ingest(ctx context.Context, in Input) (Result, error) {
-	res, errs, err := ix.ingestBatch(ctx, []Input{in})
+	res, errs, err := ix.IngestBatch(ctx, []Input{in})
 	if err == nil {
 		err = errs[0]
 	}
@@ -115,11 +115,14 @@ type pending struct {
 	exists bool // the index has rows of the document to delete first
 }
 
-// ingestBatch ingests ins as Ingest does, with one transaction for all of
-// them. errs[i] is the *DocumentError of ins[i], if any; err is a storage
-// error, after which none of the batch's rows were written. A source given
-// twice is ingested as its last version.
-func (ix *Index) ingestBatch(ctx context.Context, ins []Input) (res []Result, errs []error, err error) {
+// IngestBatch ingests ins as Ingest does, with one transaction for all of
+// them, which is much faster than one each. res[i] and errs[i] are the
+// outcome of ins[i]: errs[i] is a *DocumentError or nil. err is a storage
+// error, after which none of the batch's rows were written (blobs and
+// records stored before it stay: they are the source of truth, and a later
+// ingest or rebuild derives from them). A source given twice is ingested as
+// its last version.
+func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, errs []error, err error) {
 	res, errs = make([]Result, len(ins)), make([]error, len(ins))
 	derived := make([]pending, len(ins))
 	for i, in := range ins {

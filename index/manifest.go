@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/escurel/escurel/embed"
@@ -216,4 +218,31 @@ func writeManifest(ctx context.Context, db *sql.DB, m Manifest) error {
 		return fmt.Errorf("write manifest: %w", err)
 	}
 	return nil
+}
+
+// ReadManifest returns the manifest of the index in dir without migrating
+// it, after a CHECKPOINT that folds any write-ahead log into the file. It
+// fails with an error wrapping fs.ErrNotExist when dir has no index file,
+// and with DuckDB's error when another process holds the file.
+func ReadManifest(ctx context.Context, dir string) (Manifest, error) {
+	path := filepath.Join(dir, FileName)
+	if _, err := os.Stat(path); err != nil {
+		return Manifest{}, fmt.Errorf("read manifest: %w", err)
+	}
+	db, err := sql.Open("duckdb", path+"?autoinstall_known_extensions=false&autoload_known_extensions=false")
+	if err != nil {
+		return Manifest{}, fmt.Errorf("read manifest %s: %w", path, err)
+	}
+	defer db.Close()
+	m, ok, err := readManifest(ctx, db)
+	if err == nil && !ok {
+		err = errors.New("no manifest row")
+	}
+	if err == nil {
+		_, err = db.ExecContext(ctx, `CHECKPOINT`)
+	}
+	if err != nil {
+		return Manifest{}, fmt.Errorf("read manifest %s: %w", path, err)
+	}
+	return m, nil
 }

@@ -115,4 +115,8 @@ func fileURL(dir string) string {
 	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}).String()
 }
 
-var _ = blobstore.ErrNotFound
+type blobstoreStore = blobstore.Store
+
+func openStore(dir string) (*blobstore.Store, error) {
+	return blobstore.Open(context.Background(), fileURL(dir))
+}

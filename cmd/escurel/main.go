@@ -1,0 +1,220 @@
+// Command escurel is an embedded document index for retrieval-augmented
+// generation: it ingests documents into a DuckDB index backed by a blob
+// store and searches them.
+//
+//	escurel [--index DIR] [--blobs URL] <command> [flags] [args]
+//
+// Commands: ingest, search, status, rebuild. Run "escurel help" for details.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	// Blob store URL schemes this binary opens. A Go program using the
+	// library registers the ones it needs (for example s3blob) itself.
+	_ "gocloud.dev/blob/fileblob"
+	_ "gocloud.dev/blob/memblob"
+
+	"github.com/escurel/escurel/index"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	m := &Main{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+	err := m.Run(ctx, os.Args[1:])
+	stop()
+	os.Exit(exitCode(m.Stderr, err))
+}
+
+// Main runs escurel commands with injected output and environment, so tests
+// run them in-process.
+type Main struct {
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+}
+
+// errUsage marks a command-line mistake: exit status 2.
+var errUsage = errors.New("usage")
+
+// errFailed marks a command that ran but reports a failure it has already
+// printed (such as files that could not be ingested): exit status 1.
+var errFailed = errors.New("failed")
+
+func usageError(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
+}
+
+func exitCode(stderr io.Writer, err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errFailed):
+		return 1
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "escurel: %s\nTry: escurel help\n", strings.TrimPrefix(err.Error(), "usage: "))
+		return 2
+	}
+	fmt.Fprintf(stderr, "escurel: %v\n", err)
+	return 1
+}
+
+// globals are the flags every command takes.
+type globals struct {
+	indexDir string
+	blobURL  string
+}
+
+// register adds the global flags to fs, with defaults from the environment.
+func (m *Main) register(fs *flag.FlagSet, g *globals) {
+	fs.StringVar(&g.indexDir, "index", m.envOr("ESCUREL_INDEX", "./.escurel"), "index directory (env ESCUREL_INDEX)")
+	fs.StringVar(&g.blobURL, "blobs", m.Getenv("ESCUREL_BLOBS"), "blob store URL (env ESCUREL_BLOBS; default file://<index dir>/blobs)")
+}
+
+func (m *Main) envOr(key, def string) string {
+	if v := m.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// options returns the index options from the globals and the environment.
+func (m *Main) options(g globals) (*index.Options, error) {
+	opts := &index.Options{BlobURL: g.blobURL}
+	if v, ok := m.lookup("ESCUREL_INGEST_CONTEXTUALIZE"); ok {
+		mode, err := index.ParseContextualize(v)
+		if err != nil {
+			return nil, fmt.Errorf("ESCUREL_INGEST_CONTEXTUALIZE: %w", err)
+		}
+		opts.Contextualize = mode
+	}
+	return opts, nil
+}
+
+func (m *Main) lookup(key string) (string, bool) {
+	v := m.Getenv(key)
+	return v, v != ""
+}
+
+// openExisting opens the index in g.indexDir, which must exist.
+func (m *Main) openExisting(ctx context.Context, g globals) (*index.Index, error) {
+	if _, err := os.Stat(filepath.Join(g.indexDir, index.FileName)); err != nil {
+		return nil, fmt.Errorf("no index in %s (create one with: escurel --index %s ingest PATH...)", g.indexDir, g.indexDir)
+	}
+	opts, err := m.options(g)
+	if err != nil {
+		return nil, err
+	}
+	return index.Open(ctx, g.indexDir, opts)
+}
+
+// defaultBlobURL is the blob store of an index directory: file://DIR/blobs.
+func defaultBlobURL(dir string) (string, error) {
+	abs, err := filepath.Abs(filepath.Join(dir, "blobs"))
+	if err != nil {
+		return "", err
+	}
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String(), nil
+}
+
+// Run runs the command in args (without the program name).
+func (m *Main) Run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("escurel", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var g globals
+	m.register(fs, &g)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			m.usage()
+			return err
+		}
+		return usageError("%v", err)
+	}
+	if fs.NArg() == 0 {
+		m.usage()
+		return usageError("no command")
+	}
+	cmd, rest := fs.Arg(0), fs.Args()[1:]
+	switch cmd {
+	case "ingest":
+		return (&IngestCommand{m: m, g: g}).Run(ctx, rest)
+	case "search":
+		return (&SearchCommand{m: m, g: g}).Run(ctx, rest)
+	case "status":
+		return (&StatusCommand{m: m, g: g}).Run(ctx, rest)
+	case "rebuild":
+		return (&RebuildCommand{m: m, g: g}).Run(ctx, rest)
+	case "version":
+		fmt.Fprintf(m.Stdout, "escurel %s (schema %d)\n", index.Version, index.SchemaVersion)
+		return nil
+	case "help", "-h", "--help":
+		m.usage()
+		return nil
+	}
+	return usageError("unknown command %q", cmd)
+}
+
+func (m *Main) usage() {
+	fmt.Fprint(m.Stdout, `escurel: an embedded document index for retrieval-augmented generation
+
+Usage:
+  escurel [--index DIR] [--blobs URL] <command> [flags] [args]
+
+Commands:
+  ingest [--lang TAG] [--sensitivity LEVEL] PATH...
+                          ingest Markdown (.md, .markdown) and text (.txt)
+                          files; directories recursively
+  search [-k N] [--json] QUERY
+                          rank blocks by BM25 over context and body
+  status [--json]         schema version, manifest and counts
+  rebuild [--contextualize MODE] [--chunker SPEC] [--embedder SPEC]
+          [--analyzer NAME]
+                          re-derive the index from the blob store, with new
+                          settings if given, and swap it in
+  version                 print the version
+
+Global flags (also accepted after the command):
+  --index DIR             index directory (env ESCUREL_INDEX; default ./.escurel)
+  --blobs URL             blob store: file:///path or mem:// (env ESCUREL_BLOBS;
+                          default file://<index dir>/blobs)
+
+Environment:
+  ESCUREL_INGEST_CONTEXTUALIZE=structural|off
+                          store "[title › headings]" context beside each block
+                          body (default structural); fixed when the index is
+                          created, changed by rebuild
+`)
+}
+
+// newFlagSet returns a command's flag set, with the global flags.
+func (m *Main) newFlagSet(name string, g *globals) *flag.FlagSet {
+	fs := flag.NewFlagSet("escurel "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	// The globals parsed before the command are the defaults here.
+	fs.StringVar(&g.indexDir, "index", g.indexDir, "index directory")
+	fs.StringVar(&g.blobURL, "blobs", g.blobURL, "blob store URL")
+	return fs
+}
+
+// parse parses a command's flags; -h prints the usage.
+func (m *Main) parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			m.usage()
+			return err
+		}
+		return usageError("%s: %v", fs.Name(), err)
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// run runs escurel in-process and returns stdout, stderr and the exit code.
+func run(t *testing.T, env map[string]string, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }}
+	code := exitCode(&errb, m.Run(context.Background(), args))
+	return out.String(), errb.String(), code
+}
+
+func docs(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, data := range map[string]string{
+		"guide.md":  "---\ntitle: Platypus Guide\n---\n\n# Setup\n\nInstall the egg-laying toolchain.\n\n## Tuning\n\nTune the bill sensors.\n",
+		"notes.txt": "Loose notes about sensors.\n",
+		"bad.md":    "\x00\x01binary",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestIngestSearchStatus(t *testing.T) {
+	idx := filepath.Join(t.TempDir(), "idx")
+	src := docs(t)
+	out, errOut, code := run(t, nil, "--index", idx, "ingest", src)
+	if code != 1 {
+		t.Fatalf("ingest with a bad file: exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "bad.md: binary content: NUL byte at offset 0") || !strings.Contains(errOut, "1 of 3 files failed: bad.md") {
+		t.Errorf("stderr does not name the failure:\n%s", errOut)
+	}
+	if !strings.Contains(out, "2 added, 0 replaced, 0 unchanged, 1 failed; 3 blocks") {
+		t.Errorf("summary:\n%s", out)
+	}
+
+	// --json: exactly the documented keys.
+	out, errOut, code = run(t, nil, "search", "--index", idx, "-k", "2", "--json", "platypus", "tuning")
+	if code != 0 {
+		t.Fatalf("search: exit %d: %s", code, errOut)
+	}
+	var doc struct {
+		Query string           `json:"query"`
+		Hits  []map[string]any `json:"hits"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("search --json output %q: %v", out, err)
+	}
+	if doc.Query != "platypus tuning" || len(doc.Hits) != 2 {
+		t.Fatalf("search --json: %+v", doc)
+	}
+	var keys []string
+	for k := range doc.Hits[0] {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	want := []string{"block_id", "body", "byte_end", "byte_start", "context", "doc_id", "heading_path", "page", "score", "source", "title"}
+	if !reflect.DeepEqual(keys, want) {
+		t.Errorf("hit keys %v, want %v", keys, want)
+	}
+	h := doc.Hits[0]
+	if h["body"] != "Tune the bill sensors." || h["context"] != "[Platypus Guide › Setup › Tuning]" || h["title"] != "Platypus Guide" {
+		t.Errorf("top hit %v", h)
+	}
+
+	// Text output: context and source:span.
+	out, _, code = run(t, nil, "--index", idx, "search", "bill sensors")
+	guide := filepath.ToSlash(filepath.Join(src, "guide.md"))
+	data, _ := os.ReadFile(filepath.Join(src, "guide.md"))
+	start := bytes.Index(data, []byte("Tune the bill"))
+	if code != 0 || !strings.Contains(out, "[Platypus Guide › Setup › Tuning]") ||
+		!strings.Contains(out, guide+":"+strconv.Itoa(start)+"-"+strconv.Itoa(start+len("Tune the bill sensors."))) {
+		t.Errorf("search output:\n%s", out)
+	}
+
+	out, _, code = run(t, nil, "--index", idx, "status", "--json")
+	var st map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st["documents"].(float64) != 2 || st["blocks"].(float64) != 3 {
+		t.Errorf("status --json: %s", out)
+	}
+	out, _, code = run(t, nil, "--index", idx, "status")
+	for _, s := range []string{"schema version", "chunker", "default(max_bytes=1500)", "contextualize", "structural", "documents"} {
+		if code != 0 || !strings.Contains(out, s) {
+			t.Errorf("status output lacks %q:\n%s", s, out)
+		}
+	}
+}
+
+func TestContextualizeEnv(t *testing.T) {
+	idx := filepath.Join(t.TempDir(), "idx")
+	src := docs(t)
+	off := map[string]string{"ESCUREL_INGEST_CONTEXTUALIZE": "off"}
+	run(t, off, "--index", idx, "ingest", filepath.Join(src, "guide.md"))
+	out, _, _ := run(t, off, "--index", idx, "search", "--json", "bill")
+	if !strings.Contains(out, `"context":""`) {
+		t.Errorf("contextualize off stored a context: %s", out)
+	}
+	// The index remembers: a search without the variable adopts "off"; a
+	// contrary setting is refused with the fix.
+	if _, errOut, code := run(t, nil, "--index", idx, "search", "bill"); code != 0 {
+		t.Errorf("search without the variable: exit %d %s", code, errOut)
+	}
+	_, errOut, code := run(t, map[string]string{"ESCUREL_INGEST_CONTEXTUALIZE": "structural"}, "--index", idx, "search", "bill")
+	if code != 1 || !strings.Contains(errOut, "escurel rebuild --contextualize 'structural'") {
+		t.Errorf("mismatch: exit %d, %s", code, errOut)
+	}
+	_, errOut, code = run(t, map[string]string{"ESCUREL_INGEST_CONTEXTUALIZE": "yes"}, "--index", idx, "ingest", src)
+	if code != 1 || !strings.Contains(errOut, `contextualize "yes": want "structural" or "off"`) {
+		t.Errorf("unknown mode: exit %d, %s", code, errOut)
+	}
+	// rebuild with the other mode swaps the index; the env default follows.
+	out, errOut, code = run(t, nil, "--index", idx, "rebuild", "--contextualize", "structural")
+	if code != 0 || !strings.Contains(out, "rebuilt 1 documents, 2 blocks") {
+		t.Fatalf("rebuild: exit %d\n%s%s", code, out, errOut)
+	}
+	out, _, _ = run(t, nil, "--index", idx, "search", "--json", "bill")
+	if !strings.Contains(out, `"context":"[Platypus Guide › Setup › Tuning]"`) {
+		t.Errorf("after rebuild: %s", out)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	idx := filepath.Join(t.TempDir(), "idx")
+	for _, args := range [][]string{
+		{}, {"frobnicate"}, {"--index", idx, "search"}, {"--index", idx, "ingest"},
+		{"--index", idx, "search", "-k", "0", "x"}, {"--index", idx, "search", "--nope", "x"},
+		{"--index", idx, "rebuild", "--embedder", "word2vec"},
+	} {
+		if _, errOut, code := run(t, nil, args...); code != 2 || !strings.Contains(errOut, "Try: escurel help") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 with a hint", args, code, errOut)
+		}
+	}
+	if _, errOut, code := run(t, nil, "--index", idx, "search", "x"); code != 1 || !strings.Contains(errOut, "no index in") {
+		t.Errorf("search without an index: exit %d %s", code, errOut)
+	}
+	if _, err := os.Stat(idx); err == nil {
+		t.Error("a failed search created the index directory")
+	}
+	if out, _, code := run(t, nil, "help"); code != 0 || !strings.Contains(out, "ESCUREL_INGEST_CONTEXTUALIZE") {
+		t.Errorf("help: %d %s", code, out)
+	}
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/escurel/escurel/blobstore"
+	"github.com/escurel/escurel/embed"
+	"github.com/escurel/escurel/rebuild"
+)
+
+// RebuildCommand is "escurel rebuild": re-derive the index from the blob
+// store, with new settings if given, and swap it in.
+type RebuildCommand struct {
+	m *Main
+	g globals
+}
+
+// Run rebuilds the index.
+func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
+	fs := c.m.newFlagSet("rebuild", &c.g)
+	contextualize := fs.String("contextualize", "", "structural or off (default: the index's)")
+	chunker := fs.String("chunker", "", "chunker, e.g. default or 'default(max_bytes=800)' (default: the index's)")
+	embedder := fs.String("embedder", "", "embedder: hash, hash/DIM or none (default: the index's)")
+	analyzer := fs.String("analyzer", "", "analyzer: simple (default: the index's)")
+	if err := c.m.parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError("rebuild: unexpected argument %q", fs.Arg(0))
+	}
+	opts, err := c.m.options(c.g)
+	if err != nil {
+		return err
+	}
+	if *contextualize != "" {
+		opts.Contextualize = *contextualize
+	}
+	opts.Chunker, opts.Analyzer = *chunker, *analyzer
+	if *embedder != "" {
+		if opts.Embedder, err = embed.ParseSpec(*embedder); err != nil {
+			return usageError("rebuild: %v", err)
+		}
+	}
+	blobURL := c.g.blobURL
+	if blobURL == "" {
+		if blobURL, err = defaultBlobURL(c.g.indexDir); err != nil {
+			return err
+		}
+	}
+	store, err := blobstore.Open(ctx, blobURL)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	sum, err := rebuild.Run(ctx, rebuild.Options{Dir: c.g.indexDir, Blobs: store, Index: *opts})
+	if err != nil {
+		return err
+	}
+	m := sum.Manifest
+	fmt.Fprintf(c.m.Stdout, "rebuilt %d documents, %d blocks from %s in %.2fs (embedder %s, chunker %s, analyzer %s, contextualize %s)\n",
+		sum.Documents, sum.Blocks, blobURL, sum.Elapsed.Seconds(), m.Embedder(), m.Chunker, m.Analyzer, m.Contextualize)
+	return nil
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/escurel/escurel/index"
+)
+
+// SearchCommand is "escurel search": it prints the best blocks for a query.
+type SearchCommand struct {
+	m *Main
+	g globals
+}
+
+// searchOutput is the --json document.
+type searchOutput struct {
+	Query string      `json:"query"`
+	Hits  []index.Hit `json:"hits"`
+}
+
+// Run searches for the words in args, joined by spaces.
+func (c *SearchCommand) Run(ctx context.Context, args []string) error {
+	fs := c.m.newFlagSet("search", &c.g)
+	k := fs.Int("k", index.DefaultK, "number of hits")
+	asJSON := fs.Bool("json", false, `print {"query":…,"hits":[…]} as JSON`)
+	if err := c.m.parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return usageError("search: no QUERY given")
+	}
+	if *k < 1 {
+		return usageError("search: -k %d: want at least 1", *k)
+	}
+	query := strings.Join(fs.Args(), " ")
+	ix, err := c.m.openExisting(ctx, c.g)
+	if err != nil {
+		return err
+	}
+	defer ix.Close()
+	hits, err := ix.Search(ctx, query, &index.SearchOptions{K: *k})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(c.m.Stdout)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(searchOutput{Query: query, Hits: hits})
+	}
+	if len(hits) == 0 {
+		fmt.Fprintf(c.m.Stdout, "no hits for %q\n", query)
+		return nil
+	}
+	for i, h := range hits {
+		fmt.Fprintf(c.m.Stdout, "%2d. %7.4f  %s:%d-%d\n", i+1, h.Score, h.Source, h.ByteStart, h.ByteEnd)
+		if h.Context != "" {
+			fmt.Fprintf(c.m.Stdout, "    %s\n", h.Context)
+		}
+		fmt.Fprintf(c.m.Stdout, "    %s\n\n", snippet(h.Body, 240))
+	}
+	return nil
+}
+
+// snippet collapses white space in s and cuts it to at most max bytes at a
+// rune boundary, marking a cut with "…".
+func snippet(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+)
+
+// StatusCommand is "escurel status": schema version, manifest and counts.
+type StatusCommand struct {
+	m *Main
+	g globals
+}
+
+// Run prints the status of the index.
+func (c *StatusCommand) Run(ctx context.Context, args []string) error {
+	fs := c.m.newFlagSet("status", &c.g)
+	asJSON := fs.Bool("json", false, "print the status as one JSON object")
+	if err := c.m.parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError("status: unexpected argument %q", fs.Arg(0))
+	}
+	ix, err := c.m.openExisting(ctx, c.g)
+	if err != nil {
+		return err
+	}
+	defer ix.Close()
+	st, err := ix.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(c.m.Stdout)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(st)
+	}
+	m := st.Manifest
+	w := tabwriter.NewWriter(c.m.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "index\t%s (%.1f MB)\n", st.Path, float64(st.FileBytes)/1e6)
+	fmt.Fprintf(w, "blobs\t%s\n", st.BlobURL)
+	fmt.Fprintf(w, "schema version\t%d\n", st.SchemaVersion)
+	fmt.Fprintf(w, "embedder\t%s\n", m.Embedder())
+	fmt.Fprintf(w, "chunker\t%s\n", m.Chunker)
+	fmt.Fprintf(w, "analyzer\t%s\n", m.Analyzer)
+	fmt.Fprintf(w, "contextualize\t%s\n", m.Contextualize)
+	fmt.Fprintf(w, "built by\tescurel %s, created %s, updated %s\n", m.EscurelVersion,
+		m.CreatedAt.Format(time.RFC3339), m.UpdatedAt.Format(time.RFC3339))
+	fmt.Fprintf(w, "documents\t%d\n", st.Documents)
+	fmt.Fprintf(w, "blocks\t%d\n", st.Blocks)
+	fmt.Fprintf(w, "terms\t%d\n", st.Terms)
+	fmt.Fprintf(w, "postings\t%d\n", st.Postings)
+	fmt.Fprintf(w, "embeddings\t%d\n", st.Embeddings)
+	return w.Flush()
+}

@@ -1,0 +1,150 @@
+package tests
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/escurel/escurel/index"
+	"github.com/escurel/escurel/rebuild"
+)
+
+// rows returns every block of every document, by source, without block ids
+// (a rebuild numbers blocks in doc-id order, ingest in arrival order).
+func (e *env) rows() map[string][]index.Hit {
+	e.t.Helper()
+	ctx := context.Background()
+	recs, err := e.ix.Blobs().Records(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string][]index.Hit{}
+	for _, r := range recs {
+		bs, err := e.ix.DocumentBlocks(ctx, r.DocID)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for i := range bs {
+			bs[i].BlockID = 0
+		}
+		out[r.Source] = bs
+	}
+	return out
+}
+
+func (e *env) rebuild(opts index.Options) rebuild.Summary {
+	e.t.Helper()
+	if err := e.ix.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	sum, err := rebuild.Run(context.Background(), rebuild.Options{Dir: e.dir, Blobs: blobsOf(e), Index: opts})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.opts = index.Options{BlobURL: e.opts.BlobURL}
+	e.open()
+	return sum
+}
+
+// blobsOf opens the env's blob store on its own (the index's store closes
+// with the index).
+func blobsOf(e *env) *blobstoreStore {
+	e.t.Helper()
+	s, err := openStore(filepath.Join(e.dir, "blobs"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func seed(e *env) {
+	e.ingest("/docs/guide.md", guide)
+	e.ingest("/docs/db.md", "# Database settings\n\n## PostgreSQL\n\nSet the connection timeout.\n\n## MySQL\n\nSet the timeout too.\n")
+	e.ingest("/docs/notes.txt", "Plain notes.\n\nSecond paragraph of notes.\n")
+}
+
+func TestRebuildFlipsContextualize(t *testing.T) {
+	e := newEnv(t, index.Options{})
+	seed(e)
+	before := e.rows()
+
+	sum := e.rebuild(index.Options{Contextualize: index.ContextOff})
+	if sum.Documents != 3 || sum.Blocks != 6 || e.ix.Manifest().Contextualize != index.ContextOff {
+		t.Fatalf("rebuild off: %+v, manifest %+v", sum, e.ix.Manifest())
+	}
+	for src, bs := range e.rows() {
+		for _, b := range bs {
+			if b.Context != "" {
+				t.Errorf("%s: context %q after rebuild with contextualize off", src, b.Context)
+			}
+		}
+	}
+	if hits := e.search("zanzibar", 10); len(hits) != 0 {
+		t.Errorf("title-only token still retrieves %d blocks", len(hits))
+	}
+
+	e.rebuild(index.Options{Contextualize: index.ContextStructural})
+	if diff := cmp.Diff(before, e.rows()); diff != "" {
+		t.Errorf("off → structural does not reproduce the original rows (-before +after):\n%s", diff)
+	}
+	if n := e.checkVerbatim(); n != 6 {
+		t.Errorf("%d verbatim blocks, want 6", n)
+	}
+}
+
+// The index file is derived: delete it, rebuild from the blob store, and the
+// same searches give the same hits.
+func TestRebuildAfterLosingTheIndexFile(t *testing.T) {
+	e := newEnv(t, index.Options{})
+	seed(e)
+	queries := []string{"zanzibar", "connection timeout", "notes paragraph", "repository key"}
+	want := map[string][]index.Hit{}
+	for _, q := range queries {
+		want[q] = e.search(q, 10)
+	}
+	e.ix.Close()
+	if err := os.Remove(filepath.Join(e.dir, index.FileName)); err != nil {
+		t.Fatal(err)
+	}
+	e.open() // an empty index: nothing found
+	if hits := e.search("zanzibar", 10); len(hits) != 0 {
+		t.Fatalf("fresh index has hits")
+	}
+	e.rebuild(index.Options{})
+	ignoreIDs := cmpopts.IgnoreFields(index.Hit{}, "BlockID")
+	for _, q := range queries {
+		if diff := cmp.Diff(want[q], e.search(q, 10), ignoreIDs); diff != "" {
+			t.Errorf("%q after rebuild (-want +got):\n%s", q, diff)
+		}
+	}
+}
+
+// A rebuild that cannot read a blob fails and leaves the live index serving.
+func TestRebuildKeepsLiveIndexOnFailure(t *testing.T) {
+	e := newEnv(t, index.Options{})
+	seed(e)
+	blobDir := filepath.Join(e.dir, "blobs", "blobs", "sha256")
+	entries, _ := os.ReadDir(blobDir)
+	if err := os.WriteFile(filepath.Join(blobDir, entries[0].Name()), []byte("bit rot"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.ix.Close()
+	_, err := rebuild.Run(context.Background(), rebuild.Options{Dir: e.dir, Blobs: blobsOf(e), Index: index.Options{Contextualize: index.ContextOff}})
+	if err == nil || !strings.Contains(err.Error(), "corrupt") {
+		t.Fatalf("rebuild over a corrupt blob: err = %v", err)
+	}
+	e.opts = index.Options{BlobURL: e.opts.BlobURL}
+	e.open()
+	if e.ix.Manifest().Contextualize != index.ContextStructural || len(e.search("zanzibar", 10)) != 3 {
+		t.Error("the live index changed after a failed rebuild")
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "rebuild.tmp")); err == nil {
+		t.Error("the failed rebuild left its temporary index")
+	}
+}
