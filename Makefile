@@ -1,0 +1,56 @@
+# escurel: two commands on a fresh machine.
+#   make demo   builds, ingests DEMO_DATA into a fresh index, runs two searches
+#   make test   vet, gofmt check, all tests
+# Go modules download on first use; gcc (cgo, for DuckDB) is installed with
+# apt-get when missing.
+
+GO        ?= go
+BIN       := bin/escurel
+SHARED_MD := ../shared/data/markdown/fastapi
+
+ifneq ($(wildcard $(SHARED_MD)),)
+DEMO_DATA   ?= $(SHARED_MD)
+DEMO_QUERY1 ?= how do I declare path parameters with types
+DEMO_QUERY2 ?= OAuth2 password flow with JWT tokens
+else
+DEMO_DATA   ?= .
+DEMO_QUERY1 ?= blob store source of truth
+DEMO_QUERY2 ?= manifest refuses a mismatched open
+endif
+DEMO_INDEX ?= .demo
+
+.PHONY: all build deps test bench demo clean
+
+all: build
+
+deps:
+	@command -v gcc >/dev/null 2>&1 || { echo "installing gcc for cgo"; \
+		apt-get update -qq && apt-get install -y -qq gcc; }
+	$(GO) mod download
+
+build: deps
+	$(GO) build -o $(BIN) ./cmd/escurel
+
+test: deps
+	$(GO) vet ./...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+		if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	$(GO) test ./...
+
+# Benchmarks report ingest docs/s, blocks, index size and search p50/p95 on
+# the shared FastAPI pages (skipped when ../shared/data is absent).
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./tests/
+
+demo: build
+	rm -rf $(DEMO_INDEX)
+	$(BIN) --index $(DEMO_INDEX) ingest $(DEMO_DATA)
+	@echo
+	@echo '$$ escurel search -k 3 "$(DEMO_QUERY1)"'
+	@$(BIN) --index $(DEMO_INDEX) search -k 3 "$(DEMO_QUERY1)"
+	@echo '$$ escurel search -k 3 "$(DEMO_QUERY2)"'
+	@$(BIN) --index $(DEMO_INDEX) search -k 3 "$(DEMO_QUERY2)"
+	$(BIN) --index $(DEMO_INDEX) status
+
+clean:
+	rm -rf bin $(DEMO_INDEX)

@@ -1,0 +1,95 @@
+package tests
+
+import (
+	"context"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/escurel/escurel/index"
+)
+
+// demoQueries are 20 questions a FastAPI user asks.
+var demoQueries = []string{
+	"how do I declare path parameters with types",
+	"OAuth2 password flow with JWT tokens",
+	"return a custom response status code",
+	"background tasks after returning a response",
+	"CORS middleware allowed origins",
+	"dependency injection with yield",
+	"upload files with UploadFile",
+	"query parameter validation min_length",
+	"request body with Pydantic model",
+	"run the server with uvicorn",
+	"websocket endpoint",
+	"testing with TestClient",
+	"settings from environment variables",
+	"deploy with Docker",
+	"HTTP basic auth",
+	"async def vs def",
+	"response model exclude unset",
+	"handle errors with HTTPException",
+	"static files mount",
+	"OpenAPI schema customization",
+}
+
+// BenchmarkIngestFastAPI ingests the 155 FastAPI pages into a fresh index
+// (real DuckDB file, file:// blob store) per iteration.
+func BenchmarkIngestFastAPI(b *testing.B) {
+	dir := sharedData(b, "markdown/fastapi")
+	ctx := context.Background()
+	var sum index.Summary
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		idx := b.TempDir()
+		ix, err := index.Open(ctx, idx, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		sum, err = ix.IngestFiles(ctx, []string{dir}, index.IngestOptions{})
+		if err != nil || len(sum.Failed) > 0 {
+			b.Fatal(err, sum.Failed)
+		}
+		b.StopTimer()
+		st, _ := ix.Stats(ctx)
+		ix.Close()
+		b.ReportMetric(float64(st.FileBytes)/1e6, "index-MB")
+		b.ReportMetric(float64(st.Blocks), "blocks")
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(sum.Added)/sum.Elapsed.Seconds(), "docs/s")
+}
+
+// BenchmarkSearchFastAPI runs the 20 demo queries (k = 10) over the 155
+// FastAPI pages and reports latency percentiles per query.
+func BenchmarkSearchFastAPI(b *testing.B) {
+	dir := sharedData(b, "markdown/fastapi")
+	ctx := context.Background()
+	idx := b.TempDir()
+	ix, err := index.Open(ctx, idx, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ix.Close()
+	if _, err := ix.IngestFiles(ctx, []string{dir}, index.IngestOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	var lat []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, q := range demoQueries {
+			t0 := time.Now()
+			if _, err := ix.Search(ctx, q, &index.SearchOptions{K: 10}); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+	b.ReportMetric(ms(lat[len(lat)*95/100]), "p95-ms")
+	b.ReportMetric(0, "ns/op")
+}
