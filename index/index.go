@@ -101,7 +101,7 @@ func Open(ctx context.Context, dir string, opts *Options) (*Index, error) {
 		return nil, fmt.Errorf("open index: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-	db, err := sql.Open("duckdb", path+"?autoinstall_known_extensions=false&autoload_known_extensions=false")
+	db, err := sql.Open("duckdb", dsn(path))
 	if err == nil {
 		err = db.PingContext(ctx)
 	}
@@ -207,6 +207,12 @@ func (ix *Index) Path() string { return ix.path }
 
 // Blobs returns the blob store the index derives from.
 func (ix *Index) Blobs() *blobstore.Store { return ix.blobs }
+
+// dsn is the DuckDB data source for an index file. Extensions are never
+// installed or loaded on demand: nothing may reach the network.
+func dsn(path string) string {
+	return path + "?autoinstall_known_extensions=false&autoload_known_extensions=false"
+}
 
 func fileSize(path string) int64 {
 	if fi, err := os.Stat(path); err == nil {

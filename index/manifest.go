@@ -223,17 +223,25 @@ func writeManifest(ctx context.Context, db *sql.DB, m Manifest) error {
 // ReadManifest returns the manifest of the index in dir without migrating
 // it, after a CHECKPOINT that folds any write-ahead log into the file. It
 // fails with an error wrapping fs.ErrNotExist when dir has no index file,
-// and with DuckDB's error when another process holds the file.
+// with a *SchemaError when the file is newer than this binary, and with
+// DuckDB's error when another process holds the file.
 func ReadManifest(ctx context.Context, dir string) (Manifest, error) {
 	path := filepath.Join(dir, FileName)
 	if _, err := os.Stat(path); err != nil {
 		return Manifest{}, fmt.Errorf("read manifest: %w", err)
 	}
-	db, err := sql.Open("duckdb", path+"?autoinstall_known_extensions=false&autoload_known_extensions=false")
+	db, err := sql.Open("duckdb", dsn(path))
 	if err != nil {
 		return Manifest{}, fmt.Errorf("read manifest %s: %w", path, err)
 	}
 	defer db.Close()
+	var version int
+	if err := db.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&version); err != nil {
+		return Manifest{}, fmt.Errorf("read manifest %s: %w", path, err)
+	}
+	if version > SchemaVersion {
+		return Manifest{}, &SchemaError{Path: path, File: version, Binary: SchemaVersion}
+	}
 	m, ok, err := readManifest(ctx, db)
 	if err == nil && !ok {
 		err = errors.New("no manifest row")

@@ -181,4 +181,24 @@ func TestRefuseNewerSchema(t *testing.T) {
 	if string(before) != string(after) {
 		t.Error("refused open changed the file")
 	}
+	// rebuild reads the manifest first: it refuses too.
+	if _, err := ReadManifest(ctx, dir); !errors.Is(err, ErrSchemaTooNew) {
+		t.Errorf("ReadManifest of a newer file: err = %v", err)
+	}
+}
+
+// Nothing may try the network: extensions are neither installed nor loaded
+// on demand.
+func TestNoExtensionAutoinstall(t *testing.T) {
+	ix, err := Open(context.Background(), t.TempDir(), &Options{BlobURL: "mem://"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	for _, setting := range []string{"autoinstall_known_extensions", "autoload_known_extensions"} {
+		var v string
+		if err := ix.db.QueryRow(`SELECT current_setting('` + setting + `')::VARCHAR`).Scan(&v); err != nil || v != "false" {
+			t.Errorf("%s = %q, %v; want false", setting, v, err)
+		}
+	}
 }

@@ -4,15 +4,37 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 )
 
 // DefaultK is the number of hits Search returns when SearchOptions.K is 0.
 const DefaultK = 10
 
-// SearchOptions configure Search. The zero value means DefaultK hits.
+// SearchOptions configure Search. The zero value means DefaultK hits at
+// Public clearance.
 type SearchOptions struct {
 	K int // hits to return, ≥ 0; 0 means DefaultK
+	// Clearance is the highest document sensitivity the caller may see:
+	// Public (the default), Internal or Restricted. Blocks of documents above
+	// it are left out before ranking, so K allowed hits still come back, and
+	// checked again before hits are returned.
+	Clearance string
+}
+
+// allowed returns the sensitivities a clearance may see, or an error for an
+// unknown clearance.
+func allowed(clearance string) ([]string, error) {
+	levels := []string{Public, Internal, Restricted}
+	if clearance == "" {
+		clearance = Public
+	}
+	for i, l := range levels {
+		if l == clearance {
+			return levels[:i+1], nil
+		}
+	}
+	return nil, fmt.Errorf("clearance %q: want %s, %s or %s", clearance, Public, Internal, Restricted)
 }
 
 // Hit is one block found by Search. Body is verbatim: the document's text
@@ -37,18 +59,25 @@ type Hit struct {
 // equal scores are ordered by block id. A query without terms returns no
 // hits. It sees every committed ingest, with no refresh step.
 func (ix *Index) Search(ctx context.Context, query string, opts *SearchOptions) ([]Hit, error) {
+	if opts == nil {
+		opts = &SearchOptions{}
+	}
 	k := DefaultK
-	if opts != nil && opts.K != 0 {
+	if opts.K != 0 {
 		k = opts.K
 	}
 	if k < 0 {
 		return nil, fmt.Errorf("search: k = %d, want ≥ 0", k)
 	}
+	levels, err := allowed(opts.Clearance)
+	if err != nil {
+		return nil, fmt.Errorf("search: %w", err)
+	}
 	terms := uniqueSorted(ix.analyzer.Terms(nil, query))
 	if len(terms) == 0 || k == 0 {
 		return []Hit{}, nil
 	}
-	scores, err := ix.bm25(ctx, terms, DefaultBM25)
+	scores, err := ix.bm25(ctx, terms, levels, DefaultBM25)
 	if err != nil {
 		return nil, fmt.Errorf("search %q: %w", query, err)
 	}
@@ -65,15 +94,19 @@ func (ix *Index) Search(ctx context.Context, query string, opts *SearchOptions) 
 	if len(ranked) > k {
 		ranked = ranked[:k]
 	}
-	if err := ix.fillHits(ctx, ranked); err != nil {
+	hits, err := ix.fillHits(ctx, ranked, levels)
+	if err != nil {
 		return nil, fmt.Errorf("search %q: %w", query, err)
 	}
-	return ranked, nil
+	return hits, nil
 }
 
-// bm25 scores every block holding at least one of terms (distinct, sorted).
-// Terms are summed in order, so equal inputs give bit-identical scores.
-func (ix *Index) bm25(ctx context.Context, terms []string, p BM25) (map[int64]float64, error) {
+// bm25 scores every block that holds at least one of terms (distinct,
+// sorted) and belongs to a document whose sensitivity is in levels. The
+// collection statistics (N, avgdl, df) count every block, so a block's score
+// does not depend on the caller's clearance. Terms are summed in order, so
+// equal inputs give bit-identical scores.
+func (ix *Index) bm25(ctx context.Context, terms, levels []string, p BM25) (map[int64]float64, error) {
 	var n int
 	var avgdl float64
 	if err := ix.db.QueryRowContext(ctx, `SELECT count(*), coalesce(avg(length), 0)::DOUBLE FROM block_stats`).Scan(&n, &avgdl); err != nil {
@@ -83,8 +116,9 @@ func (ix *Index) bm25(ctx context.Context, terms []string, p BM25) (map[int64]fl
 	for i, t := range terms {
 		args[i] = t
 	}
-	rows, err := ix.db.QueryContext(ctx, `SELECT p.term, p.block_id, p.tf, s.length
+	rows, err := ix.db.QueryContext(ctx, `SELECT p.term, p.block_id, p.tf, s.length, d.sensitivity
 		FROM postings p JOIN block_stats s ON s.block_id = p.block_id
+		JOIN blocks b ON b.block_id = p.block_id JOIN documents d ON d.doc_id = b.doc_id
 		WHERE p.term IN (`+placeholders(len(terms))+`) ORDER BY p.term, p.block_id`, args...)
 	if err != nil {
 		return nil, err
@@ -93,14 +127,16 @@ func (ix *Index) bm25(ctx context.Context, terms []string, p BM25) (map[int64]fl
 	type posting struct {
 		id     int64
 		tf, dl int
+		ok     bool // the caller may see the block
 	}
 	byTerm := map[string][]posting{}
 	for rows.Next() {
-		var t string
+		var t, sens string
 		var ps posting
-		if err := rows.Scan(&t, &ps.id, &ps.tf, &ps.dl); err != nil {
+		if err := rows.Scan(&t, &ps.id, &ps.tf, &ps.dl, &sens); err != nil {
 			return nil, err
 		}
+		ps.ok = slices.Contains(levels, sens)
 		byTerm[t] = append(byTerm[t], ps)
 	}
 	if err := rows.Err(); err != nil {
@@ -111,16 +147,20 @@ func (ix *Index) bm25(ctx context.Context, terms []string, p BM25) (map[int64]fl
 		ps := byTerm[t]
 		idf := p.IDF(n, len(ps))
 		for _, ps := range ps {
-			scores[ps.id] += idf * p.TF(ps.tf, ps.dl, avgdl)
+			if ps.ok {
+				scores[ps.id] += idf * p.TF(ps.tf, ps.dl, avgdl)
+			}
 		}
 	}
 	return scores, nil
 }
 
-// fillHits reads the stored fields of hits, keeping their order.
-func (ix *Index) fillHits(ctx context.Context, hits []Hit) error {
+// fillHits reads the stored fields of hits, keeping their order, and is the
+// output gate: it drops any hit whose document's sensitivity is not in
+// levels, whatever the ranking did.
+func (ix *Index) fillHits(ctx context.Context, hits []Hit, levels []string) ([]Hit, error) {
 	if len(hits) == 0 {
-		return nil
+		return hits, nil
 	}
 	pos := make(map[int64]int, len(hits))
 	args := make([]any, len(hits))
@@ -129,38 +169,46 @@ func (ix *Index) fillHits(ctx context.Context, hits []Hit) error {
 		args[i] = h.BlockID
 	}
 	rows, err := ix.db.QueryContext(ctx, `SELECT b.block_id, b.doc_id, d.source, d.title, b.body, b.context,
-		b.heading_path, b.page, b.byte_start, b.byte_end
+		b.heading_path, b.page, b.byte_start, b.byte_end, d.sensitivity
 		FROM blocks b JOIN documents d ON d.doc_id = b.doc_id
 		WHERE b.block_id IN (`+placeholders(len(hits))+`)`, args...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer rows.Close()
 	found := 0
+	visible := make([]bool, len(hits))
 	for rows.Next() {
 		var id int64
-		var path string
+		var path, sens string
 		var h Hit
-		if err := rows.Scan(&id, &h.DocID, &h.Source, &h.Title, &h.Body, &h.Context, &path, &h.Page, &h.ByteStart, &h.ByteEnd); err != nil {
-			return err
+		if err := rows.Scan(&id, &h.DocID, &h.Source, &h.Title, &h.Body, &h.Context, &path, &h.Page, &h.ByteStart, &h.ByteEnd, &sens); err != nil {
+			return nil, err
 		}
 		h.BlockID, h.Score = id, hits[pos[id]].Score
 		if err := json.Unmarshal([]byte(path), &h.HeadingPath); err != nil {
-			return fmt.Errorf("block %d: heading_path %q: %w", id, path, err)
+			return nil, fmt.Errorf("block %d: heading_path %q: %w", id, path, err)
 		}
 		if h.HeadingPath == nil {
 			h.HeadingPath = []string{}
 		}
 		hits[pos[id]] = h
+		visible[pos[id]] = slices.Contains(levels, sens)
 		found++
 	}
 	if err := rows.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	if found != len(hits) {
-		return fmt.Errorf("%d of %d ranked blocks have no block row", len(hits)-found, len(hits))
+		return nil, fmt.Errorf("%d of %d ranked blocks have no block row", len(hits)-found, len(hits))
 	}
-	return nil
+	out := hits[:0]
+	for i, h := range hits {
+		if visible[i] {
+			out = append(out, h)
+		}
+	}
+	return out, nil
 }
 
 func uniqueSorted(ts []string) []string {
@@ -208,9 +256,14 @@ func (ix *Index) Stats(ctx context.Context) (Stats, error) {
 }
 
 // DocumentBlocks returns every block of a document in document order, as
-// hits with score 0. A document without blocks, or an unknown one, gives an
-// empty slice.
-func (ix *Index) DocumentBlocks(ctx context.Context, docID string) ([]Hit, error) {
+// hits with score 0. A document without blocks, an unknown one and one above
+// clearance (see SearchOptions.Clearance; "" is Public) all give an empty
+// slice.
+func (ix *Index) DocumentBlocks(ctx context.Context, docID, clearance string) ([]Hit, error) {
+	levels, err := allowed(clearance)
+	if err != nil {
+		return nil, fmt.Errorf("document blocks: %w", err)
+	}
 	rows, err := ix.db.QueryContext(ctx, `SELECT block_id FROM blocks WHERE doc_id = ? ORDER BY ord`, docID)
 	if err != nil {
 		return nil, fmt.Errorf("document blocks %s: %w", docID, err)
@@ -227,7 +280,7 @@ func (ix *Index) DocumentBlocks(ctx context.Context, docID string) ([]Hit, error
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if err := ix.fillHits(ctx, hits); err != nil {
+	if hits, err = ix.fillHits(ctx, hits, levels); err != nil {
 		return nil, fmt.Errorf("document blocks %s: %w", docID, err)
 	}
 	return hits, nil

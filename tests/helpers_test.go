@@ -83,7 +83,7 @@ func (e *env) checkVerbatim() int {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		blocks, err := e.ix.DocumentBlocks(ctx, rec.DocID)
+		blocks, err := e.ix.DocumentBlocks(ctx, rec.DocID, index.Restricted)
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -25,7 +25,7 @@ func (e *env) rows() map[string][]index.Hit {
 	}
 	out := map[string][]index.Hit{}
 	for _, r := range recs {
-		bs, err := e.ix.DocumentBlocks(ctx, r.DocID)
+		bs, err := e.ix.DocumentBlocks(ctx, r.DocID, index.Restricted)
 		if err != nil {
 			e.t.Fatal(err)
 		}

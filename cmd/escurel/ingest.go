@@ -21,10 +21,11 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 	fs := c.m.newFlagSet("ingest", &c.g)
 	lang := fs.String("lang", "", "language of documents without front-matter lang (default en)")
 	sens := fs.String("sensitivity", "", "public, internal or restricted, for documents without front-matter sensitivity (default public)")
-	if err := c.m.parse(fs, args); err != nil {
+	args, err := c.m.parse(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() == 0 {
+	if len(args) == 0 {
 		return usageError("ingest: no PATH given")
 	}
 	opts, err := c.m.options(c.g)
@@ -36,7 +37,7 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer ix.Close()
-	sum, err := ix.IngestFiles(ctx, fs.Args(), index.IngestOptions{
+	sum, err := ix.IngestFiles(ctx, args, index.IngestOptions{
 		Language: *lang, Sensitivity: *sens,
 		Progress: func(fr index.FileResult) {
 			if fr.Err != nil {

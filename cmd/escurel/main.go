@@ -174,9 +174,12 @@ Usage:
 Commands:
   ingest [--lang TAG] [--sensitivity LEVEL] PATH...
                           ingest Markdown (.md, .markdown) and text (.txt)
-                          files; directories recursively
-  search [-k N] [--json] QUERY
-                          rank blocks by BM25 over context and body
+                          files; directories recursively. LEVEL: public
+                          (default), internal or restricted, unless the front
+                          matter says otherwise
+  search [-k N] [--json] [--clearance LEVEL] QUERY
+                          rank blocks by BM25 over context and body; blocks of
+                          documents above LEVEL (default public) never appear
   status [--json]         schema version, manifest and counts
   rebuild [--contextualize MODE] [--chunker SPEC] [--embedder SPEC]
           [--analyzer NAME]
@@ -207,14 +210,30 @@ func (m *Main) newFlagSet(name string, g *globals) *flag.FlagSet {
 	return fs
 }
 
-// parse parses a command's flags; -h prints the usage.
-func (m *Main) parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			m.usage()
-			return err
+// parse parses a command's flags and returns its positional arguments.
+// Flags may come before, between or after them ("search -k 3 q" and
+// "search q -k 3" are the same); after "--" everything is positional. -h
+// prints the usage.
+func (m *Main) parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				m.usage()
+				return nil, err
+			}
+			return nil, usageError("%s: %v", fs.Name(), err)
 		}
-		return usageError("%s: %v", fs.Name(), err)
+		consumed := len(args) - fs.NArg()
+		rest := fs.Args()
+		if consumed > 0 && args[consumed-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		if len(rest) == 0 {
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
 	}
-	return nil
+	return pos, nil
 }

@@ -136,6 +136,24 @@ func TestContextualizeEnv(t *testing.T) {
 	}
 }
 
+func TestSensitivityFlags(t *testing.T) {
+	idx := filepath.Join(t.TempDir(), "idx")
+	src := docs(t)
+	if _, errOut, code := run(t, nil, "--index", idx, "ingest", "--sensitivity", "restricted", filepath.Join(src, "guide.md")); code != 0 {
+		t.Fatalf("ingest: %d %s", code, errOut)
+	}
+	if out, _, _ := run(t, nil, "--index", idx, "search", "bill"); !strings.Contains(out, "no hits") {
+		t.Errorf("restricted block at default clearance:\n%s", out)
+	}
+	// Flags after the query work too.
+	if out, _, _ := run(t, nil, "--index", idx, "search", "bill", "--clearance", "restricted"); !strings.Contains(out, "Tune the bill sensors.") {
+		t.Errorf("restricted block missing with clearance:\n%s", out)
+	}
+	if _, errOut, code := run(t, nil, "--index", idx, "ingest", "--sensitivity", "secret", filepath.Join(src, "notes.txt")); code != 1 || !strings.Contains(errOut, `sensitivity "secret"`) {
+		t.Errorf("bad sensitivity: %d %s", code, errOut)
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	idx := filepath.Join(t.TempDir(), "idx")
 	for _, args := range [][]string{

@@ -23,11 +23,12 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 	chunker := fs.String("chunker", "", "chunker, e.g. default or 'default(max_bytes=800)' (default: the index's)")
 	embedder := fs.String("embedder", "", "embedder: hash, hash/DIM or none (default: the index's)")
 	analyzer := fs.String("analyzer", "", "analyzer: simple (default: the index's)")
-	if err := c.m.parse(fs, args); err != nil {
+	args, err := c.m.parse(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError("rebuild: unexpected argument %q", fs.Arg(0))
+	if len(args) > 0 {
+		return usageError("rebuild: unexpected argument %q", args[0])
 	}
 	opts, err := c.m.options(c.g)
 	if err != nil {

@@ -27,22 +27,24 @@ func (c *SearchCommand) Run(ctx context.Context, args []string) error {
 	fs := c.m.newFlagSet("search", &c.g)
 	k := fs.Int("k", index.DefaultK, "number of hits")
 	asJSON := fs.Bool("json", false, `print {"query":…,"hits":[…]} as JSON`)
-	if err := c.m.parse(fs, args); err != nil {
+	clearance := fs.String("clearance", index.Public, "highest document sensitivity to return: public, internal or restricted")
+	args, err := c.m.parse(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() == 0 {
+	if len(args) == 0 {
 		return usageError("search: no QUERY given")
 	}
 	if *k < 1 {
 		return usageError("search: -k %d: want at least 1", *k)
 	}
-	query := strings.Join(fs.Args(), " ")
+	query := strings.Join(args, " ")
 	ix, err := c.m.openExisting(ctx, c.g)
 	if err != nil {
 		return err
 	}
 	defer ix.Close()
-	hits, err := ix.Search(ctx, query, &index.SearchOptions{K: *k})
+	hits, err := ix.Search(ctx, query, &index.SearchOptions{K: *k, Clearance: *clearance})
 	if err != nil {
 		return err
 	}

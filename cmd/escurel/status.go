@@ -18,11 +18,12 @@ type StatusCommand struct {
 func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	fs := c.m.newFlagSet("status", &c.g)
 	asJSON := fs.Bool("json", false, "print the status as one JSON object")
-	if err := c.m.parse(fs, args); err != nil {
+	args, err := c.m.parse(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError("status: unexpected argument %q", fs.Arg(0))
+	if len(args) > 0 {
+		return usageError("status: unexpected argument %q", args[0])
 	}
 	ix, err := c.m.openExisting(ctx, c.g)
 	if err != nil {
