@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -77,7 +78,14 @@ func (ix *Index) Search(ctx context.Context, query string, opts *SearchOptions) 
 	if len(terms) == 0 || k == 0 {
 		return []Hit{}, nil
 	}
-	scores, err := ix.bm25(ctx, terms, levels, DefaultBM25)
+	// One transaction: scoring and reading the hits see one snapshot, so an
+	// ingest committing in between cannot remove a ranked block.
+	tx, err := ix.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("search %q: %w", query, err)
+	}
+	defer tx.Rollback()
+	scores, err := bm25(ctx, tx, terms, levels, DefaultBM25)
 	if err != nil {
 		return nil, fmt.Errorf("search %q: %w", query, err)
 	}
@@ -94,7 +102,7 @@ func (ix *Index) Search(ctx context.Context, query string, opts *SearchOptions) 
 	if len(ranked) > k {
 		ranked = ranked[:k]
 	}
-	hits, err := ix.fillHits(ctx, ranked, levels)
+	hits, err := fillHits(ctx, tx, ranked, levels)
 	if err != nil {
 		return nil, fmt.Errorf("search %q: %w", query, err)
 	}
@@ -106,17 +114,17 @@ func (ix *Index) Search(ctx context.Context, query string, opts *SearchOptions) 
 // collection statistics (N, avgdl, df) count every block, so a block's score
 // does not depend on the caller's clearance. Terms are summed in order, so
 // equal inputs give bit-identical scores.
-func (ix *Index) bm25(ctx context.Context, terms, levels []string, p BM25) (map[int64]float64, error) {
+func bm25(ctx context.Context, q querier, terms, levels []string, p BM25) (map[int64]float64, error) {
 	var n int
 	var avgdl float64
-	if err := ix.db.QueryRowContext(ctx, `SELECT count(*), coalesce(avg(length), 0)::DOUBLE FROM block_stats`).Scan(&n, &avgdl); err != nil {
+	if err := q.QueryRowContext(ctx, `SELECT count(*), coalesce(avg(length), 0)::DOUBLE FROM block_stats`).Scan(&n, &avgdl); err != nil {
 		return nil, err
 	}
 	args := make([]any, len(terms))
 	for i, t := range terms {
 		args[i] = t
 	}
-	rows, err := ix.db.QueryContext(ctx, `SELECT p.term, p.block_id, p.tf, s.length, d.sensitivity
+	rows, err := q.QueryContext(ctx, `SELECT p.term, p.block_id, p.tf, s.length, d.sensitivity
 		FROM postings p JOIN block_stats s ON s.block_id = p.block_id
 		JOIN blocks b ON b.block_id = p.block_id JOIN documents d ON d.doc_id = b.doc_id
 		WHERE p.term IN (`+placeholders(len(terms))+`) ORDER BY p.term, p.block_id`, args...)
@@ -158,7 +166,7 @@ func (ix *Index) bm25(ctx context.Context, terms, levels []string, p BM25) (map[
 // fillHits reads the stored fields of hits, keeping their order, and is the
 // output gate: it drops any hit whose document's sensitivity is not in
 // levels, whatever the ranking did.
-func (ix *Index) fillHits(ctx context.Context, hits []Hit, levels []string) ([]Hit, error) {
+func fillHits(ctx context.Context, q querier, hits []Hit, levels []string) ([]Hit, error) {
 	if len(hits) == 0 {
 		return hits, nil
 	}
@@ -168,7 +176,7 @@ func (ix *Index) fillHits(ctx context.Context, hits []Hit, levels []string) ([]H
 		pos[h.BlockID] = i
 		args[i] = h.BlockID
 	}
-	rows, err := ix.db.QueryContext(ctx, `SELECT b.block_id, b.doc_id, d.source, d.title, b.body, b.context,
+	rows, err := q.QueryContext(ctx, `SELECT b.block_id, b.doc_id, d.source, d.title, b.body, b.context,
 		b.heading_path, b.page, b.byte_start, b.byte_end, d.sensitivity
 		FROM blocks b JOIN documents d ON d.doc_id = b.doc_id
 		WHERE b.block_id IN (`+placeholders(len(hits))+`)`, args...)
@@ -209,6 +217,12 @@ func (ix *Index) fillHits(ctx context.Context, hits []Hit, levels []string) ([]H
 		}
 	}
 	return out, nil
+}
+
+// querier is what *sql.DB and *sql.Tx share for reading.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 func uniqueSorted(ts []string) []string {
@@ -264,7 +278,12 @@ func (ix *Index) DocumentBlocks(ctx context.Context, docID, clearance string) ([
 	if err != nil {
 		return nil, fmt.Errorf("document blocks: %w", err)
 	}
-	rows, err := ix.db.QueryContext(ctx, `SELECT block_id FROM blocks WHERE doc_id = ? ORDER BY ord`, docID)
+	tx, err := ix.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("document blocks %s: %w", docID, err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, `SELECT block_id FROM blocks WHERE doc_id = ? ORDER BY ord`, docID)
 	if err != nil {
 		return nil, fmt.Errorf("document blocks %s: %w", docID, err)
 	}
@@ -280,7 +299,7 @@ func (ix *Index) DocumentBlocks(ctx context.Context, docID, clearance string) ([
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if hits, err = ix.fillHits(ctx, hits, levels); err != nil {
+	if hits, err = fillHits(ctx, tx, hits, levels); err != nil {
 		return nil, fmt.Errorf("document blocks %s: %w", docID, err)
 	}
 	return hits, nil
