@@ -43,6 +43,7 @@ bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./tests/
 
 demo: build
+	@echo "demo data: $(DEMO_DATA)"
 	rm -rf $(DEMO_INDEX)
 	$(BIN) --index $(DEMO_INDEX) ingest $(DEMO_DATA)
 	@echo

@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,12 +13,18 @@ import (
 	"github.com/escurel/escurel/index/extract"
 )
 
+// DefaultMaxFileBytes is the default size cap of an ingested file: 100 MiB.
+const DefaultMaxFileBytes = 100 << 20
+
 // IngestOptions apply to every file of an IngestFiles call.
 type IngestOptions struct {
 	// Language and Sensitivity apply to documents whose front matter does
 	// not set them (Input.Language, Input.Sensitivity).
 	Language    string
 	Sensitivity string
+	// MaxFileBytes caps a file's size; a larger file fails unread.
+	// 0 means DefaultMaxFileBytes.
+	MaxFileBytes int64
 	// Progress, when not nil, is called after each file, from the calling
 	// goroutine.
 	Progress func(FileResult)
@@ -28,31 +35,39 @@ type FileResult struct {
 	Path   string // as found by the walk
 	Result        // valid when Err is nil
 	Bytes  int64
-	Err    error // a *DocumentError or a read error; nil on success
+	Err    error // a *DocumentError; nil on success
 }
 
 // Summary totals an IngestFiles call.
 type Summary struct {
 	Added, Replaced, Unchanged int
 	Failed                     []FileResult // files that could not be ingested, in walk order
-	Skipped                    []string     // files in directories with an extension escurel does not read, and hidden entries
+	Skipped                    []string     // in directories: hidden entries, symlinked directories, other extensions
 	Blocks                     int          // blocks of the added and replaced documents
 	Bytes                      int64        // bytes read
 	Elapsed                    time.Duration
 }
 
 // IngestFiles ingests files and directories (recursively, in lexical order).
-// In a directory, hidden entries (name starting with ".") and files with an
-// extension escurel does not read are skipped and listed in
-// Summary.Skipped; a file named explicitly must be readable. A document's
-// source is its absolute path.
 //
-// A bad file (unreadable, empty, binary, invalid UTF-8, …) is recorded in
-// Summary.Failed and the batch goes on. The returned error is for what stops
-// the batch: a cancelled ctx, a missing path argument, a storage failure.
-func (ix *Index) IngestFiles(ctx context.Context, paths []string, opts IngestOptions) (Summary, error) {
+// A document's source is the file's absolute path with symbolic links
+// resolved, so one file reached by two paths is one document. In a
+// directory, hidden entries (name starting with "."), symbolic links to
+// directories (not followed) and files with an extension escurel does not
+// read are skipped and listed in Summary.Skipped.
+//
+// A bad file is recorded in Summary.Failed and the batch goes on: an
+// unreadable file or directory, one that is not a regular file (a FIFO, a
+// device), one over the size cap, a named file with an unsupported
+// extension (never read), and the extraction errors of Ingest. The returned
+// error is for what stops the batch: a cancelled ctx, a path argument that
+// does not exist, a storage failure. Summary counts what was done before it.
+func (ix *Index) IngestFiles(ctx context.Context, paths []string, opts IngestOptions) (sum Summary, err error) {
 	start := time.Now()
-	var sum Summary
+	defer func() { sum.Elapsed = time.Since(start) }()
+	if opts.MaxFileBytes == 0 {
+		opts.MaxFileBytes = DefaultMaxFileBytes
+	}
 	files, err := listFiles(ctx, paths, &sum)
 	if err != nil {
 		return sum, err
@@ -68,7 +83,6 @@ func (ix *Index) IngestFiles(ctx context.Context, paths []string, opts IngestOpt
 		}
 		files = files[n:]
 	}
-	sum.Elapsed = time.Since(start)
 	return sum, nil
 }
 
@@ -81,45 +95,67 @@ const (
 
 type fileEntry struct {
 	path string // as found by the walk
-	abs  string
+	real string // absolute, symbolic links resolved: the document's source
 	size int64
+	err  error // why the file cannot be ingested, found while listing
 }
 
 // listFiles expands paths into the files to ingest, in order, each once.
 func listFiles(ctx context.Context, paths []string, sum *Summary) ([]fileEntry, error) {
 	var files []fileEntry
 	seen := map[string]bool{}
-	add := func(p string, size int64) error {
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			return fmt.Errorf("ingest %s: %w", p, err)
+	// add lists the file at p, whose target info is fi.
+	add := func(p string, fi fs.FileInfo) {
+		e := fileEntry{path: p, size: fi.Size()}
+		real, err := filepath.EvalSymlinks(p)
+		if err == nil {
+			real, err = filepath.Abs(real)
 		}
-		if !seen[abs] {
-			seen[abs] = true
-			files = append(files, fileEntry{path: p, abs: abs, size: size})
+		switch {
+		case err != nil:
+			e.err = err
+		case !fi.Mode().IsRegular():
+			e.err = fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
 		}
-		return nil
+		e.real = real
+		if e.err != nil {
+			e.err = &DocumentError{Source: p, Err: e.err}
+		} else if seen[real] {
+			return
+		}
+		seen[real] = true
+		files = append(files, e)
 	}
 	for _, root := range paths {
-		info, err := os.Stat(root)
+		fi, err := os.Stat(root)
 		if err != nil {
 			return nil, fmt.Errorf("ingest: %w", err)
 		}
-		if !info.IsDir() {
-			if err := add(root, info.Size()); err != nil {
-				return nil, err
-			}
+		if !fi.IsDir() {
+			add(root, fi)
 			continue
 		}
-		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
+		realRoot, err := filepath.EvalSymlinks(root) // walk a named symlinked directory
+		if err != nil {
+			return nil, fmt.Errorf("ingest: %w", err)
+		}
+		err = filepath.WalkDir(realRoot, func(p string, d fs.DirEntry, err error) error {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				return ctxErr
 			}
-			if p != root && strings.HasPrefix(d.Name(), ".") {
-				sum.Skipped = append(sum.Skipped, p)
+			shown := filepath.Join(root, strings.TrimPrefix(p, realRoot))
+			if err != nil {
+				if p == realRoot {
+					return err
+				}
+				files = append(files, fileEntry{path: shown, err: &DocumentError{Source: shown, Err: err}})
+				if d != nil && d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if p != realRoot && strings.HasPrefix(d.Name(), ".") {
+				sum.Skipped = append(sum.Skipped, shown)
 				if d.IsDir() {
 					return filepath.SkipDir
 				}
@@ -128,15 +164,21 @@ func listFiles(ctx context.Context, paths []string, sum *Summary) ([]fileEntry, 
 			if d.IsDir() {
 				return nil
 			}
-			if _, err := extract.MediaType(d.Name()); err != nil {
-				sum.Skipped = append(sum.Skipped, p)
+			fi, err := os.Stat(p) // follows a symbolic link
+			if err == nil && fi.IsDir() {
+				sum.Skipped = append(sum.Skipped, shown) // symlinked directory: not followed
 				return nil
 			}
-			var size int64
-			if info, err := d.Info(); err == nil {
-				size = info.Size()
+			if _, mtErr := extract.MediaType(d.Name()); mtErr != nil {
+				sum.Skipped = append(sum.Skipped, shown)
+				return nil
 			}
-			return add(p, size)
+			if err != nil {
+				files = append(files, fileEntry{path: shown, err: &DocumentError{Source: shown, Err: err}})
+				return nil
+			}
+			add(shown, fi)
+			return nil
 		})
 		if err != nil {
 			return nil, fmt.Errorf("ingest %s: %w", root, err)
@@ -152,15 +194,21 @@ func (ix *Index) ingestFileBatch(ctx context.Context, files []fileEntry, opts In
 	var ins []Input
 	var at []int // ins[j] is files[at[j]]
 	for i, f := range files {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		out[i].Path = f.path
-		data, err := os.ReadFile(f.abs)
+		if out[i].Err = f.err; f.err != nil {
+			continue
+		}
+		data, err := readFile(f, opts.MaxFileBytes)
 		if err != nil {
-			out[i].Err = &DocumentError{Source: f.abs, Err: err}
+			out[i].Err = &DocumentError{Source: f.real, Err: err}
 			continue
 		}
 		out[i].Bytes = int64(len(data))
 		ins = append(ins, Input{
-			Source: filepath.ToSlash(f.abs), Name: filepath.Base(f.abs), Data: data,
+			Source: filepath.ToSlash(f.real), Name: filepath.Base(f.real), Data: data,
 			Language: opts.Language, Sensitivity: opts.Sensitivity,
 		})
 		at = append(at, i)
@@ -194,4 +242,28 @@ func (ix *Index) ingestFileBatch(ctx context.Context, files []fileEntry, opts In
 		}
 	}
 	return nil
+}
+
+// readFile reads a listed file after checking, without reading it, that
+// its extension is one escurel reads and its size is within max.
+func readFile(f fileEntry, max int64) ([]byte, error) {
+	if _, err := extract.MediaType(f.path); err != nil {
+		return nil, err
+	}
+	if f.size > max {
+		return nil, fmt.Errorf("%d bytes, over the %d-byte cap", f.size, max)
+	}
+	fh, err := os.Open(f.real)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	data, err := io.ReadAll(io.LimitReader(fh, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("over the %d-byte cap", max)
+	}
+	return data, nil
 }

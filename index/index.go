@@ -52,6 +52,10 @@ type Options struct {
 	// Blobs, when not nil, is used instead of opening BlobURL; the caller
 	// keeps ownership and closes it after the Index.
 	Blobs *blobstore.Store
+	// Lock, when not nil, is the caller's lock on dir (LockDir), which the
+	// Index uses instead of taking its own; the caller releases it after
+	// Close.
+	Lock *DirLock
 	// Embedder names the embedder. Default embed.Default (hash/384);
 	// embed.None builds a BM25-only index.
 	Embedder embed.Spec
@@ -70,6 +74,7 @@ type Index struct {
 	db        *sql.DB
 	blobs     *blobstore.Store
 	ownBlobs  bool
+	lock      *DirLock // nil when the caller holds the lock
 
 	manifest Manifest
 	chunker  chunk.Spec
@@ -89,7 +94,7 @@ type Index struct {
 // file is newer than this binary; *MismatchError (ErrManifestMismatch) when a
 // set option differs from the manifest; DuckDB's error when another process
 // holds the file; the blob store's error when BlobURL cannot be opened.
-func Open(ctx context.Context, dir string, opts *Options) (*Index, error) {
+func Open(ctx context.Context, dir string, opts *Options) (_ *Index, err error) {
 	want, err := parseOptions(opts)
 	if err != nil {
 		return nil, fmt.Errorf("open index %s: %w", dir, err)
@@ -97,29 +102,45 @@ func Open(ctx context.Context, dir string, opts *Options) (*Index, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("open index: %w", err)
+	ix := &Index{dir: dir, path: filepath.Join(dir, FileName), blobs: opts.Blobs, now: time.Now}
+	defer func() {
+		if err != nil {
+			ix.release()
+		}
+	}()
+	if opts.Lock == nil {
+		if ix.lock, err = LockDir(dir); err != nil {
+			return nil, err
+		}
 	}
-	path := filepath.Join(dir, FileName)
-	db, err := sql.Open("duckdb", dsn(path))
-	if err == nil {
-		err = db.PingContext(ctx)
+	// The blob store first: a bad URL fails before any index file exists.
+	if ix.blobs == nil {
+		blobURL := opts.BlobURL
+		if blobURL == "" {
+			abs, err := filepath.Abs(filepath.Join(dir, "blobs"))
+			if err != nil {
+				return nil, fmt.Errorf("open index: %w", err)
+			}
+			blobURL = (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
+		}
+		if ix.blobs, err = blobstore.Open(ctx, blobURL); err != nil {
+			return nil, err
+		}
+		ix.ownBlobs = true
+	}
+	if ix.db, err = sql.Open("duckdb", dsn(ix.path)); err == nil {
+		err = ix.db.PingContext(ctx)
 	}
 	if err != nil {
-		if db != nil {
-			db.Close()
-		}
-		return nil, fmt.Errorf("open index %s: %w", path, err)
+		return nil, fmt.Errorf("open index %s: %w", ix.path, err)
 	}
-	ix := &Index{dir: dir, path: path, db: db, now: time.Now}
-	if err := ix.init(ctx, want, opts); err != nil {
-		ix.Close()
+	if err := ix.init(ctx, want); err != nil {
 		return nil, err
 	}
 	return ix, nil
 }
 
-func (ix *Index) init(ctx context.Context, want settings, opts *Options) error {
+func (ix *Index) init(ctx context.Context, want settings) error {
 	from, err := migrate(ctx, ix.db, ix.path)
 	if err != nil {
 		return err
@@ -167,36 +188,26 @@ func (ix *Index) init(ctx context.Context, want settings, opts *Options) error {
 		return err
 	}
 	ix.embedSet = got.embedder.String()
-
-	if opts.Blobs != nil {
-		ix.blobs = opts.Blobs
-		return nil
-	}
-	blobURL := opts.BlobURL
-	if blobURL == "" {
-		abs, err := filepath.Abs(filepath.Join(ix.dir, "blobs"))
-		if err != nil {
-			return fmt.Errorf("open index: %w", err)
-		}
-		blobURL = (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
-	}
-	if ix.blobs, err = blobstore.Open(ctx, blobURL); err != nil {
-		return err
-	}
-	ix.ownBlobs = true
 	return nil
 }
 
-// Close closes the database and, unless the caller supplied it, the blob
-// store. It waits for a running write to finish.
+// Close closes the database and, unless the caller supplied them, the blob
+// store and the directory lock. It waits for a running write to finish.
 func (ix *Index) Close() error {
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
-	err := ix.db.Close()
+	return ix.release()
+}
+
+func (ix *Index) release() error {
+	var err error
+	if ix.db != nil {
+		err = ix.db.Close()
+	}
 	if ix.ownBlobs && ix.blobs != nil {
 		err = errors.Join(err, ix.blobs.Close())
 	}
-	return err
+	return errors.Join(err, ix.lock.Unlock())
 }
 
 // Manifest returns the manifest as of Open.

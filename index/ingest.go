@@ -42,7 +42,10 @@ type Input struct {
 	// Data is the raw content, stored as a blob unchanged.
 	Data []byte
 	// Language and Sensitivity apply when the document's front matter does
-	// not set them. Defaults: DefaultLanguage and Public.
+	// not set them. When neither sets them, a document already in the index
+	// keeps its language and sensitivity (so re-ingesting a restricted
+	// document without the flag never makes it public), and a new one gets
+	// DefaultLanguage and Public.
 	Language    string
 	Sensitivity string
 	// IngestedAt, when not zero, is recorded instead of the current time
@@ -113,6 +116,9 @@ type pending struct {
 	rec    *blobstore.Record
 	blocks []block
 	exists bool // the index has rows of the document to delete first
+	// defaulted lists the record fields set by default, not by the input
+	// or front matter: an existing document's values win over them.
+	defaultLang, defaultSens bool
 }
 
 // IngestBatch ingests ins as Ingest does, with one transaction for all of
@@ -127,7 +133,7 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 	derived := make([]pending, len(ins))
 	for i, in := range ins {
 		res[i] = Result{DocID: blobstore.DocID(in.Source), Source: in.Source}
-		rec, blocks, err := ix.derive(ctx, in)
+		p, err := ix.derive(ctx, in)
 		if err != nil {
 			var de *DocumentError
 			if !errors.As(err, &de) {
@@ -136,8 +142,8 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 			errs[i] = err
 			continue
 		}
-		res[i].Title, res[i].Blocks = rec.Title, len(blocks)
-		derived[i] = pending{rec: rec, blocks: blocks}
+		res[i].Title, res[i].Blocks = p.rec.Title, len(p.blocks)
+		derived[i] = p
 	}
 
 	ix.writeMu.Lock()
@@ -157,6 +163,12 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 			old, p.exists = writes[j].rec, writes[j].exists
 		} else if old != nil {
 			p.exists = true
+		}
+		if old != nil && p.defaultSens {
+			p.rec.Sensitivity = old.Sensitivity
+		}
+		if old != nil && p.defaultLang {
+			p.rec.Language = old.Language
 		}
 		if old != nil {
 			if sameDocument(old, p.rec) {
@@ -215,11 +227,28 @@ func (ix *Index) ensureStored(ctx context.Context, data []byte, rec *blobstore.R
 
 var languageTag = regexp.MustCompile(`^[a-z]{2,3}(-[A-Za-z0-9]{1,8})*$`)
 
+// CheckLanguage accepts a BCP 47 language tag with a lower-case primary
+// subtag, such as "en" or "pt-BR".
+func CheckLanguage(tag string) error {
+	if !languageTag.MatchString(tag) {
+		return fmt.Errorf("language %q: want a BCP 47 tag such as en or pt-BR", tag)
+	}
+	return nil
+}
+
+// CheckSensitivity accepts Public, Internal and Restricted.
+func CheckSensitivity(s string) error {
+	if s != Public && s != Internal && s != Restricted {
+		return fmt.Errorf("sensitivity %q: want %s, %s or %s", s, Public, Internal, Restricted)
+	}
+	return nil
+}
+
 // derive extracts, chunks, contextualizes, analyzes and embeds in, touching
 // no storage.
-func (ix *Index) derive(ctx context.Context, in Input) (*blobstore.Record, []block, error) {
-	bad := func(err error) (*blobstore.Record, []block, error) {
-		return nil, nil, &DocumentError{Source: in.Source, Err: err}
+func (ix *Index) derive(ctx context.Context, in Input) (pending, error) {
+	bad := func(err error) (pending, error) {
+		return pending{}, &DocumentError{Source: in.Source, Err: err}
 	}
 	if in.Source == "" {
 		return bad(errors.New("empty source"))
@@ -241,12 +270,12 @@ func (ix *Index) derive(ctx context.Context, in Input) (*blobstore.Record, []blo
 		return bad(err)
 	}
 	lang := firstNonEmpty(doc.Language, in.Language, DefaultLanguage)
-	if !languageTag.MatchString(lang) {
-		return bad(fmt.Errorf("language %q: want a lower-case BCP 47 tag such as en or pt-BR", lang))
+	if err := CheckLanguage(lang); err != nil {
+		return bad(err)
 	}
 	sens := firstNonEmpty(doc.Sensitivity, in.Sensitivity, Public)
-	if sens != Public && sens != Internal && sens != Restricted {
-		return bad(fmt.Errorf("sensitivity %q: want %s, %s or %s", sens, Public, Internal, Restricted))
+	if err := CheckSensitivity(sens); err != nil {
+		return bad(err)
 	}
 	at := in.IngestedAt
 	if at.IsZero() {
@@ -279,13 +308,14 @@ func (ix *Index) derive(ctx context.Context, in Input) (*blobstore.Record, []blo
 	if ix.embedder != nil && len(texts) > 0 {
 		vecs, err := ix.embedder.Embed(ctx, texts)
 		if err != nil {
-			return nil, nil, fmt.Errorf("ingest %s: embed: %w", in.Source, err)
+			return pending{}, fmt.Errorf("ingest %s: embed: %w", in.Source, err)
 		}
 		for i := range blocks {
 			blocks[i].vector = vecs[i]
 		}
 	}
-	return rec, blocks, nil
+	return pending{rec: rec, blocks: blocks,
+		defaultLang: doc.Language == "" && in.Language == "", defaultSens: doc.Sensitivity == "" && in.Sensitivity == ""}, nil
 }
 
 // embedText is what the dense leg embeds and the full-text index analyzes:

@@ -220,37 +220,57 @@ func writeManifest(ctx context.Context, db *sql.DB, m Manifest) error {
 	return nil
 }
 
-// ReadManifest returns the manifest of the index in dir without migrating
-// it, after a CHECKPOINT that folds any write-ahead log into the file. It
+// Inspect returns the manifest of the index in dir and its documents
+// (doc id → source) without migrating it, after a CHECKPOINT that folds any
+// write-ahead log into the file. It does not take the directory lock. It
 // fails with an error wrapping fs.ErrNotExist when dir has no index file,
 // with a *SchemaError when the file is newer than this binary, and with
 // DuckDB's error when another process holds the file.
-func ReadManifest(ctx context.Context, dir string) (Manifest, error) {
+func Inspect(ctx context.Context, dir string) (Manifest, map[string]string, error) {
 	path := filepath.Join(dir, FileName)
+	fail := func(err error) (Manifest, map[string]string, error) {
+		return Manifest{}, nil, fmt.Errorf("inspect %s: %w", path, err)
+	}
 	if _, err := os.Stat(path); err != nil {
-		return Manifest{}, fmt.Errorf("read manifest: %w", err)
+		return fail(err)
 	}
 	db, err := sql.Open("duckdb", dsn(path))
 	if err != nil {
-		return Manifest{}, fmt.Errorf("read manifest %s: %w", path, err)
+		return fail(err)
 	}
 	defer db.Close()
 	var version int
 	if err := db.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&version); err != nil {
-		return Manifest{}, fmt.Errorf("read manifest %s: %w", path, err)
+		return fail(err)
 	}
 	if version > SchemaVersion {
-		return Manifest{}, &SchemaError{Path: path, File: version, Binary: SchemaVersion}
+		return Manifest{}, nil, &SchemaError{Path: path, File: version, Binary: SchemaVersion}
 	}
 	m, ok, err := readManifest(ctx, db)
 	if err == nil && !ok {
 		err = errors.New("no manifest row")
 	}
-	if err == nil {
-		_, err = db.ExecContext(ctx, `CHECKPOINT`)
-	}
 	if err != nil {
-		return Manifest{}, fmt.Errorf("read manifest %s: %w", path, err)
+		return fail(err)
 	}
-	return m, nil
+	rows, err := db.QueryContext(ctx, `SELECT doc_id, source FROM documents`)
+	if err != nil {
+		return fail(err)
+	}
+	defer rows.Close()
+	docs := map[string]string{}
+	for rows.Next() {
+		var id, src string
+		if err := rows.Scan(&id, &src); err != nil {
+			return fail(err)
+		}
+		docs[id] = src
+	}
+	if err := rows.Err(); err != nil {
+		return fail(err)
+	}
+	if _, err := db.ExecContext(ctx, `CHECKPOINT`); err != nil {
+		return fail(err)
+	}
+	return m, docs, nil
 }

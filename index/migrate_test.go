@@ -182,8 +182,8 @@ func TestRefuseNewerSchema(t *testing.T) {
 		t.Error("refused open changed the file")
 	}
 	// rebuild reads the manifest first: it refuses too.
-	if _, err := ReadManifest(ctx, dir); !errors.Is(err, ErrSchemaTooNew) {
-		t.Errorf("ReadManifest of a newer file: err = %v", err)
+	if _, _, err := Inspect(ctx, dir); !errors.Is(err, ErrSchemaTooNew) {
+		t.Errorf("Inspect of a newer file: err = %v", err)
 	}
 }
 

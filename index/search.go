@@ -30,12 +30,10 @@ func allowed(clearance string) ([]string, error) {
 	if clearance == "" {
 		clearance = Public
 	}
-	for i, l := range levels {
-		if l == clearance {
-			return levels[:i+1], nil
-		}
+	if err := CheckSensitivity(clearance); err != nil {
+		return nil, fmt.Errorf("clearance: %w", err)
 	}
-	return nil, fmt.Errorf("clearance %q: want %s, %s or %s", clearance, Public, Internal, Restricted)
+	return levels[:slices.Index(levels, clearance)+1], nil
 }
 
 // Hit is one block found by Search. Body is verbatim: the document's text

@@ -6,12 +6,13 @@
 // not a copy of it) into a new index file beside the live one, and swaps it
 // in with a rename. It is how an operator changes a setting the manifest
 // pins (embedder, chunker, analyzer, contextualize mode) or recovers a lost
-// or damaged index file. Document times come from the records, never from
-// the clock, so a rebuild with unchanged settings reproduces the ingested
-// rows.
+// or damaged index file. Document times, languages and sensitivities come
+// from the records, never from the clock or the defaults.
 //
-// The live file stays untouched until the swap; a rebuild that fails or is
-// interrupted leaves it as it was.
+// Run holds the index directory's lock (index.LockDir) from start to swap:
+// no other process can write the live index meanwhile, and a second rebuild
+// fails at once. The live file stays untouched until the swap; a rebuild
+// that fails or is interrupted leaves it as it was.
 package rebuild
 
 import (
@@ -21,6 +22,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/escurel/escurel/blobstore"
@@ -35,8 +37,12 @@ type Options struct {
 	Blobs *blobstore.Store
 	// Index holds the settings of the rebuilt index. Zero fields keep the
 	// live index's settings (from its manifest), or the defaults when there
-	// is no readable live index. BlobURL and Blobs are ignored.
+	// is no live index. BlobURL, Blobs and Lock are ignored.
 	Index index.Options
+	// AllowMissing lets the rebuild drop documents of the live index that
+	// have no record in Blobs. Without it such a rebuild is refused: a
+	// mistyped blob URL must not empty an index.
+	AllowMissing bool
 	// Progress, when not nil, is called after each batch with the number of
 	// documents done and the total.
 	Progress func(done, total int)
@@ -46,6 +52,7 @@ type Options struct {
 type Summary struct {
 	Documents int
 	Blocks    int
+	Dropped   int   // live documents without a record, dropped under AllowMissing
 	Bytes     int64 // blob bytes read
 	Elapsed   time.Duration
 	Manifest  index.Manifest // of the new index
@@ -61,25 +68,34 @@ func (e *DocumentError) Error() string {
 	return fmt.Sprintf("rebuild: %d documents failed, the live index was kept; first: %v", len(e.Errs), e.Errs[0])
 }
 
+// ErrMissing is returned, wrapped, when the blob store lacks records of live
+// documents and Options.AllowMissing is false.
+var ErrMissing = errors.New("rebuild: blob store lacks documents of the live index")
+
 // batch is the number of documents per transaction.
 const batch = 64
 
-// tmpName is the directory the new index is built in, inside Dir.
-const tmpName = "rebuild.tmp"
-
 // Run rebuilds the index in opts.Dir from opts.Blobs. It fails, leaving the
-// live index as it was, when the live index is in use by another process,
-// when a setting is unknown, when a record's blob is missing or corrupt, or
-// when any document fails to derive (*DocumentError).
+// live index as it was, when the directory is locked (index.ErrLocked),
+// when the blob store lacks documents of the live index (ErrMissing) or
+// holds none at all, when a setting is unknown, when a record's blob is
+// missing or corrupt, or when any document fails to derive
+// (*DocumentError).
 func Run(ctx context.Context, opts Options) (Summary, error) {
 	start := time.Now()
 	var sum Summary
 	if opts.Blobs == nil {
 		return sum, errors.New("rebuild: no blob store")
 	}
+	lock, err := index.LockDir(opts.Dir)
+	if err != nil {
+		return sum, fmt.Errorf("rebuild: %w", err)
+	}
+	defer lock.Unlock()
+
 	settings := opts.Index
-	settings.BlobURL, settings.Blobs = "", opts.Blobs
-	live, err := index.ReadManifest(ctx, opts.Dir)
+	settings.BlobURL, settings.Blobs, settings.Lock = "", opts.Blobs, nil
+	live, liveDocs, err := index.Inspect(ctx, opts.Dir)
 	switch {
 	case err == nil:
 		if settings.Embedder.IsZero() {
@@ -90,18 +106,36 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		settings.Contextualize = firstNonEmpty(settings.Contextualize, live.Contextualize)
 	case errors.Is(err, fs.ErrNotExist):
 	default:
-		return sum, fmt.Errorf("rebuild: %w (close other escurel processes; to rebuild a damaged file, move it away first)", err)
+		return sum, fmt.Errorf("rebuild: %w (to rebuild a damaged file, move it away first)", err)
+	}
+	recs, err := opts.Blobs.Records(ctx)
+	if err != nil {
+		return sum, fmt.Errorf("rebuild: %w", err)
+	}
+	if sum.Dropped, err = checkCoverage(recs, liveDocs, opts); err != nil {
+		return sum, err
 	}
 
-	tmp := filepath.Join(opts.Dir, tmpName)
-	if err := os.RemoveAll(tmp); err != nil { // a crashed rebuild's leftovers
+	// Any other rebuild directory is a crashed rebuild's: we hold the lock.
+	if stale, _ := filepath.Glob(filepath.Join(opts.Dir, "rebuild-*.tmp")); len(stale) > 0 {
+		for _, d := range stale {
+			if err := os.RemoveAll(d); err != nil {
+				return sum, fmt.Errorf("rebuild: remove %s: %w", d, err)
+			}
+		}
+	}
+	tmp, err := os.MkdirTemp(opts.Dir, "rebuild-*.tmp")
+	if err != nil {
 		return sum, fmt.Errorf("rebuild: %w", err)
 	}
 	ix, err := index.Open(ctx, tmp, &settings)
 	if err != nil {
+		os.RemoveAll(tmp)
 		return sum, fmt.Errorf("rebuild: %w", err)
 	}
-	sum, err = fill(ctx, ix, opts)
+	dropped := sum.Dropped
+	sum, err = fill(ctx, ix, recs, opts)
+	sum.Dropped = dropped
 	if cerr := ix.Close(); err == nil {
 		err = cerr
 	}
@@ -116,13 +150,34 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	return sum, nil
 }
 
-// fill ingests every record's blob into ix.
-func fill(ctx context.Context, ix *index.Index, opts Options) (Summary, error) {
-	sum := Summary{Manifest: ix.Manifest()}
-	recs, err := opts.Blobs.Records(ctx)
-	if err != nil {
-		return sum, fmt.Errorf("rebuild: %w", err)
+// checkCoverage refuses a rebuild that would lose live documents, or that
+// has nothing to rebuild from, and returns how many live documents the
+// rebuild drops.
+func checkCoverage(recs []*blobstore.Record, live map[string]string, opts Options) (int, error) {
+	if len(recs) == 0 && len(live) == 0 {
+		return 0, fmt.Errorf("rebuild: the blob store %s holds no document records: nothing to rebuild from", opts.Blobs.URL())
 	}
+	have := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		have[r.DocID] = true
+	}
+	var missing []string
+	for id, src := range live {
+		if !have[id] {
+			missing = append(missing, src)
+		}
+	}
+	if len(missing) > 0 && !opts.AllowMissing {
+		sort.Strings(missing)
+		return 0, fmt.Errorf("%w: %s has no record of %d of the live index's %d documents (first: %s); "+
+			"check the blob store URL, or allow the rebuild to drop them", ErrMissing, opts.Blobs.URL(), len(missing), len(live), missing[0])
+	}
+	return len(missing), nil
+}
+
+// fill ingests every record's blob into ix.
+func fill(ctx context.Context, ix *index.Index, recs []*blobstore.Record, opts Options) (Summary, error) {
+	sum := Summary{Manifest: ix.Manifest()}
 	var failed []error
 	for i := 0; i < len(recs); i += batch {
 		part := recs[i:min(i+batch, len(recs))]
@@ -160,7 +215,7 @@ func fill(ctx context.Context, ix *index.Index, opts Options) (Summary, error) {
 
 // swap moves dir/tmp/index.duckdb over dir/index.duckdb and makes the rename
 // durable. The new file was closed cleanly, so it has no write-ahead log;
-// the live file's log was folded in by ReadManifest, and any left is removed
+// the live file's log was folded in by Inspect, and any left is removed
 // first, so DuckDB never replays an old log onto the new file.
 func swap(dir, tmp string) error {
 	live := filepath.Join(dir, index.FileName)

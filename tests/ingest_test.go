@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/escurel/escurel/blobstore"
@@ -199,5 +200,69 @@ func TestFastAPIPages(t *testing.T) {
 	sort.Strings(sources)
 	if !strings.Contains(strings.Join(sources, " "), "path-params.md") {
 		t.Errorf("top 5 for 'path parameters with types' miss path-params.md: %v", sources)
+	}
+}
+
+// Odd directory entries are failures or skips, never a hang or a crash, and
+// symbolic links resolve to one document per file.
+func TestOddFiles(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"real/a.md":      "Alpha wallaby text.\n",
+		"big.md":         strings.Repeat("wallaby ", 200),
+		"other/b.md":     "Beta wallaby text.\n",
+		"report.pdf":     "%PDF-1.7 not read",
+		"real/deep/c.md": "Gamma wallaby text.\n",
+	})
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(syscall.Mkfifo(filepath.Join(dir, "real", "pipe.md"), 0o644))
+	must(os.Symlink(filepath.Join(dir, "real", "a.md"), filepath.Join(dir, "other", "alias.md")))
+	must(os.Symlink(filepath.Join(dir, "real", "deep"), filepath.Join(dir, "other", "deeplink")))
+	must(os.Symlink(filepath.Join(dir, "missing.md"), filepath.Join(dir, "other", "dangling.md")))
+	must(os.Symlink(filepath.Join(dir, "real"), filepath.Join(dir, "reallink")))
+
+	e := newEnv(t, index.Options{})
+	ctx := context.Background()
+	sum, err := e.ix.IngestFiles(ctx, []string{filepath.Join(dir, "other"), filepath.Join(dir, "reallink"),
+		filepath.Join(dir, "report.pdf"), filepath.Join(dir, "big.md")}, index.IngestOptions{MaxFileBytes: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// other/: b.md, alias.md (→ real/a.md); reallink/ walks real/: a.md (a
+	// repeat of alias.md), deep/c.md; the FIFO, the dangling link, the PDF
+	// and the over-cap file fail; deeplink (a symlinked directory) is
+	// skipped.
+	if sum.Added != 3 {
+		t.Errorf("added %d, want 3", sum.Added)
+	}
+	reasons := map[string]string{}
+	for _, f := range sum.Failed {
+		reasons[filepath.Base(f.Path)] = f.Err.Error()
+		if f.Bytes != 0 {
+			t.Errorf("%s: %d bytes read for a failed file", f.Path, f.Bytes)
+		}
+	}
+	for name, want := range map[string]string{
+		"pipe.md": "not a regular file", "dangling.md": "no such file", "report.pdf": "unsupported", "big.md": "over the 1000-byte cap",
+	} {
+		if !strings.Contains(reasons[name], want) {
+			t.Errorf("%s: failure %q, want %q", name, reasons[name], want)
+		}
+	}
+	if len(sum.Failed) != 4 || len(sum.Skipped) != 1 || !strings.HasSuffix(sum.Skipped[0], "deeplink") {
+		t.Errorf("failed %v, skipped %v", reasons, sum.Skipped)
+	}
+	hits := e.search("wallaby", 10)
+	sources := map[string]bool{}
+	for _, h := range hits {
+		sources[h.Source] = true
+	}
+	real, _ := filepath.EvalSymlinks(filepath.Join(dir, "real", "a.md"))
+	if len(hits) != 3 || !sources[filepath.ToSlash(real)] {
+		t.Errorf("hits from %v, want 3 documents with real paths", sources)
 	}
 }

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/rebuild"
 )
@@ -144,7 +146,76 @@ func TestRebuildKeepsLiveIndexOnFailure(t *testing.T) {
 	if e.ix.Manifest().Contextualize != index.ContextStructural || len(e.search("zanzibar", 10)) != 3 {
 		t.Error("the live index changed after a failed rebuild")
 	}
-	if _, err := os.Stat(filepath.Join(e.dir, "rebuild.tmp")); err == nil {
-		t.Error("the failed rebuild left its temporary index")
+	if left, _ := filepath.Glob(filepath.Join(e.dir, "rebuild-*")); len(left) > 0 {
+		t.Errorf("the failed rebuild left %v", left)
 	}
+}
+
+// A rebuild from a blob store that lacks the live documents (a mistyped
+// URL) is refused unless dropping them is allowed; one from an empty store
+// with no live index has nothing to do.
+func TestRebuildRefusesMissingDocuments(t *testing.T) {
+	e := newEnv(t, index.Options{})
+	seed(e)
+	e.ix.Close()
+	wrong, err := openStore(filepath.Join(t.TempDir(), "typo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wrong.Close()
+	_, err = rebuild.Run(context.Background(), rebuild.Options{Dir: e.dir, Blobs: wrong})
+	if !errors.Is(err, rebuild.ErrMissing) || !strings.Contains(err.Error(), "3 of the live index's 3 documents") {
+		t.Fatalf("rebuild from an empty store: %v", err)
+	}
+	e.open()
+	if len(e.search("zanzibar", 10)) != 3 {
+		t.Fatal("the refused rebuild changed the live index")
+	}
+	e.ix.Close()
+	// One record removed from the real store: refused, then allowed.
+	store := blobsOf(e)
+	if err := os.Remove(filepath.Join(e.dir, "blobs", "documents", blobstore.DocID("/docs/notes.txt")+".json")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rebuild.Run(context.Background(), rebuild.Options{Dir: e.dir, Blobs: store}); !errors.Is(err, rebuild.ErrMissing) {
+		t.Fatalf("rebuild missing one record: %v", err)
+	}
+	sum, err := rebuild.Run(context.Background(), rebuild.Options{Dir: e.dir, Blobs: store, AllowMissing: true})
+	if err != nil || sum.Documents != 2 || sum.Dropped != 1 {
+		t.Fatalf("rebuild allowing drops: %+v, %v", sum, err)
+	}
+	// Nothing anywhere: nothing to rebuild from.
+	if _, err := rebuild.Run(context.Background(), rebuild.Options{Dir: t.TempDir(), Blobs: wrong}); err == nil || !strings.Contains(err.Error(), "nothing to rebuild") {
+		t.Errorf("rebuild of nothing: %v", err)
+	}
+	e.open()
+}
+
+// A rebuild holds the directory lock: an open index (here or in another
+// process) makes it fail at once, and it makes an open fail while it runs.
+func TestRebuildHoldsTheLock(t *testing.T) {
+	e := newEnv(t, index.Options{})
+	seed(e)
+	_, err := rebuild.Run(context.Background(), rebuild.Options{Dir: e.dir, Blobs: blobsOf(e)})
+	if !errors.Is(err, index.ErrLocked) {
+		t.Fatalf("rebuild beside an open index: %v", err)
+	}
+	e.ix.Close()
+	started := make(chan struct{})
+	var openErr error
+	_, err = rebuild.Run(context.Background(), rebuild.Options{Dir: e.dir, Blobs: blobsOf(e), Progress: func(done, total int) {
+		select {
+		case <-started:
+		default:
+			close(started)
+			_, openErr = index.Open(context.Background(), e.dir, nil)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(openErr, index.ErrLocked) || !strings.Contains(openErr.Error(), "held by process") {
+		t.Errorf("open during a rebuild: %v", openErr)
+	}
+	e.open()
 }

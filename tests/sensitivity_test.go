@@ -63,3 +63,33 @@ func TestClearance(t *testing.T) {
 		t.Errorf("unknown sensitivity: %v", err)
 	}
 }
+
+// Re-ingesting a restricted document without saying its sensitivity keeps
+// it restricted; saying it changes it.
+func TestSensitivityIsSticky(t *testing.T) {
+	e := newEnv(t, index.Options{})
+	ctx := context.Background()
+	in := index.Input{Source: "/r.md", Sensitivity: index.Restricted, Language: "de", Data: []byte("Quoll v1.\n")}
+	if _, err := e.ix.Ingest(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	in.Sensitivity, in.Language, in.Data = "", "", []byte("Quoll v2.\n")
+	if r, err := e.ix.Ingest(ctx, in); err != nil || r.Status != index.Replaced {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if hits := e.search("quoll", 10); len(hits) != 0 {
+		t.Fatalf("re-ingest without a sensitivity made the document public")
+	}
+	rec, _ := e.ix.Blobs().GetRecord(ctx, blobstore.DocID("/r.md"))
+	if rec.Sensitivity != index.Restricted || rec.Language != "de" {
+		t.Errorf("record %+v", rec)
+	}
+	// Same bytes, nothing said: unchanged.
+	if r, _ := e.ix.Ingest(ctx, in); r.Status != index.Unchanged {
+		t.Errorf("status %s, want unchanged", r.Status)
+	}
+	in.Sensitivity = index.Public
+	if r, _ := e.ix.Ingest(ctx, in); r.Status != index.Replaced || len(e.search("quoll", 10)) != 1 {
+		t.Errorf("an explicit public did not apply: %+v", r)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -28,6 +29,21 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return usageError("ingest: no PATH given")
 	}
+	if *lang != "" {
+		if err := index.CheckLanguage(*lang); err != nil {
+			return usageError("ingest: --lang: %v", err)
+		}
+	}
+	if *sens != "" {
+		if err := index.CheckSensitivity(*sens); err != nil {
+			return usageError("ingest: --sensitivity: %v", err)
+		}
+	}
+	for _, p := range args { // before the index exists: a typo creates nothing
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("ingest: %w", err)
+		}
+	}
 	opts, err := c.m.options(c.g)
 	if err != nil {
 		return err
@@ -45,15 +61,19 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 			}
 		},
 	})
+	total := sum.Added + sum.Replaced + sum.Unchanged + len(sum.Failed)
 	if err != nil {
+		if total > 0 {
+			fmt.Fprintf(c.m.Stdout, "stopped after %d files (%d added, %d replaced, %d unchanged, %d failed); what they wrote is committed\n",
+				total, sum.Added, sum.Replaced, sum.Unchanged, len(sum.Failed))
+		}
 		return err
 	}
-	total := sum.Added + sum.Replaced + sum.Unchanged + len(sum.Failed)
 	fmt.Fprintf(c.m.Stdout, "ingested %d files into %s: %d added, %d replaced, %d unchanged, %d failed; %d blocks, %.1f MB in %.2fs\n",
 		total, ix.Path(), sum.Added, sum.Replaced, sum.Unchanged, len(sum.Failed), sum.Blocks,
 		float64(sum.Bytes)/1e6, sum.Elapsed.Seconds())
 	if len(sum.Skipped) > 0 {
-		fmt.Fprintf(c.m.Stdout, "skipped %d hidden files or files that are not .md, .markdown or .txt (first: %s)\n",
+		fmt.Fprintf(c.m.Stdout, "skipped %d entries: hidden, symlinked directories, or not .md, .markdown or .txt (first: %s)\n",
 			len(sum.Skipped), sum.Skipped[0])
 	}
 	if len(sum.Failed) > 0 {

@@ -91,6 +91,10 @@ func (m *Main) envOr(key, def string) string {
 
 // options returns the index options from the globals and the environment.
 func (m *Main) options(g globals) (*index.Options, error) {
+	if u, err := url.Parse(g.blobURL); err == nil && u.Scheme == "mem" {
+		return nil, usageError("--blobs %s keeps the blobs in this process's memory only: the index on disk "+
+			"would hold the only copy of the documents once escurel exits; use file:// or s3://", g.blobURL)
+	}
 	opts := &index.Options{BlobURL: g.blobURL}
 	if v, ok := m.lookup("ESCUREL_INGEST_CONTEXTUALIZE"); ok {
 		mode, err := index.ParseContextualize(v)
@@ -177,19 +181,21 @@ Commands:
                           files; directories recursively. LEVEL: public
                           (default), internal or restricted, unless the front
                           matter says otherwise
-  search [-k N] [--json] [--clearance LEVEL] QUERY
+  search [-k N] [--json] [--clearance LEVEL] [--] QUERY
                           rank blocks by BM25 over context and body; blocks of
-                          documents above LEVEL (default public) never appear
+                          documents above LEVEL (default public) never appear;
+                          put -- before a query that starts with -
   status [--json]         schema version, manifest and counts
   rebuild [--contextualize MODE] [--chunker SPEC] [--embedder SPEC]
-          [--analyzer NAME]
+          [--analyzer NAME] [--allow-missing]
                           re-derive the index from the blob store, with new
-                          settings if given, and swap it in
+                          settings if given, and swap it in; refused when the
+                          store lacks live documents, unless --allow-missing
   version                 print the version
 
 Global flags (also accepted after the command):
   --index DIR             index directory (env ESCUREL_INDEX; default ./.escurel)
-  --blobs URL             blob store: file:///path or mem:// (env ESCUREL_BLOBS;
+  --blobs URL             blob store URL, file:///path (env ESCUREL_BLOBS;
                           default file://<index dir>/blobs)
 
 Environment:
@@ -202,7 +208,7 @@ Environment:
 
 // newFlagSet returns a command's flag set, with the global flags.
 func (m *Main) newFlagSet(name string, g *globals) *flag.FlagSet {
-	fs := flag.NewFlagSet("escurel "+name, flag.ContinueOnError)
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	// The globals parsed before the command are the defaults here.
 	fs.StringVar(&g.indexDir, "index", g.indexDir, "index directory")

@@ -149,7 +149,7 @@ func TestSensitivityFlags(t *testing.T) {
 	if out, _, _ := run(t, nil, "--index", idx, "search", "bill", "--clearance", "restricted"); !strings.Contains(out, "Tune the bill sensors.") {
 		t.Errorf("restricted block missing with clearance:\n%s", out)
 	}
-	if _, errOut, code := run(t, nil, "--index", idx, "ingest", "--sensitivity", "secret", filepath.Join(src, "notes.txt")); code != 1 || !strings.Contains(errOut, `sensitivity "secret"`) {
+	if _, errOut, code := run(t, nil, "--index", idx, "ingest", "--sensitivity", "secret", filepath.Join(src, "notes.txt")); code != 2 || !strings.Contains(errOut, `sensitivity "secret"`) {
 		t.Errorf("bad sensitivity: %d %s", code, errOut)
 	}
 }
@@ -160,6 +160,10 @@ func TestUsageErrors(t *testing.T) {
 		{}, {"frobnicate"}, {"--index", idx, "search"}, {"--index", idx, "ingest"},
 		{"--index", idx, "search", "-k", "0", "x"}, {"--index", idx, "search", "--nope", "x"},
 		{"--index", idx, "rebuild", "--embedder", "word2vec"},
+		{"--index", idx, "rebuild", "--contextualize", "bogus"},
+		{"--index", idx, "rebuild", "--chunker", "semantic"},
+		{"--index", idx, "ingest", "--lang", "English", "."},
+		{"--index", idx, "--blobs", "mem://", "ingest", "."},
 	} {
 		if _, errOut, code := run(t, nil, args...); code != 2 || !strings.Contains(errOut, "Try: escurel help") {
 			t.Errorf("%q: exit %d, stderr %q; want 2 with a hint", args, code, errOut)
@@ -168,8 +172,14 @@ func TestUsageErrors(t *testing.T) {
 	if _, errOut, code := run(t, nil, "--index", idx, "search", "x"); code != 1 || !strings.Contains(errOut, "no index in") {
 		t.Errorf("search without an index: exit %d %s", code, errOut)
 	}
+	if _, errOut, code := run(t, nil, "--index", idx, "ingest", "/no/such/path"); code != 1 || !strings.Contains(errOut, "no such file") {
+		t.Errorf("ingest of a missing path: exit %d %s", code, errOut)
+	}
 	if _, err := os.Stat(idx); err == nil {
-		t.Error("a failed search created the index directory")
+		t.Error("a failed command created the index directory")
+	}
+	if _, errOut, _ := run(t, nil, "--index", idx, "search", "-oauth"); strings.Count(errOut, "escurel") != 2 || !strings.Contains(errOut, "escurel: search: flag provided but not defined: -oauth") {
+		t.Errorf("unknown flag message: %q", errOut)
 	}
 	if out, _, code := run(t, nil, "help"); code != 0 || !strings.Contains(out, "ESCUREL_INGEST_CONTEXTUALIZE") {
 		t.Errorf("help: %d %s", code, out)

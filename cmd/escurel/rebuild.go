@@ -6,6 +6,9 @@ import (
 
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/embed"
+	"github.com/escurel/escurel/index"
+	"github.com/escurel/escurel/index/analysis"
+	"github.com/escurel/escurel/index/chunk"
 	"github.com/escurel/escurel/rebuild"
 )
 
@@ -23,6 +26,7 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 	chunker := fs.String("chunker", "", "chunker, e.g. default or 'default(max_bytes=800)' (default: the index's)")
 	embedder := fs.String("embedder", "", "embedder: hash, hash/DIM or none (default: the index's)")
 	analyzer := fs.String("analyzer", "", "analyzer: simple (default: the index's)")
+	allowMissing := fs.Bool("allow-missing", false, "drop live documents that have no record in the blob store instead of refusing")
 	args, err := c.m.parse(fs, args)
 	if err != nil {
 		return err
@@ -35,7 +39,19 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	if *contextualize != "" {
-		opts.Contextualize = *contextualize
+		if opts.Contextualize, err = index.ParseContextualize(*contextualize); err != nil {
+			return usageError("rebuild: %v", err)
+		}
+	}
+	if *chunker != "" {
+		if _, err := chunk.ParseSpec(*chunker); err != nil {
+			return usageError("rebuild: %v", err)
+		}
+	}
+	if *analyzer != "" {
+		if _, err := analysis.ByName(*analyzer); err != nil {
+			return usageError("rebuild: %v", err)
+		}
 	}
 	opts.Chunker, opts.Analyzer = *chunker, *analyzer
 	if *embedder != "" {
@@ -54,11 +70,14 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer store.Close()
-	sum, err := rebuild.Run(ctx, rebuild.Options{Dir: c.g.indexDir, Blobs: store, Index: *opts})
+	sum, err := rebuild.Run(ctx, rebuild.Options{Dir: c.g.indexDir, Blobs: store, Index: *opts, AllowMissing: *allowMissing})
 	if err != nil {
 		return err
 	}
 	m := sum.Manifest
+	if sum.Dropped > 0 {
+		fmt.Fprintf(c.m.Stdout, "dropped %d documents that have no record in %s\n", sum.Dropped, blobURL)
+	}
 	fmt.Fprintf(c.m.Stdout, "rebuilt %d documents, %d blocks from %s in %.2fs (embedder %s, chunker %s, analyzer %s, contextualize %s)\n",
 		sum.Documents, sum.Blocks, blobURL, sum.Elapsed.Seconds(), m.Embedder(), m.Chunker, m.Analyzer, m.Contextualize)
 	return nil

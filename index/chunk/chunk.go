@@ -6,7 +6,9 @@
 //     block has one heading path and one page;
 //   - consecutive content units (paragraphs, lists, code blocks, …) of one
 //     section are packed greedily into a block while the block's span stays
-//     within MaxBytes bytes of text (white space between units included);
+//     within MaxBytes bytes of text (white space between units included)
+//     and only white space separates them, so text the extractor left out
+//     (an HTML comment, a link definition) never enters a body;
 //   - a unit longer than MaxBytes is cut into pieces of at most MaxBytes
 //     bytes, preferring, in order, a line break, a sentence end and a space
 //     in the second half of the window, then any space, then the last UTF-8
@@ -96,7 +98,8 @@ func Split(doc *extract.Doc, maxBytes int) []Block {
 			section++
 		}
 		for _, p := range pieces(doc.Text, u.Start, u.End, maxBytes) {
-			if cur.Start >= 0 && section == curSection && u.Page == cur.Page && p[1]-cur.Start <= maxBytes {
+			if cur.Start >= 0 && section == curSection && u.Page == cur.Page && p[1]-cur.Start <= maxBytes &&
+				onlySpace(doc.Text[cur.End:p[0]]) {
 				cur.End = p[1]
 				continue
 			}
@@ -107,6 +110,16 @@ func Split(doc *extract.Doc, maxBytes int) []Block {
 	}
 	flush()
 	return blocks
+}
+
+// onlySpace reports whether s is all ASCII white space.
+func onlySpace(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !span.IsSpace(s[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // pieces cuts [start, end) of text into trimmed spans of at most maxBytes.

@@ -138,6 +138,15 @@ func TestSplitSections(t *testing.T) {
 	}
 }
 
+// Content the extractor skips splits a block rather than entering its body.
+func TestSplitAtSkippedContent(t *testing.T) {
+	d := md(t, "# T\n\nFirst para.\n\n<!-- secret comment -->\n\n<style>.x{}</style>\n\n[r]: http://x/ref\n\nSecond para.\n\n***\n\nThird.\n")
+	want := []string{"First para.", "Second para.", "Third."}
+	if diff := cmp.Diff(want, bodies(d, Split(d, DefaultMaxBytes))); diff != "" {
+		t.Errorf("bodies (-want +got):\n%s", diff)
+	}
+}
+
 func TestSplitBounds(t *testing.T) {
 	// Packing stops at the bound; a long paragraph is cut at sentence ends.
 	sentence := "Ünïcödé sentence number X is here. "

@@ -49,6 +49,7 @@ type Heading struct {
 	Level int    // 1 to 6
 	Text  string // inline text, whitespace collapsed, markup and {#id} attributes removed
 	Start int    // byte offset of the heading's first character in Doc.Text
+	End   int    // byte offset just past the heading's last line (Setext underline included), trimmed
 }
 
 // Unit is a content span: Doc.Text[Start:End] with no leading or trailing

@@ -86,6 +86,39 @@ func TestMarkdownTitle(t *testing.T) {
 	}
 }
 
+func TestMarkdownHeadingText(t *testing.T) {
+	d, err := Markdown("a.md", []byte("# Heading \\# escaped &amp; entity &#169; `code` <b>html</b>\n\ntext\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Heading # escaped & entity © code html"; d.Title != want || d.Headings[0].Text != want {
+		t.Errorf("heading text %q, want %q", d.Headings[0].Text, want)
+	}
+}
+
+// A document of headings alone is indexed: its heading lines are the units.
+func TestMarkdownHeadingsOnly(t *testing.T) {
+	d, err := Markdown("a.md", []byte("# Kubernetes deploy\n\n## Setext too\n\nAnd a setext\n---\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"# Kubernetes deploy", "## Setext too", "And a setext\n---"}, units(d)); diff != "" {
+		t.Error(diff)
+	}
+}
+
+// "---", a comment-only line, "---": Markdown (a heading between thematic
+// breaks), not front matter.
+func TestMarkdownCommentOnlyFrontMatter(t *testing.T) {
+	d, err := Markdown("a.md", []byte("---\n# Changelog\n---\n\nEntry one.\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Title != "Changelog" || len(d.Headings) != 1 {
+		t.Errorf("title %q, headings %v", d.Title, d.Headings)
+	}
+}
+
 // A lone "---" first line with no closing line is a thematic break.
 func TestMarkdownThematicBreakIsNotFrontMatter(t *testing.T) {
 	d, err := Markdown("a.md", []byte("---\n\nJust text.\n"))
@@ -108,8 +141,8 @@ func TestBadInput(t *testing.T) {
 		{"blank.txt", " \n\t\n", ErrEmpty, "no text"},
 		{"nul.md", "abc\x00def", ErrBinary, "offset 3"},
 		{"latin1.txt", "caf\xe9 au lait", ErrInvalidUTF8, "offset 3"},
-		{"fm.md", "---\ntitle: [unclosed\n---\ntext\n", ErrFrontMatter, "yaml"},
-		{"onlyfm.md", "---\ntitle: x\n---\n# Heading only\n", ErrEmpty, "no text"},
+		{"fm.md", "---\ntitle: [unclosed\n---\ntext\n", ErrFrontMatter, "YAML from line 2"},
+		{"onlyfm.md", "---\ntitle: x\n---\n\n<!-- nothing -->\n", ErrEmpty, "no text"},
 	} {
 		mt, _ := MediaType(tc.name)
 		_, err := Extract(mt, tc.name, []byte(tc.data))

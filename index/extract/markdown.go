@@ -10,7 +10,10 @@ import (
 	"github.com/yuin/goldmark/extension"
 	"github.com/yuin/goldmark/parser"
 	"github.com/yuin/goldmark/text"
+	"github.com/yuin/goldmark/util"
 	"gopkg.in/yaml.v3"
+
+	"github.com/escurel/escurel/internal/span"
 )
 
 // markdownParser parses CommonMark with GitHub tables, strikethrough and task
@@ -36,7 +39,8 @@ type frontMatter struct {
 // list, block quote, code, table, HTML) becomes one Unit spanning its source
 // lines, fences and markers included. Thematic breaks, link reference
 // definitions, HTML comments and <script>/<style> blocks are not content and
-// are skipped.
+// are skipped. A document with headings and no other content has its
+// heading lines as units.
 func Markdown(name string, data []byte) (*Doc, error) {
 	off, err := checkText(data)
 	if err != nil {
@@ -68,7 +72,8 @@ func Markdown(name string, data []byte) (*Doc, error) {
 		}
 		switch n := it.n.(type) {
 		case *ast.Heading:
-			doc.Headings = append(doc.Headings, Heading{Level: n.Level, Text: inlineText(n, src), Start: it.start})
+			_, hend := span.Trim(doc.Text, it.start, end)
+			doc.Headings = append(doc.Headings, Heading{Level: n.Level, Text: inlineText(n, src), Start: it.start, End: hend})
 			if doc.Title == "" && n.Level == 1 {
 				doc.Title = doc.Headings[len(doc.Headings)-1].Text
 			}
@@ -85,15 +90,22 @@ func Markdown(name string, data []byte) (*Doc, error) {
 		doc.Title = baseTitle(name)
 	}
 	if len(doc.Units) == 0 {
-		return nil, fmt.Errorf("%w: no text outside headings and front matter", ErrEmpty)
+		// Headings and nothing else: the headings are the content.
+		for _, h := range doc.Headings {
+			doc.addUnit(h.Start, h.End)
+		}
+	}
+	if len(doc.Units) == 0 {
+		return nil, fmt.Errorf("%w: no text outside front matter", ErrEmpty)
 	}
 	return doc, nil
 }
 
 // parseFrontMatter reads YAML front matter starting at off. It returns the
 // offset where the Markdown body starts (off when there is no front matter).
-// An opening "---" without a closing line is a thematic break, not front
-// matter.
+// An opening "---" without a closing line, or two "---" lines around
+// non-blank text that holds no YAML key (only comments), is Markdown, not
+// front matter.
 func parseFrontMatter(data []byte, off int) (frontMatter, int, error) {
 	var fm frontMatter
 	first, rest, ok := cutLine(data[off:])
@@ -105,8 +117,15 @@ func parseFrontMatter(data []byte, off int) (frontMatter, int, error) {
 		t := string(bytes.TrimRight(line, " \t\r"))
 		if t == "---" || t == "..." {
 			yamlText := data[off+len(first)+1 : pos]
+			var keys map[string]any
+			if err := yaml.Unmarshal(yamlText, &keys); err == nil && len(keys) == 0 && len(bytes.TrimSpace(yamlText)) > 0 {
+				// Only comments between two "---" lines (such as a
+				// "# Heading" framed by thematic breaks): Markdown, not
+				// front matter.
+				return frontMatter{}, off, nil
+			}
 			if err := yaml.Unmarshal(yamlText, &fm); err != nil {
-				return fm, off, fmt.Errorf("%w: %v", ErrFrontMatter, err)
+				return fm, off, fmt.Errorf("%w (YAML from line 2 of the file): %v", ErrFrontMatter, err)
 			}
 			end := pos + len(line)
 			if more {
@@ -161,7 +180,8 @@ func skipHTML(block string) bool {
 }
 
 // inlineText returns the plain text of a heading: text of its inline
-// descendants, raw HTML left out, runs of white space collapsed to one space.
+// descendants with backslash escapes and character references resolved,
+// raw HTML left out, runs of white space collapsed to one space.
 func inlineText(n ast.Node, src []byte) string {
 	var b strings.Builder
 	var walk func(ast.Node)
@@ -169,7 +189,11 @@ func inlineText(n ast.Node, src []byte) string {
 		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
 			switch v := c.(type) {
 			case *ast.Text:
-				b.Write(v.Segment.Value(src))
+				t := v.Segment.Value(src)
+				if !v.IsRaw() {
+					t = util.ResolveEntityNames(util.ResolveNumericReferences(util.UnescapePunctuations(t)))
+				}
+				b.Write(t)
 				if v.SoftLineBreak() || v.HardLineBreak() {
 					b.WriteByte(' ')
 				}
