@@ -116,8 +116,9 @@ type pending struct {
 	rec    *blobstore.Record
 	blocks []block
 	exists bool // the index has rows of the document to delete first
-	// defaulted lists the record fields set by default, not by the input
-	// or front matter: an existing document's values win over them.
+	// defaultLang and defaultSens say that neither the input nor the front
+	// matter set the language or sensitivity: an existing document's values
+	// win over the defaults.
 	defaultLang, defaultSens bool
 }
 
@@ -213,7 +214,7 @@ func (ix *Index) ensureStored(ctx context.Context, data []byte, rec *blobstore.R
 		return fmt.Errorf("ingest %s: %w", rec.Source, err)
 	}
 	got, err := ix.blobs.GetRecord(ctx, rec.DocID)
-	if err == nil && *got == *rec {
+	if err == nil && sameDocument(got, rec) && got.IngestedAt.Equal(rec.IngestedAt) {
 		return nil
 	}
 	if err != nil && !errors.Is(err, blobstore.ErrNotFound) {

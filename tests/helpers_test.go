@@ -115,8 +115,6 @@ func fileURL(dir string) string {
 	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}).String()
 }
 
-type blobstoreStore = blobstore.Store
-
 func openStore(dir string) (*blobstore.Store, error) {
 	return blobstore.Open(context.Background(), fileURL(dir))
 }

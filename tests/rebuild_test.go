@@ -55,7 +55,7 @@ func (e *env) rebuild(opts index.Options) rebuild.Summary {
 
 // blobsOf opens the env's blob store on its own (the index's store closes
 // with the index).
-func blobsOf(e *env) *blobstoreStore {
+func blobsOf(e *env) *blobstore.Store {
 	e.t.Helper()
 	s, err := openStore(filepath.Join(e.dir, "blobs"))
 	if err != nil {
