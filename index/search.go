@@ -73,7 +73,7 @@ func (ix *Index) Search(ctx context.Context, query string, opts *SearchOptions) 
 		return nil, fmt.Errorf("search: %w", err)
 	}
 	terms := uniqueSorted(ix.analyzer.Terms(nil, query))
-	if len(terms) == 0 || k == 0 {
+	if len(terms) == 0 {
 		return []Hit{}, nil
 	}
 	// One transaction: scoring and reading the hits see one snapshot, so an
