@@ -298,7 +298,7 @@ func (ix *Index) derive(ctx context.Context, in Input) (pending, error) {
 			b.context = chunk.Context(doc.Title, sp.HeadingPath, sp.Page)
 		}
 		texts[i] = embedText(b.context, b.body)
-		terms = ix.analyzer.Terms(terms[:0], texts[i])
+		terms = ix.analyzer.Terms(terms[:0], texts[i], lang)
 		b.length = int32(len(terms))
 		b.terms = make(map[string]int32, len(terms))
 		for _, t := range terms {

@@ -72,7 +72,7 @@ func (ix *Index) Search(ctx context.Context, query string, opts *SearchOptions) 
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
-	terms := uniqueSorted(ix.analyzer.Terms(nil, query))
+	terms := uniqueSorted(ix.analyzer.Terms(nil, query, DefaultLanguage))
 	if len(terms) == 0 {
 		return []Hit{}, nil
 	}

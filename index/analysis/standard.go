@@ -1,0 +1,251 @@
+package analysis
+
+import (
+	"embed"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode"
+
+	"github.com/blevesearch/snowballstem"
+	"github.com/blevesearch/snowballstem/arabic"
+	"github.com/blevesearch/snowballstem/danish"
+	"github.com/blevesearch/snowballstem/dutch"
+	"github.com/blevesearch/snowballstem/english"
+	"github.com/blevesearch/snowballstem/finnish"
+	"github.com/blevesearch/snowballstem/french"
+	"github.com/blevesearch/snowballstem/german"
+	"github.com/blevesearch/snowballstem/hungarian"
+	"github.com/blevesearch/snowballstem/irish"
+	"github.com/blevesearch/snowballstem/italian"
+	"github.com/blevesearch/snowballstem/norwegian"
+	"github.com/blevesearch/snowballstem/portuguese"
+	"github.com/blevesearch/snowballstem/romanian"
+	"github.com/blevesearch/snowballstem/russian"
+	"github.com/blevesearch/snowballstem/spanish"
+	"github.com/blevesearch/snowballstem/swedish"
+	"github.com/blevesearch/snowballstem/turkish"
+	"github.com/rivo/uniseg"
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
+)
+
+// Standard is the analyzer "standard", version 1. For a text in language
+// lang it:
+//
+//  1. normalizes the text to NFKC and folds its case (Unicode full case
+//     folding, so "Straße" and "STRASSE" meet), and writes ’ as ';
+//  2. splits it into words at Unicode word boundaries (UAX #29) and keeps
+//     those holding a letter or a digit;
+//  3. turns each run of adjacent Han, Hiragana or Katakana characters into
+//     its overlapping bigrams (a lone character stays a unigram), since those
+//     scripts do not separate words with spaces (as Lucene's CJKBigramFilter);
+//  4. removes an elided article (French and Italian: "l'élève" → "élève"),
+//     drops words on the language's Snowball stop list, then stems the rest
+//     with the language's Snowball stemmer;
+//  5. drops terms longer than MaxTermBytes.
+//
+// Languages (by primary subtag): with stop list and stemmer da, de, en, es,
+// fi, fr, hu, it, nl, no (nb, nn), pt, ru, sv; with stemmer only ar, ga, ro,
+// tr; without either (steps 1–3 and 5 only) el, ja, ko, zh.
+type Standard struct{}
+
+var _ Analyzer = Standard{}
+
+// ID returns "standard/1".
+func (Standard) ID() string { return "standard/1" }
+
+// language is how Standard treats one language.
+type language struct {
+	stem    func(*snowballstem.Env) bool // nil: no stemming
+	stop    map[string]bool              // folded stop words; nil: none
+	elision map[string]bool              // elided articles ("l" of "l'élève"); nil: none
+
+	stems  sync.Map     // word → stem, a cache: stemming is a pure function
+	cached atomic.Int64 // entries in stems, bounded by maxCachedStems
+}
+
+// maxCachedStems bounds each language's stem cache (about 10 MB).
+const maxCachedStems = 200_000
+
+// stemmed returns the stem of w, from the cache when it can.
+func (l *language) stemmed(w string, env *snowballstem.Env) string {
+	if s, ok := l.stems.Load(w); ok {
+		return s.(string)
+	}
+	env.SetCurrent(w)
+	l.stem(env)
+	s := env.Current()
+	if l.cached.Load() < maxCachedStems {
+		if _, loaded := l.stems.LoadOrStore(strings.Clone(w), s); !loaded {
+			l.cached.Add(1)
+		}
+	}
+	return s
+}
+
+// Elided articles removed from the front of a word (Lucene's ElisionFilter
+// defaults for French and Italian).
+var elisions = map[string][]string{
+	"fr": {"l", "m", "t", "qu", "n", "s", "j", "d", "c", "jusqu", "quoiqu", "lorsqu", "puisqu"},
+	"it": {"c", "l", "all", "dall", "dell", "nell", "sull", "coll", "pell", "gl", "agl", "dagl", "degl", "negl", "sugl", "un", "m", "t", "s", "v", "d"},
+}
+
+//go:embed stopwords/*.txt
+var stopFiles embed.FS
+
+var (
+	langOnce  sync.Once
+	languages map[string]*language
+)
+
+func loadLanguages() {
+	stemmers := map[string]func(*snowballstem.Env) bool{
+		"ar": arabic.Stem, "da": danish.Stem, "de": german.Stem, "en": english.Stem, "es": spanish.Stem,
+		"fi": finnish.Stem, "fr": french.Stem, "ga": irish.Stem, "hu": hungarian.Stem, "it": italian.Stem,
+		"nl": dutch.Stem, "no": norwegian.Stem, "pt": portuguese.Stem, "ro": romanian.Stem, "ru": russian.Stem,
+		"sv": swedish.Stem, "tr": turkish.Stem,
+	}
+	languages = map[string]*language{"el": {}, "ja": {}, "ko": {}, "zh": {}}
+	for tag, stem := range stemmers {
+		languages[tag] = &language{stem: stem}
+	}
+	entries, _ := stopFiles.ReadDir("stopwords")
+	for _, e := range entries {
+		tag := strings.TrimSuffix(e.Name(), ".txt")
+		data, _ := stopFiles.ReadFile("stopwords/" + e.Name())
+		stop := map[string]bool{}
+		for _, line := range strings.Split(string(data), "\n") {
+			if w, _, _ := strings.Cut(line, "|"); strings.TrimSpace(w) != "" {
+				for _, f := range strings.Fields(w) {
+					stop[fold(f)] = true
+				}
+			}
+		}
+		languages[tag].stop = stop
+	}
+	for tag, arts := range elisions {
+		languages[tag].elision = map[string]bool{}
+		for _, a := range arts {
+			languages[tag].elision[a] = true
+		}
+	}
+	languages["nb"], languages["nn"] = languages["no"], languages["no"]
+}
+
+// Languages returns the language tags Standard supports, sorted.
+func Languages() []string {
+	langOnce.Do(loadLanguages)
+	var out []string
+	for tag := range languages {
+		out = append(out, tag)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func lookup(lang string) (*language, error) {
+	langOnce.Do(loadLanguages)
+	primary, _, _ := strings.Cut(strings.ToLower(lang), "-")
+	if l, ok := languages[primary]; ok {
+		return l, nil
+	}
+	return nil, fmt.Errorf("language %q: not supported by analyzer standard/1; languages: %s", lang, strings.Join(Languages(), ", "))
+}
+
+// CheckLanguage accepts the languages listed on Standard.
+func (Standard) CheckLanguage(lang string) error {
+	_, err := lookup(lang)
+	return err
+}
+
+// casers pools case folders: a cases.Caser is not safe for concurrent use.
+var casers = sync.Pool{New: func() any { c := cases.Fold(); return &c }}
+
+// fold applies step 1: NFKC, case folding, ’ → '.
+func fold(s string) string {
+	c := casers.Get().(*cases.Caser)
+	s = c.String(norm.NFKC.String(s))
+	casers.Put(c)
+	return strings.ReplaceAll(s, "\u2019", "'")
+}
+
+var envs = sync.Pool{New: func() any { return snowballstem.NewEnv("") }}
+
+// Terms appends the terms of text in language lang to dst. An unsupported
+// language (see CheckLanguage) is analyzed without stop list and stemmer.
+func (Standard) Terms(dst []string, text, lang string) []string {
+	l, err := lookup(lang)
+	if err != nil {
+		l = &language{}
+	}
+	env := envs.Get().(*snowballstem.Env)
+	defer envs.Put(env)
+	emit := func(w string) {
+		if l.elision != nil {
+			if art, rest, ok := strings.Cut(w, "'"); ok && l.elision[art] {
+				w = rest
+			}
+		}
+		if l.stop[w] {
+			return
+		}
+		if l.stem != nil {
+			w = l.stemmed(w, env)
+		}
+		if w != "" && len(w) <= MaxTermBytes {
+			dst = append(dst, w)
+		}
+	}
+	var run []string // adjacent CJK characters
+	flush := func() {
+		switch len(run) {
+		case 0:
+		case 1:
+			emit(run[0])
+		default:
+			for i := 0; i+1 < len(run); i++ {
+				emit(run[i] + run[i+1])
+			}
+		}
+		run = run[:0]
+	}
+	if isASCII(text) {
+		// For ASCII, NFKC changes nothing, folding is lower-casing and there
+		// is no CJK: segment with the equivalent ASCII rules (ascii.go).
+		asciiWords(strings.ToLower(text), emit)
+		return dst
+	}
+	rest := fold(text)
+	state := -1
+	var word string
+	for len(rest) > 0 {
+		word, rest, state = uniseg.FirstWordInString(rest, state)
+		r := []rune(word)
+		if len(r) == 1 && isCJK(r[0]) {
+			run = append(run, word)
+			continue
+		}
+		flush()
+		if hasLetterOrDigit(word) {
+			emit(word)
+		}
+	}
+	flush()
+	return dst
+}
+
+func isCJK(r rune) bool {
+	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana)
+}
+
+func hasLetterOrDigit(w string) bool {
+	for _, r := range w {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return true
+		}
+	}
+	return false
+}
