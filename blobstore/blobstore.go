@@ -190,18 +190,11 @@ func (s *Store) Get(ctx context.Context, id string) ([]byte, error) {
 // PutRecord writes rec at documents/<doc_id>.json, replacing any earlier
 // record of the same document, and returns once it is durable.
 func (s *Store) PutRecord(ctx context.Context, rec *Record) error {
-	key, err := RecordKey(rec.DocID)
+	key, data, err := encodeRecord(rec)
 	if err != nil {
-		return fmt.Errorf("put record: %w", err)
+		return err
 	}
-	if _, err := BlobKey(rec.BlobID); err != nil {
-		return fmt.Errorf("put record %s: %w", rec.DocID, err)
-	}
-	data, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return fmt.Errorf("put record %s: %w", rec.DocID, err)
-	}
-	if err := s.write(ctx, key, append(data, '\n'), "application/json"); err != nil {
+	if err := s.write(ctx, key, data, "application/json"); err != nil {
 		return fmt.Errorf("put record %s: %w", rec.DocID, err)
 	}
 	return nil
@@ -226,6 +219,23 @@ func (s *Store) GetRecord(ctx context.Context, docID string) (*Record, error) {
 		return nil, fmt.Errorf("get record %s: %w", key, err)
 	}
 	return rec, nil
+}
+
+// DeleteRecord removes the record of docID. The blob stays: blobs are
+// content-addressed and other documents may share one. Deleting a record
+// that does not exist is not an error.
+func (s *Store) DeleteRecord(ctx context.Context, docID string) error {
+	key, err := RecordKey(docID)
+	if err != nil {
+		return fmt.Errorf("delete record: %w", err)
+	}
+	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return fmt.Errorf("delete record %s: %w", docID, err)
+	}
+	if s.localDir != "" {
+		return syncDir(filepath.Join(s.localDir, "documents"))
+	}
+	return nil
 }
 
 // Records returns every document record, ordered by doc id. Objects under

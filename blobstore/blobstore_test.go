@@ -165,3 +165,70 @@ func TestFileLayout(t *testing.T) {
 		t.Fatalf("Records with a bad record: err = %v", err)
 	}
 }
+
+func TestBatch(t *testing.T) {
+	ctx := context.Background()
+	for name, s := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			b := s.NewBatch()
+			var recs []*Record
+			for i := 0; i < 20; i++ { // past the syncfs threshold
+				data := []byte{byte(i), 'x'}
+				id, err := b.Put(ctx, data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec := &Record{DocID: DocID(string(data)), Source: string(data), BlobID: id, IngestedAt: time.Unix(1, 0).UTC()}
+				if err := b.PutRecord(ctx, rec); err != nil {
+					t.Fatal(err)
+				}
+				recs = append(recs, rec)
+			}
+			// A second write of a record in the batch wins.
+			recs[0].Title = "second"
+			if err := b.PutRecord(ctx, recs[0]); err != nil {
+				t.Fatal(err)
+			}
+			if s.localDir != "" {
+				if got, _ := s.Records(ctx); len(got) != 0 {
+					t.Fatalf("%d records visible before Sync", len(got))
+				}
+			}
+			if err := b.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Records(ctx)
+			if err != nil || len(got) != 20 {
+				t.Fatalf("Records after Sync: %d, %v", len(got), err)
+			}
+			if r, _ := s.GetRecord(ctx, recs[0].DocID); r.Title != "second" {
+				t.Errorf("title %q, want the second write", r.Title)
+			}
+			for _, r := range recs {
+				if _, err := s.Get(ctx, r.BlobID); err != nil {
+					t.Error(err)
+				}
+			}
+			if s.localDir != "" {
+				left, _ := filepath.Glob(filepath.Join(s.localDir, "*", "*.tmp"))
+				left2, _ := filepath.Glob(filepath.Join(s.localDir, "*", "*", "*.tmp"))
+				if len(left)+len(left2) > 0 {
+					t.Errorf("temporary files left: %v %v", left, left2)
+				}
+				// An unchanged record is not written again.
+				fi, _ := os.Stat(s.localPath("documents/" + recs[1].DocID + ".json"))
+				time.Sleep(10 * time.Millisecond)
+				b2 := s.NewBatch()
+				b2.PutRecord(ctx, recs[1])
+				if len(b2.pending) != 0 {
+					t.Error("an equal record was staged again")
+				}
+				b2.Sync(ctx)
+				fi2, _ := os.Stat(s.localPath("documents/" + recs[1].DocID + ".json"))
+				if !fi.ModTime().Equal(fi2.ModTime()) {
+					t.Error("an equal record was rewritten")
+				}
+			}
+		})
+	}
+}

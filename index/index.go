@@ -34,6 +34,7 @@ import (
 	"github.com/escurel/escurel/embed"
 	"github.com/escurel/escurel/index/analysis"
 	"github.com/escurel/escurel/index/chunk"
+	"github.com/escurel/escurel/index/fts"
 )
 
 // Version is the escurel version recorded in the manifest.
@@ -61,8 +62,8 @@ type Options struct {
 	Embedder embed.Spec
 	// Chunker is a chunk.ParseSpec string. Default "default(max_bytes=1500)".
 	Chunker string
-	// Analyzer is an analyzer name ("simple") or ID ("simple/1").
-	// Default "simple".
+	// Analyzer is an analyzer name ("standard", "simple") or ID
+	// ("standard/1"). Default "standard".
 	Analyzer string
 	// Contextualize is ContextStructural (default) or ContextOff.
 	Contextualize string
@@ -82,6 +83,10 @@ type Index struct {
 	embedder embed.Embedder // nil for embed.None
 	embedSet string         // embed.Spec.String() of the manifest
 	context  string         // ContextStructural or ContextOff
+
+	fts    *fts.Index
+	langMu sync.RWMutex
+	langs  map[string]bool // languages of the documents: how queries are analyzed
 
 	writeMu sync.Mutex // one writer at a time
 	now     func() time.Time
@@ -188,7 +193,26 @@ func (ix *Index) init(ctx context.Context, want settings) error {
 		return err
 	}
 	ix.embedSet = got.embedder.String()
-	return nil
+	if ix.fts, err = fts.Load(ctx, ix.db); err != nil {
+		return fmt.Errorf("open %s: %w", ix.path, err)
+	}
+	if err := ix.reindex(ctx); err != nil {
+		return fmt.Errorf("open %s: %w", ix.path, err)
+	}
+	ix.langs = map[string]bool{}
+	rows, err := ix.db.QueryContext(ctx, `SELECT DISTINCT language FROM documents`)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", ix.path, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var l string
+		if err := rows.Scan(&l); err != nil {
+			return err
+		}
+		ix.langs[l] = true
+	}
+	return rows.Err()
 }
 
 // Close closes the database and, unless the caller supplied them, the blob

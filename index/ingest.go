@@ -3,18 +3,17 @@ package index
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
 	"regexp"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index/chunk"
 	"github.com/escurel/escurel/index/extract"
+	"github.com/escurel/escurel/index/fts"
 )
 
 // Sensitivity levels of a document, lowest first.
@@ -89,9 +88,8 @@ func (e *DocumentError) Unwrap() error { return e.Err }
 type block struct {
 	chunk.Block
 	body, context string
-	terms         map[string]int32 // term → occurrences in embedText(context, body)
-	length        int32            // terms in embedText(context, body), repeats counted
-	vector        []float32        // nil without an embedder
+	terms         [fts.NumFields][]string // analyzed body and context
+	vector        []float32               // nil without an embedder
 }
 
 // Ingest stores in's bytes and record in the blob store, durably, and then
@@ -116,10 +114,6 @@ type pending struct {
 	rec    *blobstore.Record
 	blocks []block
 	exists bool // the index has rows of the document to delete first
-	// defaultLang and defaultSens say that neither the input nor the front
-	// matter set the language or sensitivity: an existing document's values
-	// win over the defaults.
-	defaultLang, defaultSens bool
 }
 
 // IngestBatch ingests ins as Ingest does, with one transaction for all of
@@ -128,13 +122,27 @@ type pending struct {
 // error, after which none of the batch's rows were written (blobs and
 // records stored before it stay: they are the source of truth, and a later
 // ingest or rebuild derives from them). A source given twice is ingested as
-// its last version.
+// its last version. Batches run one at a time.
 func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, errs []error, err error) {
 	res, errs = make([]Result, len(ins)), make([]error, len(ins))
-	derived := make([]pending, len(ins))
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	var writes []pending
+	slot := map[string]int{} // doc id → index in writes
+	batch := ix.blobs.NewBatch()
+	defer batch.Abort() // a no-op once synced
 	for i, in := range ins {
-		res[i] = Result{DocID: blobstore.DocID(in.Source), Source: in.Source}
-		p, err := ix.derive(ctx, in)
+		docID := blobstore.DocID(in.Source)
+		res[i] = Result{DocID: docID, Source: in.Source}
+		old, err := ix.currentRecord(ctx, docID)
+		if err != nil {
+			return res, errs, err
+		}
+		exists := old != nil
+		if j, ok := slot[docID]; ok { // the batch already replaces it
+			old, exists = writes[j].rec, writes[j].exists
+		}
+		p, err := ix.derive(ctx, in, old)
 		if err != nil {
 			var de *DocumentError
 			if !errors.As(err, &de) {
@@ -143,63 +151,40 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 			errs[i] = err
 			continue
 		}
-		res[i].Title, res[i].Blocks = p.rec.Title, len(p.blocks)
-		derived[i] = p
-	}
-
-	ix.writeMu.Lock()
-	defer ix.writeMu.Unlock()
-	var writes []pending
-	slot := map[string]int{} // doc id → index in writes
-	for i, p := range derived {
-		if p.rec == nil {
-			continue
-		}
-		old, err := ix.currentRecord(ctx, p.rec.DocID)
-		if err != nil {
-			return res, errs, err
-		}
-		res[i].Status = Added
-		if j, ok := slot[p.rec.DocID]; ok {
-			old, p.exists = writes[j].rec, writes[j].exists
-		} else if old != nil {
-			p.exists = true
-		}
-		if old != nil && p.defaultSens {
-			p.rec.Sensitivity = old.Sensitivity
-		}
-		if old != nil && p.defaultLang {
-			p.rec.Language = old.Language
-		}
+		p.exists = exists
+		res[i].Title, res[i].Blocks, res[i].Status = p.rec.Title, len(p.blocks), Added
 		if old != nil {
 			if sameDocument(old, p.rec) {
 				res[i].Status = Unchanged
 				// The rows are current; make sure the blob store still
 				// holds what they derive from.
-				if err := ix.ensureStored(ctx, ins[i].Data, old); err != nil {
+				if err := ix.ensureStored(ctx, in.Data, old); err != nil {
 					return res, errs, err
 				}
 				continue
 			}
 			res[i].Status = Replaced
 		}
-		// Source of truth first: blob and record are durable before the
-		// transaction that derives from them commits.
-		if _, err := ix.blobs.Put(ctx, ins[i].Data); err != nil {
-			return res, errs, fmt.Errorf("ingest %s: %w", p.rec.Source, err)
+		if _, err := batch.Put(ctx, in.Data); err != nil {
+			return res, errs, fmt.Errorf("ingest %s: %w", in.Source, err)
 		}
-		if err := ix.blobs.PutRecord(ctx, p.rec); err != nil {
-			return res, errs, fmt.Errorf("ingest %s: %w", p.rec.Source, err)
+		if err := batch.PutRecord(ctx, p.rec); err != nil {
+			return res, errs, fmt.Errorf("ingest %s: %w", in.Source, err)
 		}
-		if j, ok := slot[p.rec.DocID]; ok {
+		if j, ok := slot[docID]; ok {
 			writes[j] = p
 		} else {
-			slot[p.rec.DocID] = len(writes)
+			slot[docID] = len(writes)
 			writes = append(writes, p)
 		}
 	}
 	if len(writes) == 0 {
 		return res, errs, nil
+	}
+	// Source of truth first: blobs and records are durable before the
+	// transaction that derives from them commits.
+	if err := batch.Sync(ctx); err != nil {
+		return res, errs, fmt.Errorf("ingest: %w", err)
 	}
 	if err := ix.write(ctx, writes); err != nil {
 		return res, errs, fmt.Errorf("ingest: %w", err)
@@ -246,8 +231,10 @@ func CheckSensitivity(s string) error {
 }
 
 // derive extracts, chunks, contextualizes, analyzes and embeds in, touching
-// no storage.
-func (ix *Index) derive(ctx context.Context, in Input) (pending, error) {
+// no storage. old is the document's current record, if any: its language
+// and sensitivity apply when neither the input nor the front matter sets
+// them.
+func (ix *Index) derive(ctx context.Context, in Input, old *blobstore.Record) (pending, error) {
 	bad := func(err error) (pending, error) {
 		return pending{}, &DocumentError{Source: in.Source, Err: err}
 	}
@@ -270,11 +257,18 @@ func (ix *Index) derive(ctx context.Context, in Input) (pending, error) {
 	if err != nil {
 		return bad(err)
 	}
-	lang := firstNonEmpty(doc.Language, in.Language, DefaultLanguage)
+	var oldLang, oldSens string
+	if old != nil {
+		oldLang, oldSens = old.Language, old.Sensitivity
+	}
+	lang := firstNonEmpty(doc.Language, in.Language, oldLang, DefaultLanguage)
 	if err := CheckLanguage(lang); err != nil {
 		return bad(err)
 	}
-	sens := firstNonEmpty(doc.Sensitivity, in.Sensitivity, Public)
+	if err := ix.analyzer.CheckLanguage(lang); err != nil {
+		return bad(err)
+	}
+	sens := firstNonEmpty(doc.Sensitivity, in.Sensitivity, oldSens, Public)
 	if err := CheckSensitivity(sens); err != nil {
 		return bad(err)
 	}
@@ -291,19 +285,14 @@ func (ix *Index) derive(ctx context.Context, in Input) (pending, error) {
 	spans := chunk.Split(doc, ix.chunker.MaxBytes)
 	blocks := make([]block, len(spans))
 	texts := make([]string, len(spans))
-	var terms []string
 	for i, sp := range spans {
 		b := block{Block: sp, body: doc.Text[sp.Start:sp.End]}
 		if ix.context == ContextStructural {
 			b.context = chunk.Context(doc.Title, sp.HeadingPath, sp.Page)
 		}
+		b.terms[fts.Body] = ix.analyzer.Terms(nil, b.body, lang)
+		b.terms[fts.Context] = ix.analyzer.Terms(nil, b.context, lang)
 		texts[i] = embedText(b.context, b.body)
-		terms = ix.analyzer.Terms(terms[:0], texts[i], lang)
-		b.length = int32(len(terms))
-		b.terms = make(map[string]int32, len(terms))
-		for _, t := range terms {
-			b.terms[t]++
-		}
 		blocks[i] = b
 	}
 	if ix.embedder != nil && len(texts) > 0 {
@@ -315,8 +304,7 @@ func (ix *Index) derive(ctx context.Context, in Input) (pending, error) {
 			blocks[i].vector = vecs[i]
 		}
 	}
-	return pending{rec: rec, blocks: blocks,
-		defaultLang: doc.Language == "" && in.Language == "", defaultSens: doc.Sensitivity == "" && in.Sensitivity == ""}, nil
+	return pending{rec: rec, blocks: blocks}, nil
 }
 
 // embedText is what the dense leg embeds and the full-text index analyzes:
@@ -358,120 +346,4 @@ func (ix *Index) currentRecord(ctx context.Context, docID string) (*blobstore.Re
 	}
 	r.IngestedAt = r.IngestedAt.UTC()
 	return &r, nil
-}
-
-// write replaces the rows of each document in docs with its blocks, all in
-// one transaction.
-func (ix *Index) write(ctx context.Context, docs []pending) error {
-	tx, err := ix.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	n := 0
-	for _, d := range docs {
-		n += len(d.blocks)
-		if d.exists {
-			for _, q := range []string{
-				`DELETE FROM postings WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id = $1)`,
-				`DELETE FROM block_stats WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id = $1)`,
-				`DELETE FROM embeddings WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id = $1)`,
-				`DELETE FROM blocks WHERE doc_id = $1`,
-				`DELETE FROM documents WHERE doc_id = $1`,
-			} {
-				if _, err := tx.ExecContext(ctx, q, d.rec.DocID); err != nil {
-					return fmt.Errorf("delete %s: %w", d.rec.Source, err)
-				}
-			}
-		}
-		r := d.rec
-		if _, err := tx.ExecContext(ctx, `INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.DocID, r.Source, r.MediaType, r.Title, r.Sensitivity, r.BlobID, r.Language, r.IngestedAt); err != nil {
-			return fmt.Errorf("insert document %s: %w", r.Source, err)
-		}
-	}
-	if n == 0 {
-		return tx.Commit()
-	}
-	ids, err := nextBlockIDs(ctx, tx, n)
-	if err != nil {
-		return err
-	}
-	docIDs, ords, bodies, contexts := make([]string, 0, n), make([]int32, 0, n), make([]string, 0, n), make([]string, 0, n)
-	starts, ends, pages := make([]int64, 0, n), make([]int64, 0, n), make([]int32, 0, n)
-	paths, lengths, vecs := make([]string, 0, n), make([]int32, 0, n), make([][]float32, 0, n)
-	var pTerms []string
-	var pIDs []int64
-	var pTFs []int32
-	i := 0
-	for _, d := range docs {
-		for ord, b := range d.blocks {
-			docIDs, ords, bodies, contexts = append(docIDs, d.rec.DocID), append(ords, int32(ord)), append(bodies, b.body), append(contexts, b.context)
-			starts, ends, pages = append(starts, int64(b.Start)), append(ends, int64(b.End)), append(pages, int32(b.Page))
-			paths, lengths, vecs = append(paths, headingJSON(b.HeadingPath)), append(lengths, b.length), append(vecs, b.vector)
-			terms := make([]string, 0, len(b.terms))
-			for t := range b.terms {
-				terms = append(terms, t)
-			}
-			sort.Strings(terms)
-			for _, t := range terms {
-				pTerms, pIDs, pTFs = append(pTerms, t), append(pIDs, ids[i]), append(pTFs, b.terms[t])
-			}
-			i++
-		}
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO blocks (block_id, doc_id, ord, body, byte_start, byte_end, context, heading_path, page)
-		SELECT unnest(?::BIGINT[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]), unnest(?::BIGINT[]),
-		       unnest(?::BIGINT[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[])`,
-		ids, docIDs, ords, bodies, starts, ends, contexts, paths, pages); err != nil {
-		return fmt.Errorf("insert blocks: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO block_stats SELECT unnest(?::BIGINT[]), unnest(?::INTEGER[])`, ids, lengths); err != nil {
-		return fmt.Errorf("insert block stats: %w", err)
-	}
-	if len(pTerms) > 0 {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO postings SELECT unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::INTEGER[])`,
-			pTerms, pIDs, pTFs); err != nil {
-			return fmt.Errorf("insert postings: %w", err)
-		}
-	}
-	if ix.embedder != nil {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO embeddings SELECT ?, unnest(?::BIGINT[]), unnest(?::FLOAT[][])`,
-			ix.embedSet, ids, vecs); err != nil {
-			return fmt.Errorf("insert embeddings: %w", err)
-		}
-	}
-	return tx.Commit()
-}
-
-// headingJSON encodes a heading path as stored in blocks.heading_path: a JSON
-// array of strings, "[]" when empty.
-func headingJSON(path []string) string {
-	if len(path) == 0 {
-		return "[]"
-	}
-	b, _ := json.Marshal(path) // []string always marshals
-	return string(b)
-}
-
-// nextBlockIDs reserves n block ids from the block_ids sequence, ascending.
-func nextBlockIDs(ctx context.Context, tx *sql.Tx, n int) ([]int64, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT nextval('block_ids') FROM range(?)`, n)
-	if err != nil {
-		return nil, fmt.Errorf("reserve block ids: %w", err)
-	}
-	defer rows.Close()
-	ids := make([]int64, 0, n)
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	return ids, nil
 }

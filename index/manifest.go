@@ -141,7 +141,7 @@ func (s settings) defaults() settings {
 		s.chunker = chunk.DefaultSpec
 	}
 	if s.analyzer == "" {
-		s.analyzer = analysis.Simple{}.ID()
+		s.analyzer = analysis.Standard{}.ID()
 	}
 	if s.contextualize == "" {
 		s.contextualize = ContextStructural

@@ -106,6 +106,10 @@ func TestUpgradeOlderFile(t *testing.T) {
 	if body != "old body" || context != "" || path2 != "[]" || page != 0 {
 		t.Errorf("old row reads back as body %q context %q heading_path %v page %d", body, context, path2, page)
 	}
+	// The old block had no full-text rows: Open indexed it.
+	if hits, err := ix.Search(ctx, "old body", nil); err != nil || len(hits) != 1 || hits[0].Body != "old body" {
+		t.Errorf("old block after upgrade: %+v, %v", hits, err)
+	}
 	var applied int
 	ix.db.QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&applied)
 	if applied != SchemaVersion {

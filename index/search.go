@@ -7,13 +7,15 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/escurel/escurel/index/fts"
 )
 
 // DefaultK is the number of hits Search returns when SearchOptions.K is 0.
 const DefaultK = 10
 
 // SearchOptions configure Search. The zero value means DefaultK hits at
-// Public clearance.
+// Public clearance, any term matching, fts.DefaultParams.
 type SearchOptions struct {
 	K int // hits to return, ≥ 0; 0 means DefaultK
 	// Clearance is the highest document sensitivity the caller may see:
@@ -21,6 +23,13 @@ type SearchOptions struct {
 	// it are left out before ranking, so K allowed hits still come back, and
 	// checked again before hits are returned.
 	Clearance string
+	// Conjunctive makes every query term required (default: any term).
+	Conjunctive bool
+	// BM25 overrides the BM25F parameters (fts.DefaultParams when nil).
+	BM25 *fts.Params
+	// Language analyzes the query as this language. Default: as each
+	// language of the index's documents, the terms united.
+	Language string
 }
 
 // allowed returns the sensitivities a clearance may see, or an error for an
@@ -53,10 +62,10 @@ type Hit struct {
 	Score       float64  `json:"score"`
 }
 
-// Search ranks blocks by BM25 (DefaultBM25) over context and body, any query
-// term matching (disjunctive), and returns the best K, highest score first;
-// equal scores are ordered by block id. A query without terms returns no
-// hits. It sees every committed ingest, with no refresh step.
+// Search ranks blocks by BM25F over body and context (package fts) and
+// returns the best K, highest score first; equal scores are ordered by
+// block id. A query without terms returns no hits. It sees every committed
+// ingest, with no refresh step, and a write whole or not at all.
 func (ix *Index) Search(ctx context.Context, query string, opts *SearchOptions) ([]Hit, error) {
 	if opts == nil {
 		opts = &SearchOptions{}
@@ -72,93 +81,82 @@ func (ix *Index) Search(ctx context.Context, query string, opts *SearchOptions) 
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
-	terms := uniqueSorted(ix.analyzer.Terms(nil, query, DefaultLanguage))
+	params := fts.DefaultParams
+	if opts.BM25 != nil {
+		params = *opts.BM25
+	}
+	if err := params.Validate(); err != nil {
+		return nil, fmt.Errorf("search: %w", err)
+	}
+	terms, err := ix.queryTerms(query, opts.Language)
+	if err != nil {
+		return nil, fmt.Errorf("search: %w", err)
+	}
+	hits := []Hit{}
 	if len(terms) == 0 {
-		return []Hit{}, nil
+		return hits, nil
 	}
-	// One transaction: scoring and reading the hits see one snapshot, so an
-	// ingest committing in between cannot remove a ranked block.
-	tx, err := ix.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("search %q: %w", query, err)
-	}
-	defer tx.Rollback()
-	scores, err := bm25(ctx, tx, terms, levels, DefaultBM25)
-	if err != nil {
-		return nil, fmt.Errorf("search %q: %w", query, err)
-	}
-	ranked := make([]Hit, 0, len(scores))
-	for id, s := range scores {
-		ranked = append(ranked, Hit{BlockID: id, Score: s})
-	}
-	sort.Slice(ranked, func(i, j int) bool {
-		if ranked[i].Score != ranked[j].Score {
-			return ranked[i].Score > ranked[j].Score
+	q := fts.Query{Terms: terms, MaxLevel: uint8(len(levels) - 1), K: k, Params: params, Conjunctive: opts.Conjunctive}
+	err = ix.fts.View(func() error {
+		// One transaction: posting lists and hit rows come from one
+		// snapshot, the one the in-memory index describes.
+		tx, err := ix.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
 		}
-		return ranked[i].BlockID < ranked[j].BlockID
+		defer tx.Rollback()
+		ranked, err := ix.fts.Search(ctx, tx, q)
+		if err != nil {
+			return err
+		}
+		for _, r := range ranked {
+			hits = append(hits, Hit{BlockID: r.Block, Score: r.Score})
+		}
+		hits, err = fillHits(ctx, tx, hits, levels)
+		return err
 	})
-	if len(ranked) > k {
-		ranked = ranked[:k]
-	}
-	hits, err := fillHits(ctx, tx, ranked, levels)
 	if err != nil {
 		return nil, fmt.Errorf("search %q: %w", query, err)
 	}
 	return hits, nil
 }
 
-// bm25 scores every block that holds at least one of terms (distinct,
-// sorted) and belongs to a document whose sensitivity is in levels. The
-// collection statistics (N, avgdl, df) count every block, so a block's score
-// does not depend on the caller's clearance. Terms are summed in order, so
-// equal inputs give bit-identical scores.
-func bm25(ctx context.Context, q querier, terms, levels []string, p BM25) (map[int64]float64, error) {
-	var n int
-	var avgdl float64
-	if err := q.QueryRowContext(ctx, `SELECT count(*), coalesce(avg(length), 0)::DOUBLE FROM block_stats`).Scan(&n, &avgdl); err != nil {
+// queryTerms analyzes a query: as lang when given, else as each language of
+// the index's documents, and returns the distinct terms, sorted.
+func (ix *Index) queryTerms(query, lang string) ([]string, error) {
+	langs := []string{lang}
+	if lang == "" {
+		langs = ix.languages()
+	} else if err := ix.analyzer.CheckLanguage(lang); err != nil {
 		return nil, err
 	}
-	args := make([]any, len(terms))
-	for i, t := range terms {
-		args[i] = t
+	var terms []string
+	for _, l := range langs {
+		terms = ix.analyzer.Terms(terms, query, l)
 	}
-	rows, err := q.QueryContext(ctx, `SELECT p.term, p.block_id, p.tf, s.length, d.sensitivity
-		FROM postings p JOIN block_stats s ON s.block_id = p.block_id
-		JOIN blocks b ON b.block_id = p.block_id JOIN documents d ON d.doc_id = b.doc_id
-		WHERE p.term IN (`+placeholders(len(terms))+`) ORDER BY p.term, p.block_id`, args...)
-	if err != nil {
-		return nil, err
+	return uniqueSorted(terms), nil
+}
+
+// languages returns the languages of the index's documents, sorted, or
+// DefaultLanguage when there are none.
+func (ix *Index) languages() []string {
+	ix.langMu.RLock()
+	defer ix.langMu.RUnlock()
+	if len(ix.langs) == 0 {
+		return []string{DefaultLanguage}
 	}
-	defer rows.Close()
-	type posting struct {
-		id     int64
-		tf, dl int
-		ok     bool // the caller may see the block
+	out := make([]string, 0, len(ix.langs))
+	for l := range ix.langs {
+		out = append(out, l)
 	}
-	byTerm := map[string][]posting{}
-	for rows.Next() {
-		var t, sens string
-		var ps posting
-		if err := rows.Scan(&t, &ps.id, &ps.tf, &ps.dl, &sens); err != nil {
-			return nil, err
-		}
-		ps.ok = slices.Contains(levels, sens)
-		byTerm[t] = append(byTerm[t], ps)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	scores := map[int64]float64{}
-	for _, t := range terms {
-		ps := byTerm[t]
-		idf := p.IDF(n, len(ps))
-		for _, ps := range ps {
-			if ps.ok {
-				scores[ps.id] += idf * p.TF(ps.tf, ps.dl, avgdl)
-			}
-		}
-	}
-	return scores, nil
+	sort.Strings(out)
+	return out
+}
+
+func (ix *Index) noteLanguage(lang string) {
+	ix.langMu.Lock()
+	ix.langs[lang] = true
+	ix.langMu.Unlock()
 }
 
 // fillHits reads the stored fields of hits, keeping their order, and is the
@@ -236,28 +234,26 @@ func uniqueSorted(ts []string) []string {
 
 // Stats describes an index for `escurel status`.
 type Stats struct {
-	Path          string   `json:"path"`
-	BlobURL       string   `json:"blob_url"`
-	SchemaVersion int      `json:"schema_version"`
-	Manifest      Manifest `json:"manifest"`
-	Documents     int64    `json:"documents"`
-	Blocks        int64    `json:"blocks"`
-	Terms         int64    `json:"terms"`    // distinct terms
-	Postings      int64    `json:"postings"` // (term, block) pairs
-	Embeddings    int64    `json:"embeddings"`
-	FileBytes     int64    `json:"file_bytes"` // size of the DuckDB file
+	Path          string    `json:"path"`
+	BlobURL       string    `json:"blob_url"`
+	SchemaVersion int       `json:"schema_version"`
+	Manifest      Manifest  `json:"manifest"`
+	Documents     int64     `json:"documents"`
+	Blocks        int64     `json:"blocks"`
+	Embeddings    int64     `json:"embeddings"`
+	FullText      fts.Stats `json:"full_text"`
+	FileBytes     int64     `json:"file_bytes"` // size of the DuckDB file
 }
 
 // Stats counts the index's rows.
 func (ix *Index) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{Path: ix.path, BlobURL: ix.blobs.URL(), Manifest: ix.manifest}
+	st.FullText = ix.fts.Stats()
 	err := ix.db.QueryRowContext(ctx, `SELECT
 		(SELECT max(version) FROM schema_migrations),
 		(SELECT count(*) FROM documents),
 		(SELECT count(*) FROM blocks),
-		(SELECT count(DISTINCT term) FROM postings),
-		(SELECT count(*) FROM postings),
-		(SELECT count(*) FROM embeddings)`).Scan(&st.SchemaVersion, &st.Documents, &st.Blocks, &st.Terms, &st.Postings, &st.Embeddings)
+		(SELECT count(*) FROM embeddings)`).Scan(&st.SchemaVersion, &st.Documents, &st.Blocks, &st.Embeddings)
 	if err != nil {
 		return st, fmt.Errorf("stats: %w", err)
 	}

@@ -78,7 +78,7 @@ func TestBodyVerbatimContextPinned(t *testing.T) {
 func TestContextualizeOffStoresEmptyContext(t *testing.T) {
 	e := newEnv(t, index.Options{Contextualize: index.ContextOff})
 	e.ingest("/docs/ops.md", guide)
-	all := e.search("the", 10)
+	all := e.search("package binary layout", 10)
 	if len(all) == 0 {
 		t.Fatal("no hits")
 	}

@@ -52,8 +52,9 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 		m.CreatedAt.Format(time.RFC3339), m.UpdatedAt.Format(time.RFC3339))
 	fmt.Fprintf(w, "documents\t%d\n", st.Documents)
 	fmt.Fprintf(w, "blocks\t%d\n", st.Blocks)
-	fmt.Fprintf(w, "terms\t%d\n", st.Terms)
-	fmt.Fprintf(w, "postings\t%d\n", st.Postings)
 	fmt.Fprintf(w, "embeddings\t%d\n", st.Embeddings)
+	ft := st.FullText
+	fmt.Fprintf(w, "full-text\t%d terms, %d segments, %.1f MB of posting lists, %d tombstones\n",
+		ft.Terms, ft.Segments, float64(ft.Bytes)/1e6, ft.Tombstones)
 	return w.Flush()
 }

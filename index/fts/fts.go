@@ -1,0 +1,258 @@
+// Package fts is escurel's full-text index: BM25F over the two fields of a
+// block (body and context), kept in plain DuckDB tables, updated in the same
+// transaction as the blocks (so it is never stale), and scored in Go.
+//
+// Layout (sql/0005_fts.sql):
+//
+//	fts_terms      term_id, term                  the dictionary, append-only
+//	fts_blocks     block_id, len_body, len_context, level
+//	fts_segments   segment_id, blocks, min_block, max_block, bytes
+//	fts_postings   term_id, segment_id, df, df_body, df_context, data
+//	fts_tombstones block_id                       deleted, still in posting lists
+//	fts_df_deltas  term_id, df, df_body, df_context (negative: removed blocks)
+//
+// A write adds a segment: one fts_postings row per term of the batch, whose
+// data BLOB is the term's posting list in that segment (codec.go), and whose
+// df columns count the postings. A delete adds tombstones and negative
+// df deltas, so document frequencies, the block count and the average field
+// lengths always describe the live blocks: scores do not change when a
+// compaction drops the dead postings. Segments merge in tiers as they
+// accumulate (merge.go).
+//
+// The dictionary, document frequencies, field lengths, tombstones and
+// segment list are loaded into memory by Load; a query reads from DuckDB
+// only its terms' posting lists (an index on term_id; the ids are written
+// into the statement as constants, which keeps the index in use).
+//
+// Concurrency: an Index is safe for concurrent use. Searches run under a
+// read lock (View); a writer's Commit takes the write lock for the commit
+// and the in-memory update together, so a search sees a write whole or not
+// at all. Writers must be serialized by the caller.
+package fts
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// Fields of a block.
+const (
+	Body      = 0
+	Context   = 1
+	NumFields = 2
+)
+
+// Block is one block to index or remove: its id, the sensitivity level of
+// its document (0 lowest) and the analyzed terms of each field, repeats
+// kept.
+type Block struct {
+	ID    int64
+	Level uint8
+	Terms [NumFields][]string
+}
+
+// Block states in memory.
+const (
+	absent = iota
+	live
+	dead // tombstoned: still in posting lists until a compaction
+)
+
+type blockInfo struct {
+	len   [NumFields]uint32
+	level uint8
+	state uint8
+}
+
+type segment struct {
+	id       int32
+	blocks   int32
+	min, max int64 // block id range
+	bytes    int64 // posting bytes
+}
+
+// df holds document frequencies: blocks containing the term in any field,
+// in the body, in the context.
+type df [3]int32
+
+// Index is the in-memory part of the full-text index.
+type Index struct {
+	mu sync.RWMutex
+
+	ids        map[string]int32 // term → id
+	df         []df             // by term id; live blocks only
+	blocks     []blockInfo      // by block id
+	live       int              // live blocks
+	sum        [NumFields]int64 // total field lengths of live blocks
+	tombstones int
+	segments   []segment // ascending id
+	nextTerm   int32
+	nextSeg    int32
+}
+
+// Querier is what *sql.DB, *sql.Tx and *sql.Conn share for reading.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Load reads the dictionary, document frequencies, field lengths,
+// tombstones and segments into memory.
+func Load(ctx context.Context, q Querier) (*Index, error) {
+	ix := &Index{ids: map[string]int32{}}
+	err := scan(ctx, q, `SELECT term_id, term FROM fts_terms`, func(r *sql.Rows) error {
+		var id int32
+		var t string
+		if err := r.Scan(&id, &t); err != nil {
+			return err
+		}
+		ix.ids[t] = id
+		ix.nextTerm = max(ix.nextTerm, id+1)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load fts dictionary: %w", err)
+	}
+	ix.df = make([]df, ix.nextTerm)
+	for _, table := range []string{"fts_postings", "fts_df_deltas"} {
+		err := scan(ctx, q, `SELECT term_id, sum(df)::INTEGER, sum(df_body)::INTEGER, sum(df_context)::INTEGER
+			FROM `+table+` GROUP BY term_id`, func(r *sql.Rows) error {
+			var id int32
+			var d df
+			if err := r.Scan(&id, &d[0], &d[1], &d[2]); err != nil {
+				return err
+			}
+			if id < 0 || id >= ix.nextTerm {
+				return fmt.Errorf("%s: term id %d not in the dictionary", table, id)
+			}
+			for i := range d {
+				ix.df[id][i] += d[i]
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("load fts document frequencies: %w", err)
+		}
+	}
+	var maxID int64
+	if err := q.QueryRowContext(ctx, `SELECT coalesce(max(block_id), 0) FROM fts_blocks`).Scan(&maxID); err != nil {
+		return nil, fmt.Errorf("load fts blocks: %w", err)
+	}
+	ix.blocks = make([]blockInfo, maxID+1)
+	err = scan(ctx, q, `SELECT block_id, len_body, len_context, level FROM fts_blocks`, func(r *sql.Rows) error {
+		var id int64
+		var b blockInfo
+		if err := r.Scan(&id, &b.len[Body], &b.len[Context], &b.level); err != nil {
+			return err
+		}
+		b.state = live
+		ix.blocks[id] = b
+		ix.live++
+		ix.sum[Body] += int64(b.len[Body])
+		ix.sum[Context] += int64(b.len[Context])
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load fts blocks: %w", err)
+	}
+	err = scan(ctx, q, `SELECT block_id FROM fts_tombstones`, func(r *sql.Rows) error {
+		var id int64
+		if err := r.Scan(&id); err != nil {
+			return err
+		}
+		ix.kill(id)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load fts tombstones: %w", err)
+	}
+	err = scan(ctx, q, `SELECT segment_id, blocks, min_block, max_block, bytes FROM fts_segments ORDER BY segment_id`, func(r *sql.Rows) error {
+		var s segment
+		if err := r.Scan(&s.id, &s.blocks, &s.min, &s.max, &s.bytes); err != nil {
+			return err
+		}
+		ix.segments = append(ix.segments, s)
+		ix.nextSeg = s.id + 1
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load fts segments: %w", err)
+	}
+	return ix, nil
+}
+
+// kill marks a live block dead.
+func (ix *Index) kill(id int64) {
+	if id < 0 || id >= int64(len(ix.blocks)) || ix.blocks[id].state != live {
+		return
+	}
+	b := &ix.blocks[id]
+	b.state = dead
+	ix.live--
+	ix.tombstones++
+	ix.sum[Body] -= int64(b.len[Body])
+	ix.sum[Context] -= int64(b.len[Context])
+}
+
+func scan(ctx context.Context, q Querier, query string, fn func(*sql.Rows) error) error {
+	rows, err := q.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// View runs fn under the read lock: the in-memory index does not change
+// while fn runs, and no write commits. Run a search and the reads that
+// belong to it inside one View and one database transaction.
+func (ix *Index) View(fn func() error) error {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return fn()
+}
+
+// Has reports whether block id is live in the index.
+func (ix *Index) Has(id int64) bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return id >= 0 && id < int64(len(ix.blocks)) && ix.blocks[id].state == live
+}
+
+// Stats describes the full-text index.
+type Stats struct {
+	Terms      int   `json:"terms"`      // in the dictionary
+	Blocks     int   `json:"blocks"`     // live
+	Tombstones int   `json:"tombstones"` // dead blocks still in posting lists
+	Segments   int   `json:"segments"`
+	Bytes      int64 `json:"bytes"` // of posting lists
+}
+
+// Stats returns counts of the in-memory index.
+func (ix *Index) Stats() Stats {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	st := Stats{Terms: len(ix.ids), Blocks: ix.live, Tombstones: ix.tombstones, Segments: len(ix.segments)}
+	for _, s := range ix.segments {
+		st.Bytes += s.bytes
+	}
+	return st
+}
+
+// sortedTerms returns the keys of m, sorted.
+func sortedTerms[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for t := range m {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}

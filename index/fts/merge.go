@@ -1,0 +1,225 @@
+package fts
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/escurel/escurel/internal/duck"
+)
+
+// Merge policy. Segments are grouped in tiers by size: tier i holds
+// segments of 10^i to 10^(i+1)−1 blocks. When a tier holds MergeFactor
+// segments they merge into one (which usually lands in the next tier), so
+// a posting is rewritten about log10(blocks) times in its life and a query
+// reads at most about MergeFactor posting lists per tier and term. Segments
+// of MaxMergeBlocks blocks or more merge only in a compaction.
+const (
+	MergeFactor    = 10
+	MaxMergeBlocks = 200_000
+)
+
+// DefaultDeadRatio is the share of dead blocks (tombstones over all blocks
+// in segments) past which Maintain compacts.
+const DefaultDeadRatio = 0.2
+
+// termChunk is the number of term ids a merge reads at a time: it bounds the
+// merge's memory.
+const termChunk = 50_000
+
+// Maintain merges segments after a write, as the merge policy says, and
+// compacts when dead blocks exceed deadRatio (0 means DefaultDeadRatio).
+// Each merge is one transaction: a crash leaves either the old segments or
+// the merged one. Call it with the writer's exclusive right to write.
+func (ix *Index) Maintain(ctx context.Context, db *sql.DB, deadRatio float64) error {
+	if deadRatio == 0 {
+		deadRatio = DefaultDeadRatio
+	}
+	for {
+		ix.mu.RLock()
+		total := ix.live + ix.tombstones
+		dead := total > 0 && float64(ix.tombstones)/float64(total) > deadRatio
+		pick := ix.pickMerge()
+		ix.mu.RUnlock()
+		if dead {
+			return ix.Compact(ctx, db)
+		}
+		if pick == nil {
+			return nil
+		}
+		if err := ix.merge(ctx, db, pick, false); err != nil {
+			return err
+		}
+	}
+}
+
+// pickMerge returns the MergeFactor oldest segments of the lowest tier that
+// holds that many, or nil.
+func (ix *Index) pickMerge() []segment {
+	tiers := map[int][]segment{}
+	for _, s := range ix.segments {
+		if s.blocks >= MaxMergeBlocks {
+			continue
+		}
+		t := int(math.Log10(float64(max(s.blocks, 1))))
+		tiers[t] = append(tiers[t], s)
+	}
+	for t := 0; t < 10; t++ {
+		if len(tiers[t]) >= MergeFactor {
+			return tiers[t][:MergeFactor] // ix.segments is in id order: oldest first
+		}
+	}
+	return nil
+}
+
+// Compact merges every segment into one, dropping the postings and field
+// lengths of dead blocks, the tombstones, the document-frequency deltas and
+// the terms no live block holds. Results do not change: scores already
+// count live blocks only. It is one transaction.
+func (ix *Index) Compact(ctx context.Context, db *sql.DB) error {
+	ix.mu.RLock()
+	segs := append([]segment(nil), ix.segments...)
+	ix.mu.RUnlock()
+	return ix.merge(ctx, db, segs, true)
+}
+
+// merge rewrites segs as one new segment in one transaction; with compact,
+// as a compaction.
+func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact bool) error {
+	ix.mu.RLock()
+	nothing := len(segs) == 0 || (len(segs) == 1 && (!compact || ix.tombstones == 0))
+	newID, nextTerm := ix.nextSeg, ix.nextTerm
+	ix.mu.RUnlock()
+	if nothing {
+		return nil
+	}
+	tx, err := duck.Begin(ctx, db)
+	if err != nil {
+		return fmt.Errorf("fts merge: %w", err)
+	}
+	defer tx.Rollback()
+
+	ids := make([]string, len(segs))
+	ch := &Change{dropSegments: map[int32]bool{}, compacted: compact}
+	seg := &segment{id: newID, min: math.MaxInt64, max: -1}
+	for i, s := range segs {
+		ids[i] = strconv.Itoa(int(s.id))
+		ch.dropSegments[s.id] = true
+	}
+	inSegs := strings.Join(ids, ",")
+
+	type row struct {
+		term int32
+		d    df
+		data []byte
+	}
+	var ps []Posting
+	blocks := map[int64]bool{}
+	for lo := int32(0); lo < nextTerm; lo += termChunk {
+		var out []row
+		var cur int32 = -1
+		flush := func() {
+			if cur < 0 || len(ps) == 0 {
+				return
+			}
+			sort.Slice(ps, func(i, j int) bool { return ps[i].Block < ps[j].Block })
+			r := row{term: cur}
+			r.d[0] = int32(len(ps))
+			for _, p := range ps {
+				if p.TF[Body] > 0 {
+					r.d[1]++
+				}
+				if p.TF[Context] > 0 {
+					r.d[2]++
+				}
+				blocks[p.Block] = true
+				seg.min, seg.max = min(seg.min, p.Block), max(seg.max, p.Block)
+			}
+			r.data = encode(nil, ps)
+			seg.bytes += int64(len(r.data))
+			out = append(out, r)
+		}
+		err := scan(ctx, tx, fmt.Sprintf(`SELECT term_id, data FROM fts_postings
+			WHERE segment_id IN (%s) AND term_id >= %d AND term_id < %d ORDER BY term_id, segment_id`, inSegs, lo, lo+termChunk),
+			func(r *sql.Rows) error {
+				var id int32
+				var data []byte
+				if err := r.Scan(&id, &data); err != nil {
+					return err
+				}
+				if id != cur {
+					flush()
+					cur, ps = id, ps[:0]
+				}
+				n := len(ps)
+				var err error
+				if ps, err = decodeAll(ps, data); err != nil {
+					return fmt.Errorf("term %d: %w", id, err)
+				}
+				if compact {
+					ix.mu.RLock()
+					kept := ps[:n]
+					for _, p := range ps[n:] {
+						if p.Block < int64(len(ix.blocks)) && ix.blocks[p.Block].state == live {
+							kept = append(kept, p)
+						}
+					}
+					ix.mu.RUnlock()
+					ps = kept
+				}
+				return nil
+			})
+		if err != nil {
+			return fmt.Errorf("fts merge: %w", err)
+		}
+		flush()
+		err = duck.Append(ctx, tx.Conn, "fts_postings", []string{"term_id", "segment_id", "df", "df_body", "df_context", "data"},
+			func(add func(...driver.Value) error) error {
+				for _, r := range out {
+					if err := add(r.term, newID, r.d[0], r.d[1], r.d[2], r.data); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		if err != nil {
+			return fmt.Errorf("fts merge: %w", err)
+		}
+	}
+	seg.blocks = int32(len(blocks))
+	stmts := []string{
+		`DELETE FROM fts_postings WHERE segment_id IN (` + inSegs + `)`,
+		`DELETE FROM fts_segments WHERE segment_id IN (` + inSegs + `)`,
+	}
+	if compact {
+		stmts = append(stmts,
+			`DELETE FROM fts_blocks WHERE block_id IN (SELECT block_id FROM fts_tombstones)`,
+			`DELETE FROM fts_tombstones`,
+			`DELETE FROM fts_df_deltas`,
+			`DELETE FROM fts_terms WHERE term_id NOT IN (SELECT DISTINCT term_id FROM fts_postings)`)
+		ix.mu.RLock()
+		for id := range ix.df {
+			if ix.df[id][0] <= 0 {
+				ch.dropTerms = append(ch.dropTerms, int32(id))
+			}
+		}
+		ix.mu.RUnlock()
+	}
+	for _, q := range stmts {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("fts merge: %w", err)
+		}
+	}
+	if len(blocks) > 0 {
+		if err := insertSegment(ctx, tx, seg); err != nil {
+			return err
+		}
+		ch.segment = seg
+	}
+	return ix.Commit(ctx, tx, ch)
+}

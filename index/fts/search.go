@@ -1,0 +1,267 @@
+package fts
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Params are the BM25F parameters (Robertson, Zaragoza & Taylor 2004,
+// "Simple BM25 Extension to Multiple Weighted Fields"; Robertson & Zaragoza
+// 2009, §3.4). For a query of distinct terms t and a block d:
+//
+//	tf̃(t,d)  = Σ_f Weight[f] · tf_f(t,d) / (1 − B[f] + B[f] · len_f(d) / avglen_f)
+//	score(d) = Σ_t idf(t) · tf̃(t,d) · (K1 + 1) / (K1 + tf̃(t,d))
+//	idf(t)   = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))
+//
+// The weighted, length-normalised frequencies of the fields are summed
+// before the one K1 saturation, and there is one idf per term, over blocks
+// (N live blocks, df the live blocks holding t in any field): a term in
+// both the title context and the body is not counted twice as it would be
+// by adding two BM25 scores. The idf is Lucene's non-negative variant.
+type Params struct {
+	K1     float64            // saturation, ≥ 0
+	B      [NumFields]float64 // length normalisation per field, 0 to 1
+	Weight [NumFields]float64 // field weights, ≥ 0
+}
+
+// DefaultParams: K1 1.2, B 0.75 for both fields, body weight 1, context
+// weight 2.
+var DefaultParams = Params{K1: 1.2, B: [NumFields]float64{0.75, 0.75}, Weight: [NumFields]float64{1, 2}}
+
+// Validate reports parameters outside their ranges.
+func (p Params) Validate() error {
+	if !(p.K1 >= 0) || math.IsInf(p.K1, 0) {
+		return fmt.Errorf("bm25: k1 = %v, want ≥ 0", p.K1)
+	}
+	for f := range p.B {
+		if !(p.B[f] >= 0 && p.B[f] <= 1) {
+			return fmt.Errorf("bm25: b = %v, want 0 to 1", p.B[f])
+		}
+		if !(p.Weight[f] >= 0) || math.IsInf(p.Weight[f], 0) {
+			return fmt.Errorf("bm25: field weight %v, want ≥ 0", p.Weight[f])
+		}
+	}
+	return nil
+}
+
+// Query is a search request.
+type Query struct {
+	Terms       []string // distinct analyzed terms
+	MaxLevel    uint8    // blocks of a higher sensitivity level are left out before ranking
+	K           int      // hits to return
+	Params      Params
+	Conjunctive bool // every term must match (default: any term)
+}
+
+// Hit is a ranked block.
+type Hit struct {
+	Block int64
+	Score float64
+}
+
+// Search ranks the live blocks for q and returns the best q.K, highest
+// score first, equal scores by ascending block id. Terms are scored in the
+// order given and segments in id order, so equal inputs give bit-identical
+// scores. Call it inside View, reading with a Querier of the transaction
+// the caller reads its hits with.
+func (ix *Index) Search(ctx context.Context, db Querier, q Query) ([]Hit, error) {
+	if q.K <= 0 || len(q.Terms) == 0 || ix.live == 0 {
+		return nil, nil
+	}
+	type qterm struct {
+		id  int32
+		idf float64
+	}
+	n := float64(ix.live)
+	var terms []qterm
+	pos := map[int32]int{}
+	for _, t := range q.Terms {
+		id, ok := ix.ids[t]
+		if !ok || ix.df[id][0] <= 0 {
+			if q.Conjunctive {
+				return nil, nil
+			}
+			continue
+		}
+		if _, dup := pos[id]; dup {
+			continue
+		}
+		d := float64(ix.df[id][0])
+		pos[id] = len(terms)
+		terms = append(terms, qterm{id, math.Log(1 + (n-d+0.5)/(d+0.5))})
+	}
+	if len(terms) == 0 {
+		return nil, nil
+	}
+	var list strings.Builder
+	for i, t := range terms {
+		if i > 0 {
+			list.WriteByte(',')
+		}
+		list.WriteString(strconv.Itoa(int(t.id)))
+	}
+	rows, err := db.QueryContext(ctx, `SELECT term_id, segment_id, data FROM fts_postings WHERE term_id IN (`+list.String()+`)`)
+	if err != nil {
+		return nil, fmt.Errorf("fts: read postings: %w", err)
+	}
+	type plist struct {
+		term int
+		seg  int32
+		data []byte
+	}
+	var lists []plist
+	for rows.Next() {
+		var id, seg int32
+		var data []byte
+		if err := rows.Scan(&id, &seg, &data); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("fts: read postings: %w", err)
+		}
+		lists = append(lists, plist{pos[id], seg, data})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("fts: read postings: %w", err)
+	}
+	sort.Slice(lists, func(i, j int) bool {
+		if lists[i].term != lists[j].term {
+			return lists[i].term < lists[j].term
+		}
+		return lists[i].seg < lists[j].seg
+	})
+
+	var avg [NumFields]float64
+	for f := range avg {
+		avg[f] = float64(ix.sum[f]) / n
+	}
+	p := q.Params
+	acc := getAcc(len(ix.blocks))
+	defer putAcc(acc)
+	var post Posting
+	for _, l := range lists {
+		dec, err := newDecoder(l.data)
+		if err != nil {
+			return nil, fmt.Errorf("fts: term %d segment %d: %w", terms[l.term].id, l.seg, err)
+		}
+		idf := terms[l.term].idf
+		for {
+			ok, err := dec.next(&post)
+			if err != nil {
+				return nil, fmt.Errorf("fts: term %d segment %d: %w", terms[l.term].id, l.seg, err)
+			}
+			if !ok {
+				break
+			}
+			if post.Block >= int64(len(ix.blocks)) {
+				return nil, fmt.Errorf("fts: term %d segment %d: block %d unknown", terms[l.term].id, l.seg, post.Block)
+			}
+			b := &ix.blocks[post.Block]
+			if b.state != live || b.level > q.MaxLevel {
+				continue
+			}
+			var tf float64
+			for f := 0; f < NumFields; f++ {
+				if post.TF[f] == 0 {
+					continue
+				}
+				nf := 1.0
+				if avg[f] > 0 {
+					nf = 1 - p.B[f] + p.B[f]*float64(b.len[f])/avg[f]
+				}
+				tf += p.Weight[f] * float64(post.TF[f]) / nf
+			}
+			acc.add(post.Block, idf*tf*(p.K1+1)/(p.K1+tf))
+		}
+	}
+	return acc.top(q.K, q.Conjunctive, len(terms)), nil
+}
+
+// accumulator holds per-block scores for one query: dense arrays indexed by
+// block id, and the list of blocks touched so that clearing costs only
+// what the query used.
+type accumulator struct {
+	score   []float64
+	matched []uint16
+	touched []int64
+}
+
+var accs sync.Pool
+
+func getAcc(n int) *accumulator {
+	a, _ := accs.Get().(*accumulator)
+	if a == nil {
+		a = &accumulator{}
+	}
+	if len(a.score) < n {
+		a.score = make([]float64, n)
+		a.matched = make([]uint16, n)
+	}
+	return a
+}
+
+func putAcc(a *accumulator) {
+	for _, id := range a.touched {
+		a.score[id], a.matched[id] = 0, 0
+	}
+	a.touched = a.touched[:0]
+	accs.Put(a)
+}
+
+func (a *accumulator) add(id int64, s float64) {
+	if a.matched[id] == 0 {
+		a.touched = append(a.touched, id)
+	}
+	a.score[id] += s
+	a.matched[id]++
+}
+
+// top returns the k best touched blocks; with all set, only blocks that
+// matched every one of n terms.
+func (a *accumulator) top(k int, all bool, n int) []Hit {
+	h := make(hitHeap, 0, k)
+	for _, id := range a.touched {
+		if all && int(a.matched[id]) < n {
+			continue
+		}
+		hit := Hit{id, a.score[id]}
+		if len(h) < k {
+			heap.Push(&h, hit)
+		} else if better(hit, h[0]) {
+			h[0] = hit
+			heap.Fix(&h, 0)
+		}
+	}
+	out := make([]Hit, len(h))
+	for i := len(h) - 1; i >= 0; i-- {
+		out[i] = heap.Pop(&h).(Hit)
+	}
+	return out
+}
+
+// better orders hits: higher score, then lower block id.
+func better(a, b Hit) bool {
+	if a.Score != b.Score {
+		return a.Score > b.Score
+	}
+	return a.Block < b.Block
+}
+
+// hitHeap is a min-heap by better: its root is the worst kept hit.
+type hitHeap []Hit
+
+func (h hitHeap) Len() int           { return len(h) }
+func (h hitHeap) Less(i, j int) bool { return better(h[j], h[i]) }
+func (h hitHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *hitHeap) Push(x any)        { *h = append(*h, x.(Hit)) }
+func (h *hitHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

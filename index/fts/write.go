@@ -1,0 +1,305 @@
+package fts
+
+import (
+	"context"
+	"database/sql/driver"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/escurel/escurel/internal/duck"
+)
+
+// Change is a write's effect on the in-memory index, applied by Commit once
+// the transaction that wrote it has committed, and dropped if it did not.
+type Change struct {
+	newTerms  []string // get ids firstTerm, firstTerm+1, …
+	firstTerm int32
+	df        map[int32]df // added to the document frequencies
+	added     []addedBlock
+	killed    []int64
+	segment   *segment // a new segment
+	// Set by merges and compactions:
+	dropSegments map[int32]bool
+	compacted    bool    // dead blocks and their postings are gone
+	dropTerms    []int32 // terms left without postings by a compaction
+}
+
+type addedBlock struct {
+	id int64
+	blockInfo
+}
+
+// Add writes blocks (ascending ids, all new) as one new segment within tx:
+// their field lengths, their postings and any new dictionary terms. Call
+// with the writer's exclusive right to write; pass the result to Commit.
+func (ix *Index) Add(ctx context.Context, tx *duck.Tx, blocks []Block) (*Change, error) {
+	if len(blocks) == 0 {
+		return &Change{}, nil
+	}
+	ix.mu.RLock()
+	nextTerm, segID := ix.nextTerm, ix.nextSeg
+	ix.mu.RUnlock()
+
+	// Invert the batch: term → postings in block order.
+	lists := map[string][]Posting{}
+	counts := map[string]*[NumFields]uint32{}
+	ch := &Change{firstTerm: nextTerm, df: map[int32]df{}}
+	prev := int64(-1)
+	for _, b := range blocks {
+		if b.ID <= prev {
+			return nil, fmt.Errorf("fts add: block ids not ascending (%d after %d)", b.ID, prev)
+		}
+		prev = b.ID
+		clear(counts)
+		info := blockInfo{level: b.Level, state: live}
+		for f := range b.Terms {
+			info.len[f] = uint32(len(b.Terms[f]))
+			for _, t := range b.Terms[f] {
+				c := counts[t]
+				if c == nil {
+					c = new([NumFields]uint32)
+					counts[t] = c
+				}
+				c[f]++
+			}
+		}
+		for t, c := range counts {
+			lists[t] = append(lists[t], Posting{Block: b.ID, TF: *c})
+		}
+		ch.added = append(ch.added, addedBlock{b.ID, info})
+	}
+
+	terms := sortedTerms(lists)
+	ix.mu.RLock()
+	ids := make([]int32, len(terms))
+	for i, t := range terms {
+		id, ok := ix.ids[t]
+		if !ok {
+			id = nextTerm + int32(len(ch.newTerms))
+			ch.newTerms = append(ch.newTerms, t)
+		}
+		ids[i] = id
+	}
+	ix.mu.RUnlock()
+
+	seg := &segment{id: segID, blocks: int32(len(blocks)), min: blocks[0].ID, max: prev}
+	var buf []byte
+	err := duck.Append(ctx, tx.Conn, "fts_postings", []string{"term_id", "segment_id", "df", "df_body", "df_context", "data"},
+		func(add func(...driver.Value) error) error {
+			for i, t := range terms {
+				ps := lists[t]
+				var d df
+				d[0] = int32(len(ps))
+				for _, p := range ps {
+					if p.TF[Body] > 0 {
+						d[1]++
+					}
+					if p.TF[Context] > 0 {
+						d[2]++
+					}
+				}
+				ch.df[ids[i]] = d
+				buf = encode(buf[:0], ps)
+				seg.bytes += int64(len(buf))
+				if err := add(ids[i], segID, d[0], d[1], d[2], buf); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	if err := ix.appendTerms(ctx, tx, ch); err != nil {
+		return nil, err
+	}
+	err = duck.Append(ctx, tx.Conn, "fts_blocks", []string{"block_id", "len_body", "len_context", "level"},
+		func(add func(...driver.Value) error) error {
+			for _, b := range ch.added {
+				if err := add(b.id, int32(b.len[Body]), int32(b.len[Context]), int8(b.level)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	if err := insertSegment(ctx, tx, seg); err != nil {
+		return nil, err
+	}
+	ch.segment = seg
+	return ch, nil
+}
+
+func (ix *Index) appendTerms(ctx context.Context, tx *duck.Tx, ch *Change) error {
+	if len(ch.newTerms) == 0 {
+		return nil
+	}
+	return duck.Append(ctx, tx.Conn, "fts_terms", []string{"term_id", "term"}, func(add func(...driver.Value) error) error {
+		for i, t := range ch.newTerms {
+			if err := add(ch.firstTerm+int32(i), t); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func insertSegment(ctx context.Context, tx *duck.Tx, s *segment) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO fts_segments VALUES (?, ?, ?, ?, ?, ?)`,
+		s.id, s.blocks, s.min, s.max, s.bytes, time.Now().UTC())
+	if err != nil {
+		return fmt.Errorf("insert fts segment: %w", err)
+	}
+	return nil
+}
+
+// Remove tombstones blocks within tx. Each block must carry the terms it
+// was indexed with (re-analyzing its stored text gives them), so that the
+// document frequencies can drop; blocks the index does not hold are
+// ignored. Pass the result to Commit.
+func (ix *Index) Remove(ctx context.Context, tx *duck.Tx, blocks []Block) (*Change, error) {
+	ch := &Change{df: map[int32]df{}}
+	inBlock := map[int32]uint8{} // term id → bit per field
+	ix.mu.RLock()
+	for _, b := range blocks {
+		if b.ID < 0 || b.ID >= int64(len(ix.blocks)) || ix.blocks[b.ID].state != live {
+			continue
+		}
+		ch.killed = append(ch.killed, b.ID)
+		clear(inBlock)
+		for f := range b.Terms {
+			for _, t := range b.Terms[f] {
+				if id, ok := ix.ids[t]; ok {
+					inBlock[id] |= 1 << f
+				}
+			}
+		}
+		for id, fields := range inBlock {
+			d := ch.df[id]
+			d[0]--
+			for f := 0; f < NumFields; f++ {
+				if fields&(1<<f) != 0 {
+					d[1+f]--
+				}
+			}
+			ch.df[id] = d
+		}
+	}
+	ix.mu.RUnlock()
+	if len(ch.killed) == 0 {
+		return ch, nil
+	}
+	err := duck.Append(ctx, tx.Conn, "fts_tombstones", []string{"block_id"}, func(add func(...driver.Value) error) error {
+		for _, id := range ch.killed {
+			if err := add(id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int32, 0, len(ch.df))
+	for id := range ch.df {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	err = duck.Append(ctx, tx.Conn, "fts_df_deltas", []string{"term_id", "df", "df_body", "df_context"},
+		func(add func(...driver.Value) error) error {
+			for _, id := range ids {
+				d := ch.df[id]
+				if err := add(id, d[0], d[1], d[2]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// Commit commits tx and applies changes to the in-memory index, under the
+// write lock, so that no search sees one without the other. After a failed
+// commit the in-memory index is unchanged.
+func (ix *Index) Commit(ctx context.Context, tx *duck.Tx, changes ...*Change) error {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	for _, ch := range changes {
+		ix.apply(ch)
+	}
+	return nil
+}
+
+func (ix *Index) apply(ch *Change) {
+	if ch == nil {
+		return
+	}
+	for i, t := range ch.newTerms {
+		ix.ids[t] = ch.firstTerm + int32(i)
+	}
+	ix.nextTerm = max(ix.nextTerm, ch.firstTerm+int32(len(ch.newTerms)))
+	for len(ix.df) < int(ix.nextTerm) {
+		ix.df = append(ix.df, df{})
+	}
+	for id, d := range ch.df {
+		for i := range d {
+			ix.df[id][i] += d[i]
+		}
+	}
+	for _, b := range ch.added {
+		if b.id >= int64(len(ix.blocks)) {
+			grown := make([]blockInfo, max(b.id+1, int64(len(ix.blocks))*5/4+1024))
+			copy(grown, ix.blocks)
+			ix.blocks = grown
+		}
+		ix.blocks[b.id] = b.blockInfo
+		ix.live++
+		ix.sum[Body] += int64(b.len[Body])
+		ix.sum[Context] += int64(b.len[Context])
+	}
+	for _, id := range ch.killed {
+		ix.kill(id)
+	}
+	if len(ch.dropSegments) > 0 {
+		kept := ix.segments[:0]
+		for _, s := range ix.segments {
+			if !ch.dropSegments[s.id] {
+				kept = append(kept, s)
+			}
+		}
+		ix.segments = kept
+	}
+	if ch.segment != nil {
+		ix.segments = append(ix.segments, *ch.segment)
+		sort.Slice(ix.segments, func(i, j int) bool { return ix.segments[i].id < ix.segments[j].id })
+		ix.nextSeg = max(ix.nextSeg, ch.segment.id+1)
+	}
+	if ch.compacted {
+		for id := range ix.blocks {
+			if ix.blocks[id].state == dead {
+				ix.blocks[id] = blockInfo{}
+			}
+		}
+		ix.tombstones = 0
+	}
+	if len(ch.dropTerms) > 0 {
+		drop := map[int32]bool{}
+		for _, id := range ch.dropTerms {
+			drop[id] = true
+		}
+		for t, id := range ix.ids {
+			if drop[id] {
+				delete(ix.ids, t)
+			}
+		}
+	}
+}

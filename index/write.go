@@ -1,0 +1,311 @@
+package index
+
+import (
+	"context"
+	"database/sql/driver"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/escurel/escurel/blobstore"
+	"github.com/escurel/escurel/index/fts"
+	"github.com/escurel/escurel/internal/duck"
+)
+
+// level is the fts sensitivity level of a document sensitivity.
+func level(sensitivity string) uint8 {
+	switch sensitivity {
+	case Internal:
+		return 1
+	case Restricted:
+		return 2
+	}
+	return 0
+}
+
+// write replaces the rows of each document in docs with its blocks, and
+// their full-text postings, in one transaction; then lets the full-text
+// index merge segments as its policy says.
+func (ix *Index) write(ctx context.Context, docs []pending) error {
+	tx, err := duck.Begin(ctx, ix.db)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var replaced []any
+	for _, d := range docs {
+		if d.exists {
+			replaced = append(replaced, d.rec.DocID)
+		}
+	}
+	removed, err := ix.deleteRows(ctx, tx, replaced)
+	if err != nil {
+		return err
+	}
+	rm, err := ix.fts.Remove(ctx, tx, removed)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, d := range docs {
+		n += len(d.blocks)
+	}
+	ids, err := nextBlockIDs(ctx, tx, n)
+	if err != nil {
+		return err
+	}
+	err = duck.Append(ctx, tx.Conn, "documents", []string{"doc_id", "source", "media_type", "title", "sensitivity", "blob_id", "language", "ingested_at"},
+		func(add func(...driver.Value) error) error {
+			for _, d := range docs {
+				r := d.rec
+				if err := add(r.DocID, r.Source, r.MediaType, r.Title, r.Sensitivity, r.BlobID, r.Language, r.IngestedAt); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	if err != nil {
+		return err
+	}
+	added := make([]fts.Block, 0, n)
+	err = duck.Append(ctx, tx.Conn, "blocks", []string{"block_id", "doc_id", "ord", "body", "byte_start", "byte_end", "context", "heading_path", "page"},
+		func(add func(...driver.Value) error) error {
+			i := 0
+			for _, d := range docs {
+				for ord, b := range d.blocks {
+					if err := add(ids[i], d.rec.DocID, int32(ord), b.body, int64(b.Start), int64(b.End), b.context, headingJSON(b.HeadingPath), int32(b.Page)); err != nil {
+						return err
+					}
+					added = append(added, fts.Block{ID: ids[i], Level: level(d.rec.Sensitivity), Terms: b.terms})
+					i++
+				}
+			}
+			return nil
+		})
+	if err != nil {
+		return err
+	}
+	if ix.embedder != nil {
+		err = duck.Append(ctx, tx.Conn, "embeddings", []string{"embedding_set", "block_id", "vector"},
+			func(add func(...driver.Value) error) error {
+				i := 0
+				for _, d := range docs {
+					for _, b := range d.blocks {
+						if err := add(ix.embedSet, ids[i], b.vector); err != nil {
+							return err
+						}
+						i++
+					}
+				}
+				return nil
+			})
+		if err != nil {
+			return err
+		}
+	}
+	ad, err := ix.fts.Add(ctx, tx, added)
+	if err != nil {
+		return err
+	}
+	if err := ix.fts.Commit(ctx, tx, rm, ad); err != nil {
+		return err
+	}
+	for _, d := range docs {
+		ix.noteLanguage(d.rec.Language)
+	}
+	return ix.fts.Maintain(ctx, ix.db, 0)
+}
+
+// deleteRows deletes the rows of the documents docIDs within tx and returns
+// their blocks re-analyzed, as the full-text index needs to remove them.
+func (ix *Index) deleteRows(ctx context.Context, tx *duck.Tx, docIDs []any) ([]fts.Block, error) {
+	if len(docIDs) == 0 {
+		return nil, nil
+	}
+	in := placeholders(len(docIDs))
+	rows, err := tx.QueryContext(ctx, `SELECT b.block_id, b.body, b.context, d.language, d.sensitivity
+		FROM blocks b JOIN documents d ON d.doc_id = b.doc_id WHERE b.doc_id IN (`+in+`) ORDER BY b.block_id`, docIDs...)
+	if err != nil {
+		return nil, fmt.Errorf("read replaced blocks: %w", err)
+	}
+	var out []fts.Block
+	for rows.Next() {
+		var b fts.Block
+		var body, context, lang, sens string
+		if err := rows.Scan(&b.ID, &body, &context, &lang, &sens); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		b.Level = level(sens)
+		b.Terms[fts.Body] = ix.analyzer.Terms(nil, body, lang)
+		b.Terms[fts.Context] = ix.analyzer.Terms(nil, context, lang)
+		out = append(out, b)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, q := range []string{
+		`DELETE FROM embeddings WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id IN (` + in + `))`,
+		`DELETE FROM blocks WHERE doc_id IN (` + in + `)`,
+		`DELETE FROM documents WHERE doc_id IN (` + in + `)`,
+	} {
+		if _, err := tx.ExecContext(ctx, q, docIDs...); err != nil {
+			return nil, fmt.Errorf("delete replaced rows: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// Delete removes documents from the index and their records from the blob
+// store, so that a rebuild does not bring them back. A document is named by
+// its doc id or its source. The records go first (the blob store is the
+// source of truth); the raw blobs stay, as other documents may share them.
+// It returns the doc ids deleted; names that match no document are an
+// error, after the others are deleted.
+func (ix *Index) Delete(ctx context.Context, names ...string) ([]string, error) {
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	var ids []any
+	var done, missing []string
+	for _, name := range names {
+		id := name
+		if !docIDPattern(name) {
+			id = blobstore.DocID(name)
+		}
+		rec, err := ix.currentRecord(ctx, id)
+		if err != nil {
+			return done, err
+		}
+		if rec == nil {
+			missing = append(missing, name)
+			continue
+		}
+		if err := ix.blobs.DeleteRecord(ctx, id); err != nil {
+			return done, fmt.Errorf("delete %s: %w", rec.Source, err)
+		}
+		ids = append(ids, id)
+		done = append(done, id)
+	}
+	if len(ids) > 0 {
+		tx, err := duck.Begin(ctx, ix.db)
+		if err != nil {
+			return nil, err
+		}
+		defer tx.Rollback()
+		removed, err := ix.deleteRows(ctx, tx, ids)
+		if err != nil {
+			return nil, err
+		}
+		rm, err := ix.fts.Remove(ctx, tx, removed)
+		if err != nil {
+			return nil, err
+		}
+		if err := ix.fts.Commit(ctx, tx, rm); err != nil {
+			return nil, err
+		}
+		if err := ix.fts.Maintain(ctx, ix.db, 0); err != nil {
+			return done, err
+		}
+	}
+	if len(missing) > 0 {
+		return done, fmt.Errorf("delete: no document %s", strings.Join(missing, ", "))
+	}
+	return done, nil
+}
+
+func docIDPattern(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Compact merges the full-text index into one segment and drops the
+// postings of deleted blocks (see fts.Index.Compact). Searches give the same
+// results before and after.
+func (ix *Index) Compact(ctx context.Context) error {
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	return ix.fts.Compact(ctx, ix.db)
+}
+
+// reindex adds to the full-text index every block that has no entry there
+// (an index upgraded from the row-per-posting schema, or damaged), from the
+// blocks' stored body and context.
+func (ix *Index) reindex(ctx context.Context) error {
+	rows, err := ix.db.QueryContext(ctx, `SELECT b.block_id, b.body, b.context, d.language, d.sensitivity
+		FROM blocks b JOIN documents d ON d.doc_id = b.doc_id
+		WHERE b.block_id NOT IN (SELECT block_id FROM fts_blocks) ORDER BY b.block_id`)
+	if err != nil {
+		return fmt.Errorf("reindex: %w", err)
+	}
+	var blocks []fts.Block
+	for rows.Next() {
+		var b fts.Block
+		var body, context, lang, sens string
+		if err := rows.Scan(&b.ID, &body, &context, &lang, &sens); err != nil {
+			rows.Close()
+			return fmt.Errorf("reindex: %w", err)
+		}
+		b.Level = level(sens)
+		b.Terms[fts.Body] = ix.analyzer.Terms(nil, body, lang)
+		b.Terms[fts.Context] = ix.analyzer.Terms(nil, context, lang)
+		blocks = append(blocks, b)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(blocks) == 0 {
+		return err
+	}
+	tx, err := duck.Begin(ctx, ix.db)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	ad, err := ix.fts.Add(ctx, tx, blocks)
+	if err != nil {
+		return fmt.Errorf("reindex: %w", err)
+	}
+	return ix.fts.Commit(ctx, tx, ad)
+}
+
+// headingJSON encodes a heading path as stored in blocks.heading_path: a JSON
+// array of strings, "[]" when empty.
+func headingJSON(path []string) string {
+	if len(path) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(path) // []string always marshals
+	return string(b)
+}
+
+// nextBlockIDs reserves n block ids from the block_ids sequence, ascending.
+func nextBlockIDs(ctx context.Context, tx *duck.Tx, n int) ([]int64, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT nextval('block_ids') FROM range(?)`, n)
+	if err != nil {
+		return nil, fmt.Errorf("reserve block ids: %w", err)
+	}
+	defer rows.Close()
+	ids := make([]int64, 0, n)
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids, nil
+}
