@@ -51,14 +51,15 @@ var ErrCorrupt = errors.New("blobstore: corrupt object")
 // UTC with microsecond precision, so that they round-trip through DuckDB
 // TIMESTAMP columns unchanged.
 type Record struct {
-	DocID       string    `json:"doc_id"`      // 32 hex digits, see DocID
-	Source      string    `json:"source"`      // where the bytes came from: absolute path or URI
-	MediaType   string    `json:"media_type"`  // e.g. "text/markdown"
-	Title       string    `json:"title"`       // as extracted at ingest
-	Sensitivity string    `json:"sensitivity"` // "public", "internal" or "restricted"
-	BlobID      string    `json:"blob_id"`     // "sha256:<64 hex>"
-	Language    string    `json:"language"`    // BCP 47 tag, e.g. "en"
-	IngestedAt  time.Time `json:"ingested_at"` // when this version of the document was ingested
+	DocID       string    `json:"doc_id"`                // 32 hex digits, see DocID
+	Source      string    `json:"source"`                // where the bytes came from: absolute path or URI
+	MediaType   string    `json:"media_type"`            // e.g. "text/markdown"
+	Title       string    `json:"title"`                 // as extracted at ingest, or as given (TitleGiven)
+	TitleGiven  bool      `json:"title_given,omitempty"` // the ingest caller set Title, over extraction
+	Sensitivity string    `json:"sensitivity"`           // "public", "internal" or "restricted"
+	BlobID      string    `json:"blob_id"`               // "sha256:<64 hex>"
+	Language    string    `json:"language"`              // BCP 47 tag, e.g. "en"
+	IngestedAt  time.Time `json:"ingested_at"`           // when this version of the document was ingested
 }
 
 // Store is a blob bucket holding escurel's blobs and document records. It is

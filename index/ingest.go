@@ -38,6 +38,10 @@ type Input struct {
 	Name string
 	// MediaType overrides detection by Name's extension.
 	MediaType string
+	// Title, when not empty, is the document's title over what extraction
+	// finds (a BEIR corpus carries titles beside its texts). The record keeps
+	// it, and rebuild passes it again.
+	Title string
 	// Data is the raw content, stored as a blob unchanged.
 	Data []byte
 	// Language and Sensitivity apply when the document's front matter does
@@ -276,8 +280,11 @@ func (ix *Index) derive(ctx context.Context, in Input, old *blobstore.Record) (p
 	if at.IsZero() {
 		at = ix.now()
 	}
+	if in.Title != "" {
+		doc.Title = in.Title
+	}
 	rec := &blobstore.Record{
-		DocID: blobstore.DocID(in.Source), Source: in.Source, MediaType: mediaType, Title: doc.Title,
+		DocID: blobstore.DocID(in.Source), Source: in.Source, MediaType: mediaType, Title: doc.Title, TitleGiven: in.Title != "",
 		Sensitivity: sens, BlobID: blobstore.BlobID(in.Data), Language: lang,
 		IngestedAt: at.UTC().Truncate(time.Microsecond),
 	}
@@ -335,9 +342,11 @@ func sameDocument(a, b *blobstore.Record) bool {
 
 func (ix *Index) currentRecord(ctx context.Context, docID string) (*blobstore.Record, error) {
 	var r blobstore.Record
-	err := ix.db.QueryRowContext(ctx, `SELECT doc_id, source, media_type, title, sensitivity, blob_id, language, ingested_at
+	var titleFrom string
+	err := ix.db.QueryRowContext(ctx, `SELECT doc_id, source, media_type, title, title_from, sensitivity, blob_id, language, ingested_at
 		FROM documents WHERE doc_id = ?`, docID).Scan(
-		&r.DocID, &r.Source, &r.MediaType, &r.Title, &r.Sensitivity, &r.BlobID, &r.Language, &r.IngestedAt)
+		&r.DocID, &r.Source, &r.MediaType, &r.Title, &titleFrom, &r.Sensitivity, &r.BlobID, &r.Language, &r.IngestedAt)
+	r.TitleGiven = titleFrom == titleFromInput
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

@@ -47,6 +47,7 @@ var schemaColumns = []column{
 	{"documents", "blob_id", "VARCHAR", "''"},
 	{"documents", "language", "VARCHAR", "''"},
 	{"documents", "ingested_at", "TIMESTAMP", "TIMESTAMP '1970-01-01'"},
+	{"documents", "title_from", "VARCHAR", "'extraction'"},
 	{"blocks", "block_id", "BIGINT", "0"},
 	{"blocks", "doc_id", "VARCHAR", "''"},
 	{"blocks", "ord", "INTEGER", "0"},

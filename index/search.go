@@ -63,10 +63,52 @@ type Hit struct {
 }
 
 // Search ranks blocks by BM25F over body and context (package fts) and
-// returns the best K, highest score first; equal scores are ordered by
-// block id. A query without terms returns no hits. It sees every committed
-// ingest, with no refresh step, and a write whole or not at all.
+// returns the best K with their stored fields, highest score first; equal
+// scores are ordered by block id. A query without terms returns no hits. It
+// sees every committed ingest, with no refresh step, and a write whole or
+// not at all.
 func (ix *Index) Search(ctx context.Context, query string, opts *SearchOptions) ([]Hit, error) {
+	hits := []Hit{}
+	err := ix.ranked(ctx, query, opts, func(tx *sql.Tx, ranked []fts.Hit, levels []string) error {
+		for _, r := range ranked {
+			hits = append(hits, Hit{BlockID: r.Block, Score: r.Score})
+		}
+		var err error
+		hits, err = fillHits(ctx, tx, hits, levels)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return hits, nil
+}
+
+// Ranked is a block's place in a ranking, without its stored fields.
+type Ranked struct {
+	BlockID int64
+	Score   float64
+}
+
+// Rank ranks as Search does but returns block ids and scores only: the
+// cost of ranking without that of reading the hits' rows (which grows with
+// K). Read the rows of the blocks wanted with DocumentBlocks or Search.
+func (ix *Index) Rank(ctx context.Context, query string, opts *SearchOptions) ([]Ranked, error) {
+	out := []Ranked{}
+	err := ix.ranked(ctx, query, opts, func(_ *sql.Tx, ranked []fts.Hit, _ []string) error {
+		for _, r := range ranked {
+			out = append(out, Ranked{BlockID: r.Block, Score: r.Score})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ranked validates opts, ranks query and calls use with the ranking inside
+// the read transaction it came from.
+func (ix *Index) ranked(ctx context.Context, query string, opts *SearchOptions, use func(*sql.Tx, []fts.Hit, []string) error) error {
 	if opts == nil {
 		opts = &SearchOptions{}
 	}
@@ -75,26 +117,25 @@ func (ix *Index) Search(ctx context.Context, query string, opts *SearchOptions) 
 		k = opts.K
 	}
 	if k < 0 {
-		return nil, fmt.Errorf("search: k = %d, want ≥ 0", k)
+		return fmt.Errorf("search: k = %d, want ≥ 0", k)
 	}
 	levels, err := allowed(opts.Clearance)
 	if err != nil {
-		return nil, fmt.Errorf("search: %w", err)
+		return fmt.Errorf("search: %w", err)
 	}
 	params := fts.DefaultParams
 	if opts.BM25 != nil {
 		params = *opts.BM25
 	}
 	if err := params.Validate(); err != nil {
-		return nil, fmt.Errorf("search: %w", err)
+		return fmt.Errorf("search: %w", err)
 	}
 	terms, err := ix.queryTerms(query, opts.Language)
 	if err != nil {
-		return nil, fmt.Errorf("search: %w", err)
+		return fmt.Errorf("search: %w", err)
 	}
-	hits := []Hit{}
 	if len(terms) == 0 {
-		return hits, nil
+		return nil
 	}
 	q := fts.Query{Terms: terms, MaxLevel: uint8(len(levels) - 1), K: k, Params: params, Conjunctive: opts.Conjunctive}
 	err = ix.fts.View(func() error {
@@ -109,16 +150,12 @@ func (ix *Index) Search(ctx context.Context, query string, opts *SearchOptions) 
 		if err != nil {
 			return err
 		}
-		for _, r := range ranked {
-			hits = append(hits, Hit{BlockID: r.Block, Score: r.Score})
-		}
-		hits, err = fillHits(ctx, tx, hits, levels)
-		return err
+		return use(tx, ranked, levels)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("search %q: %w", query, err)
+		return fmt.Errorf("search %q: %w", query, err)
 	}
-	return hits, nil
+	return nil
 }
 
 // queryTerms analyzes a query: as lang when given, else as each language of
@@ -297,4 +334,43 @@ func (ix *Index) DocumentBlocks(ctx context.Context, docID, clearance string) ([
 		return nil, fmt.Errorf("document blocks %s: %w", docID, err)
 	}
 	return hits, nil
+}
+
+// ForEachBlock calls fn with every block the clearance may see ("" is
+// Public), in block id order, as a hit with score 0, from one snapshot. An
+// error from fn stops the walk and is returned.
+func (ix *Index) ForEachBlock(ctx context.Context, clearance string, fn func(Hit) error) error {
+	levels, err := allowed(clearance)
+	if err != nil {
+		return fmt.Errorf("blocks: %w", err)
+	}
+	args := make([]any, len(levels))
+	for i, l := range levels {
+		args[i] = l
+	}
+	rows, err := ix.db.QueryContext(ctx, `SELECT b.block_id, b.doc_id, d.source, d.title, b.body, b.context,
+		b.heading_path, b.page, b.byte_start, b.byte_end
+		FROM blocks b JOIN documents d ON d.doc_id = b.doc_id
+		WHERE d.sensitivity IN (`+placeholders(len(levels))+`) ORDER BY b.block_id`, args...)
+	if err != nil {
+		return fmt.Errorf("blocks: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var h Hit
+		var path string
+		if err := rows.Scan(&h.BlockID, &h.DocID, &h.Source, &h.Title, &h.Body, &h.Context, &path, &h.Page, &h.ByteStart, &h.ByteEnd); err != nil {
+			return fmt.Errorf("blocks: %w", err)
+		}
+		if err := json.Unmarshal([]byte(path), &h.HeadingPath); err != nil {
+			return fmt.Errorf("block %d: heading_path %q: %w", h.BlockID, path, err)
+		}
+		if h.HeadingPath == nil {
+			h.HeadingPath = []string{}
+		}
+		if err := fn(h); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }

@@ -13,6 +13,19 @@ import (
 	"github.com/escurel/escurel/internal/duck"
 )
 
+// Values of documents.title_from.
+const (
+	titleFromExtraction = "extraction"
+	titleFromInput      = "input"
+)
+
+func titleFrom(given bool) string {
+	if given {
+		return titleFromInput
+	}
+	return titleFromExtraction
+}
+
 // level is the fts sensitivity level of a document sensitivity.
 func level(sensitivity string) uint8 {
 	switch sensitivity {
@@ -55,11 +68,11 @@ func (ix *Index) write(ctx context.Context, docs []pending) error {
 	if err != nil {
 		return err
 	}
-	err = duck.Append(ctx, tx.Conn, "documents", []string{"doc_id", "source", "media_type", "title", "sensitivity", "blob_id", "language", "ingested_at"},
+	err = duck.Append(ctx, tx.Conn, "documents", []string{"doc_id", "source", "media_type", "title", "title_from", "sensitivity", "blob_id", "language", "ingested_at"},
 		func(add func(...driver.Value) error) error {
 			for _, d := range docs {
 				r := d.rec
-				if err := add(r.DocID, r.Source, r.MediaType, r.Title, r.Sensitivity, r.BlobID, r.Language, r.IngestedAt); err != nil {
+				if err := add(r.DocID, r.Source, r.MediaType, r.Title, titleFrom(r.TitleGiven), r.Sensitivity, r.BlobID, r.Language, r.IngestedAt); err != nil {
 					return err
 				}
 			}

@@ -190,6 +190,9 @@ func fill(ctx context.Context, ix *index.Index, recs []*blobstore.Record, opts O
 			sum.Bytes += int64(len(data))
 			ins[j] = index.Input{Source: rec.Source, MediaType: rec.MediaType, Data: data,
 				Language: rec.Language, Sensitivity: rec.Sensitivity, IngestedAt: rec.IngestedAt}
+			if rec.TitleGiven {
+				ins[j].Title = rec.Title
+			}
 		}
 		res, errs, err := ix.IngestBatch(ctx, ins)
 		if err != nil {

@@ -219,3 +219,26 @@ func TestRebuildHoldsTheLock(t *testing.T) {
 	}
 	e.open()
 }
+
+// A title the ingest caller gives wins over extraction, survives a rebuild,
+// and an identical re-ingest is unchanged.
+func TestGivenTitle(t *testing.T) {
+	e := newEnv(t, index.Options{})
+	ctx := context.Background()
+	in := index.Input{Source: "beir://scifact/42", Name: "42.txt", Title: "Given Title Wombat", Data: []byte("Plain abstract text.\n")}
+	if _, err := e.ix.Ingest(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := e.ix.Ingest(ctx, in); r.Status != index.Unchanged {
+		t.Errorf("identical re-ingest: %s", r.Status)
+	}
+	check := func(when string) {
+		hits := e.search("wombat", 10)
+		if len(hits) != 1 || hits[0].Context != "[Given Title Wombat]" || hits[0].Title != "Given Title Wombat" {
+			t.Errorf("%s: %+v", when, hits)
+		}
+	}
+	check("after ingest")
+	e.rebuild(index.Options{})
+	check("after rebuild")
+}

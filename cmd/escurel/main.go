@@ -159,6 +159,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&StatusCommand{m: m, g: g}).Run(ctx, rest)
 	case "rebuild":
 		return (&RebuildCommand{m: m, g: g}).Run(ctx, rest)
+	case "eval":
+		return (&EvalCommand{m: m, g: g}).Run(ctx, rest)
 	case "version":
 		fmt.Fprintf(m.Stdout, "escurel %s (schema %d)\n", index.Version, index.SchemaVersion)
 		return nil
