@@ -2,12 +2,13 @@ package index
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"path"
 	"regexp"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/escurel/escurel/blobstore"
@@ -135,18 +136,24 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 	slot := map[string]int{} // doc id → index in writes
 	batch := ix.blobs.NewBatch()
 	defer batch.Abort() // a no-op once synced
+	ids := make([]string, len(ins))
 	for i, in := range ins {
-		docID := blobstore.DocID(in.Source)
+		ids[i] = blobstore.DocID(in.Source)
+	}
+	current, err := ix.currentRecords(ctx, ids)
+	if err != nil {
+		return res, errs, err
+	}
+	derived := ix.deriveAll(ctx, ins, ids, current)
+	for i, in := range ins {
+		docID := ids[i]
 		res[i] = Result{DocID: docID, Source: in.Source}
-		old, err := ix.currentRecord(ctx, docID)
-		if err != nil {
-			return res, errs, err
-		}
+		old := current[docID]
 		exists := old != nil
 		if j, ok := slot[docID]; ok { // the batch already replaces it
 			old, exists = writes[j].rec, writes[j].exists
 		}
-		p, err := ix.derive(ctx, in, old)
+		p, err := derived[i].p, derived[i].err
 		if err != nil {
 			var de *DocumentError
 			if !errors.As(err, &de) {
@@ -194,6 +201,53 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 		return res, errs, fmt.Errorf("ingest: %w", err)
 	}
 	return res, errs, nil
+}
+
+type derivation struct {
+	p   pending
+	err error
+}
+
+// deriveAll derives every input, on all cores when the batch names each
+// source once (a source given twice derives from its earlier version, so
+// such a batch derives in order).
+func (ix *Index) deriveAll(ctx context.Context, ins []Input, ids []string, current map[string]*blobstore.Record) []derivation {
+	out := make([]derivation, len(ins))
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if seen[id] {
+			var prev = map[string]*blobstore.Record{}
+			for i, in := range ins {
+				old := current[ids[i]]
+				if r, ok := prev[ids[i]]; ok {
+					old = r
+				}
+				out[i].p, out[i].err = ix.derive(ctx, in, old)
+				if out[i].err == nil {
+					prev[ids[i]] = out[i].p.rec
+				}
+			}
+			return out
+		}
+		seen[id] = true
+	}
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i].p, out[i].err = ix.derive(ctx, ins[i], current[ids[i]])
+			}
+		}()
+	}
+	for i := range ins {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out
 }
 
 // ensureStored puts the blob and record of an unchanged document back if the
@@ -341,18 +395,32 @@ func sameDocument(a, b *blobstore.Record) bool {
 }
 
 func (ix *Index) currentRecord(ctx context.Context, docID string) (*blobstore.Record, error) {
-	var r blobstore.Record
-	var titleFrom string
-	err := ix.db.QueryRowContext(ctx, `SELECT doc_id, source, media_type, title, title_from, sensitivity, blob_id, language, ingested_at
-		FROM documents WHERE doc_id = ?`, docID).Scan(
-		&r.DocID, &r.Source, &r.MediaType, &r.Title, &titleFrom, &r.Sensitivity, &r.BlobID, &r.Language, &r.IngestedAt)
-	r.TitleGiven = titleFrom == titleFromInput
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
+	recs, err := ix.currentRecords(ctx, []string{docID})
+	return recs[docID], err
+}
+
+// currentRecords returns the index's copies of the records of docIDs, by
+// doc id; documents the index does not hold are absent.
+func (ix *Index) currentRecords(ctx context.Context, docIDs []string) (map[string]*blobstore.Record, error) {
+	out := map[string]*blobstore.Record{}
+	if len(docIDs) == 0 {
+		return out, nil
 	}
+	rows, err := ix.db.QueryContext(ctx, `SELECT doc_id, source, media_type, title, title_from, sensitivity, blob_id, language, ingested_at
+		FROM documents WHERE doc_id IN (SELECT unnest(?::VARCHAR[]))`, docIDs)
 	if err != nil {
-		return nil, fmt.Errorf("read document %s: %w", docID, err)
+		return nil, fmt.Errorf("read documents: %w", err)
 	}
-	r.IngestedAt = r.IngestedAt.UTC()
-	return &r, nil
+	defer rows.Close()
+	for rows.Next() {
+		var r blobstore.Record
+		var titleFrom string
+		if err := rows.Scan(&r.DocID, &r.Source, &r.MediaType, &r.Title, &titleFrom, &r.Sensitivity, &r.BlobID, &r.Language, &r.IngestedAt); err != nil {
+			return nil, fmt.Errorf("read documents: %w", err)
+		}
+		r.TitleGiven = titleFrom == titleFromInput
+		r.IngestedAt = r.IngestedAt.UTC()
+		out[r.DocID] = &r
+	}
+	return out, rows.Err()
 }

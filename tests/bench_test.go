@@ -1,11 +1,16 @@
 package tests
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"sort"
 	"testing"
 	"time"
 
+	"github.com/escurel/escurel/embed"
 	"github.com/escurel/escurel/index"
 )
 
@@ -92,4 +97,55 @@ func BenchmarkSearchFastAPI(b *testing.B) {
 	b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
 	b.ReportMetric(ms(lat[len(lat)*95/100]), "p95-ms")
 	b.ReportMetric(0, "ns/op")
+}
+
+// sciFactInputs reads the SciFact corpus as ingest inputs, as escurel eval
+// does.
+func sciFactInputs(b *testing.B) []index.Input {
+	path := filepath.Join(sharedData(b, "scifact"), "corpus.jsonl")
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	var ins []index.Input
+	for sc.Scan() {
+		var d struct {
+			ID    string `json:"_id"`
+			Title string `json:"title"`
+			Text  string `json:"text"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
+			b.Fatal(err)
+		}
+		ins = append(ins, index.Input{Source: "beir://scifact/" + d.ID, Name: d.ID + ".txt", MediaType: "text/plain", Title: d.Title, Data: []byte(d.Text)})
+	}
+	return ins
+}
+
+// BenchmarkIngestSciFact ingests the 5,183 SciFact abstracts (BM25 only) in
+// batches of 512 into a fresh index per iteration.
+func BenchmarkIngestSciFact(b *testing.B) {
+	ins := sciFactInputs(b)
+	ctx := context.Background()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		ix, err := index.Open(ctx, b.TempDir(), &index.Options{Embedder: embed.None})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		for j := 0; j < len(ins); j += 512 {
+			if _, _, err := ix.IngestBatch(ctx, ins[j:min(j+512, len(ins))]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(len(ins))/time.Since(t0).Seconds(), "docs/s")
+		b.StopTimer()
+		ix.Close()
+		b.StartTimer()
+	}
 }
