@@ -161,6 +161,10 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&RebuildCommand{m: m, g: g}).Run(ctx, rest)
 	case "eval":
 		return (&EvalCommand{m: m, g: g}).Run(ctx, rest)
+	case "delete":
+		return (&DeleteCommand{m: m, g: g}).Run(ctx, rest)
+	case "compact":
+		return (&CompactCommand{m: m, g: g}).Run(ctx, rest)
 	case "version":
 		fmt.Fprintf(m.Stdout, "escurel %s (schema %d)\n", index.Version, index.SchemaVersion)
 		return nil
@@ -183,16 +187,25 @@ Commands:
                           files; directories recursively. LEVEL: public
                           (default), internal or restricted, unless the front
                           matter says otherwise
-  search [-k N] [--json] [--clearance LEVEL] [--] QUERY
-                          rank blocks by BM25 over context and body; blocks of
-                          documents above LEVEL (default public) never appear;
-                          put -- before a query that starts with -
+  search [-k N] [--json] [--clearance LEVEL] [--and] [--lang TAG] [--] QUERY
+                          rank blocks by BM25F over body and context; blocks
+                          of documents above LEVEL (default public) never
+                          appear; --and requires every term; put -- before a
+                          query that starts with -
+  delete SOURCE|DOC_ID... remove documents (and their records in the blob
+                          store, so rebuild does not bring them back)
+  compact                 merge the full-text segments, dropping the postings
+                          of deleted blocks (also automatic past 20% dead)
   status [--json]         schema version, manifest and counts
   rebuild [--contextualize MODE] [--chunker SPEC] [--embedder SPEC]
           [--analyzer NAME] [--allow-missing]
                           re-derive the index from the blob store, with new
                           settings if given, and swap it in; refused when the
                           store lacks live documents, unless --allow-missing
+  eval --beir DIR [--split test] [--json] [--per-query FILE] [--k1 X]
+       [--b X] [--b-context X] [--context-weight X] [--and]
+                          nDCG@10, recall@100, MRR@10 and latency on a BEIR
+                          dataset, in a temporary index
   version                 print the version
 
 Global flags (also accepted after the command):

@@ -185,3 +185,31 @@ func TestUsageErrors(t *testing.T) {
 		t.Errorf("help: %d %s", code, out)
 	}
 }
+
+func TestDeleteCompact(t *testing.T) {
+	idx := filepath.Join(t.TempDir(), "idx")
+	src := docs(t)
+	guide := filepath.Join(src, "guide.md")
+	run(t, nil, "--index", idx, "ingest", guide, filepath.Join(src, "notes.txt"))
+	out, errOut, code := run(t, nil, "--index", idx, "delete", guide, "/not/there.md")
+	if code != 1 || !strings.Contains(out, "deleted 1 documents") || !strings.Contains(errOut, "no document /not/there.md") {
+		t.Errorf("delete: %d %q %q", code, out, errOut)
+	}
+	if out, _, _ := run(t, nil, "--index", idx, "search", "sensors"); !strings.Contains(out, "notes.txt") || strings.Contains(out, "guide.md") {
+		t.Errorf("after delete:\n%s", out)
+	}
+	// Two of three blocks died: past the 20% threshold the delete compacted.
+	out, _, _ = run(t, nil, "--index", idx, "status", "--json")
+	if !strings.Contains(out, `"tombstones":0,"segments":1`) {
+		t.Errorf("no automatic compaction: %s", out)
+	}
+	out, _, code = run(t, nil, "--index", idx, "compact")
+	if code != 0 || !strings.Contains(out, "compacted: 1 segments -> 1, 0 tombstones dropped") {
+		t.Errorf("compact: %d %s", code, out)
+	}
+	// rebuild does not bring the deleted document back.
+	run(t, nil, "--index", idx, "rebuild")
+	if out, _, _ := run(t, nil, "--index", idx, "search", "--and", "bill", "sensors"); !strings.Contains(out, "no hits") {
+		t.Errorf("deleted document back after rebuild:\n%s", out)
+	}
+}

@@ -28,6 +28,8 @@ func (c *SearchCommand) Run(ctx context.Context, args []string) error {
 	k := fs.Int("k", index.DefaultK, "number of hits")
 	asJSON := fs.Bool("json", false, `print {"query":…,"hits":[…]} as JSON`)
 	clearance := fs.String("clearance", index.Public, "highest document sensitivity to return: public, internal or restricted")
+	and := fs.Bool("and", false, "require every query term (default: any)")
+	lang := fs.String("lang", "", "analyze the query as this language (default: as each language of the index's documents)")
 	args, err := c.m.parse(fs, args)
 	if err != nil {
 		return err
@@ -44,7 +46,7 @@ func (c *SearchCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer ix.Close()
-	hits, err := ix.Search(ctx, query, &index.SearchOptions{K: *k, Clearance: *clearance})
+	hits, err := ix.Search(ctx, query, &index.SearchOptions{K: *k, Clearance: *clearance, Conjunctive: *and, Language: *lang})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+)
+
+// DeleteCommand is "escurel delete": remove documents from the index and
+// their records from the blob store.
+type DeleteCommand struct {
+	m *Main
+	g globals
+}
+
+// Run deletes the documents named by args (sources or doc ids).
+func (c *DeleteCommand) Run(ctx context.Context, args []string) error {
+	fs := c.m.newFlagSet("delete", &c.g)
+	args, err := c.m.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(args) == 0 {
+		return usageError("delete: no SOURCE or DOC_ID given")
+	}
+	ix, err := c.m.openExisting(ctx, c.g)
+	if err != nil {
+		return err
+	}
+	defer ix.Close()
+	done, err := ix.Delete(ctx, args...)
+	fmt.Fprintf(c.m.Stdout, "deleted %d documents\n", len(done))
+	return err
+}
+
+// CompactCommand is "escurel compact": merge the full-text index into one
+// segment and drop the postings of deleted blocks.
+type CompactCommand struct {
+	m *Main
+	g globals
+}
+
+// Run compacts.
+func (c *CompactCommand) Run(ctx context.Context, args []string) error {
+	fs := c.m.newFlagSet("compact", &c.g)
+	args, err := c.m.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(args) > 0 {
+		return usageError("compact: unexpected argument %q", args[0])
+	}
+	ix, err := c.m.openExisting(ctx, c.g)
+	if err != nil {
+		return err
+	}
+	defer ix.Close()
+	before, _ := ix.Stats(ctx)
+	if err := ix.Compact(ctx); err != nil {
+		return err
+	}
+	after, err := ix.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.m.Stdout, "compacted: %d segments -> %d, %d tombstones dropped, posting lists %.1f MB -> %.1f MB\n",
+		before.FullText.Segments, after.FullText.Segments, before.FullText.Tombstones,
+		float64(before.FullText.Bytes)/1e6, float64(after.FullText.Bytes)/1e6)
+	return nil
+}
