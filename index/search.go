@@ -69,7 +69,7 @@ type Hit struct {
 // not at all.
 func (ix *Index) Search(ctx context.Context, query string, opts *SearchOptions) ([]Hit, error) {
 	hits := []Hit{}
-	err := ix.ranked(ctx, query, opts, func(tx *sql.Tx, ranked []fts.Hit, levels []string) error {
+	err := ix.ranked(ctx, query, opts, func(tx querier, ranked []fts.Hit, levels []string) error {
 		for _, r := range ranked {
 			hits = append(hits, Hit{BlockID: r.Block, Score: r.Score})
 		}
@@ -94,7 +94,7 @@ type Ranked struct {
 // K). Read the rows of the blocks wanted with DocumentBlocks or Search.
 func (ix *Index) Rank(ctx context.Context, query string, opts *SearchOptions) ([]Ranked, error) {
 	out := []Ranked{}
-	err := ix.ranked(ctx, query, opts, func(_ *sql.Tx, ranked []fts.Hit, _ []string) error {
+	err := ix.ranked(ctx, query, opts, func(_ querier, ranked []fts.Hit, _ []string) error {
 		for _, r := range ranked {
 			out = append(out, Ranked{BlockID: r.Block, Score: r.Score})
 		}
@@ -108,7 +108,7 @@ func (ix *Index) Rank(ctx context.Context, query string, opts *SearchOptions) ([
 
 // ranked validates opts, ranks query and calls use with the ranking inside
 // the read transaction it came from.
-func (ix *Index) ranked(ctx context.Context, query string, opts *SearchOptions, use func(*sql.Tx, []fts.Hit, []string) error) error {
+func (ix *Index) ranked(ctx context.Context, query string, opts *SearchOptions, use func(querier, []fts.Hit, []string) error) error {
 	if opts == nil {
 		opts = &SearchOptions{}
 	}
@@ -139,13 +139,12 @@ func (ix *Index) ranked(ctx context.Context, query string, opts *SearchOptions, 
 	}
 	q := fts.Query{Terms: terms, MaxLevel: uint8(len(levels) - 1), K: k, Params: params, Conjunctive: opts.Conjunctive}
 	err = ix.fts.View(func() error {
-		// One transaction: posting lists and hit rows come from one
-		// snapshot, the one the in-memory index describes.
-		tx, err := ix.db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
+		// One transaction, begun when first needed (a query on cached
+		// terms needs none): posting lists and hit rows come from one
+		// snapshot, the one the in-memory index describes, as no write
+		// commits while View holds its lock.
+		tx := &lazyTx{db: ix.db}
+		defer tx.rollback()
 		ranked, err := ix.fts.Search(ctx, tx, q)
 		if err != nil {
 			return err
@@ -250,6 +249,41 @@ func fillHits(ctx context.Context, q querier, hits []Hit, levels []string) ([]Hi
 		}
 	}
 	return out, nil
+}
+
+// lazyTx is a read transaction begun on first use.
+type lazyTx struct {
+	db *sql.DB
+	tx *sql.Tx
+}
+
+func (l *lazyTx) begin(ctx context.Context) error {
+	if l.tx != nil {
+		return nil
+	}
+	tx, err := l.db.BeginTx(ctx, nil)
+	l.tx = tx
+	return err
+}
+
+func (l *lazyTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if err := l.begin(ctx); err != nil {
+		return nil, err
+	}
+	return l.tx.QueryContext(ctx, query, args...)
+}
+
+func (l *lazyTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if err := l.begin(ctx); err != nil {
+		return l.db.QueryRowContext(ctx, query, args...) // reports the same error
+	}
+	return l.tx.QueryRowContext(ctx, query, args...)
+}
+
+func (l *lazyTx) rollback() {
+	if l.tx != nil {
+		l.tx.Rollback()
+	}
 }
 
 // querier is what *sql.DB and *sql.Tx share for reading.

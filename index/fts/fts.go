@@ -91,6 +91,8 @@ type Index struct {
 	segments   []segment // ascending id
 	nextTerm   int32
 	nextSeg    int32
+
+	cache *cache
 }
 
 // Querier is what *sql.DB, *sql.Tx and *sql.Conn share for reading.
@@ -102,7 +104,7 @@ type Querier interface {
 // Load reads the dictionary, document frequencies, field lengths,
 // tombstones and segments into memory.
 func Load(ctx context.Context, q Querier) (*Index, error) {
-	ix := &Index{ids: map[string]int32{}}
+	ix := &Index{ids: map[string]int32{}, cache: newCache(DefaultCacheBytes)}
 	err := scan(ctx, q, `SELECT term_id, term FROM fts_terms`, func(r *sql.Rows) error {
 		var id int32
 		var t string

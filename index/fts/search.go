@@ -68,8 +68,9 @@ type Hit struct {
 // Search ranks the live blocks for q and returns the best q.K, highest
 // score first, equal scores by ascending block id. Terms are scored in the
 // order given and segments in id order, so equal inputs give bit-identical
-// scores. Call it inside View, reading with a Querier of the transaction
-// the caller reads its hits with.
+// scores. Posting lists come from the cache or, for the terms it lacks, from
+// db. Call it inside View, reading with a Querier of the transaction the
+// caller reads its hits with (db is used only on a cache miss).
 func (ix *Index) Search(ctx context.Context, db Querier, q Query) ([]Hit, error) {
 	if q.K <= 0 || len(q.Terms) == 0 || ix.live == 0 {
 		return nil, nil
@@ -99,35 +100,51 @@ func (ix *Index) Search(ctx context.Context, db Querier, q Query) ([]Hit, error)
 	if len(terms) == 0 {
 		return nil, nil
 	}
-	var list strings.Builder
-	for i, t := range terms {
-		if i > 0 {
-			list.WriteByte(',')
-		}
-		list.WriteString(strconv.Itoa(int(t.id)))
-	}
-	rows, err := db.QueryContext(ctx, `SELECT term_id, segment_id, data FROM fts_postings WHERE term_id IN (`+list.String()+`)`)
-	if err != nil {
-		return nil, fmt.Errorf("fts: read postings: %w", err)
-	}
+	// Posting lists: from the cache, the others in one query.
 	type plist struct {
 		term int
 		seg  int32
 		data []byte
 	}
 	var lists []plist
-	for rows.Next() {
-		var id, seg int32
-		var data []byte
-		if err := rows.Scan(&id, &seg, &data); err != nil {
-			rows.Close()
+	var missing strings.Builder
+	fetched := map[int32][]segList{}
+	for i, t := range terms {
+		if ls, ok := ix.cache.get(t.id); ok {
+			for _, l := range ls {
+				lists = append(lists, plist{i, l.seg, l.data})
+			}
+			continue
+		}
+		if missing.Len() > 0 {
+			missing.WriteByte(',')
+		}
+		missing.WriteString(strconv.Itoa(int(t.id)))
+		fetched[t.id] = nil
+	}
+	if missing.Len() > 0 {
+		rows, err := db.QueryContext(ctx, `SELECT term_id, segment_id, data FROM fts_postings WHERE term_id IN (`+missing.String()+`)`)
+		if err != nil {
 			return nil, fmt.Errorf("fts: read postings: %w", err)
 		}
-		lists = append(lists, plist{pos[id], seg, data})
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("fts: read postings: %w", err)
+		for rows.Next() {
+			var id, seg int32
+			var data []byte
+			if err := rows.Scan(&id, &seg, &data); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("fts: read postings: %w", err)
+			}
+			lists = append(lists, plist{pos[id], seg, data})
+			fetched[id] = append(fetched[id], segList{seg, data})
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("fts: read postings: %w", err)
+		}
+		for id, ls := range fetched {
+			sort.Slice(ls, func(i, j int) bool { return ls[i].seg < ls[j].seg })
+			ix.cache.put(id, ls)
+		}
 	}
 	sort.Slice(lists, func(i, j int) bool {
 		if lists[i].term != lists[j].term {

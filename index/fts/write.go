@@ -18,7 +18,8 @@ type Change struct {
 	df        map[int32]df // added to the document frequencies
 	added     []addedBlock
 	killed    []int64
-	segment   *segment // a new segment
+	segment   *segment         // a new segment
+	lists     map[int32][]byte // its posting lists, for the cache
 	// Set by merges and compactions:
 	dropSegments map[int32]bool
 	compacted    bool    // dead blocks and their postings are gone
@@ -44,7 +45,7 @@ func (ix *Index) Add(ctx context.Context, tx *duck.Tx, blocks []Block) (*Change,
 	// Invert the batch: term → postings in block order.
 	lists := map[string][]Posting{}
 	counts := map[string]*[NumFields]uint32{}
-	ch := &Change{firstTerm: nextTerm, df: map[int32]df{}}
+	ch := &Change{firstTerm: nextTerm, df: map[int32]df{}, lists: map[int32][]byte{}}
 	prev := int64(-1)
 	for _, b := range blocks {
 		if b.ID <= prev {
@@ -84,7 +85,6 @@ func (ix *Index) Add(ctx context.Context, tx *duck.Tx, blocks []Block) (*Change,
 	ix.mu.RUnlock()
 
 	seg := &segment{id: segID, blocks: int32(len(blocks)), min: blocks[0].ID, max: prev}
-	var buf []byte
 	err := duck.Append(ctx, tx.Conn, "fts_postings", []string{"term_id", "segment_id", "df", "df_body", "df_context", "data"},
 		func(add func(...driver.Value) error) error {
 			for i, t := range terms {
@@ -100,9 +100,10 @@ func (ix *Index) Add(ctx context.Context, tx *duck.Tx, blocks []Block) (*Change,
 					}
 				}
 				ch.df[ids[i]] = d
-				buf = encode(buf[:0], ps)
-				seg.bytes += int64(len(buf))
-				if err := add(ids[i], segID, d[0], d[1], d[2], buf); err != nil {
+				data := encode(nil, ps)
+				ch.lists[ids[i]] = data
+				seg.bytes += int64(len(data))
+				if err := add(ids[i], segID, d[0], d[1], d[2], data); err != nil {
 					return err
 				}
 			}
@@ -268,6 +269,11 @@ func (ix *Index) apply(ch *Change) {
 	}
 	for _, id := range ch.killed {
 		ix.kill(id)
+	}
+	if len(ch.dropSegments) > 0 || ch.compacted {
+		ix.cache.clear()
+	} else if ch.segment != nil {
+		ix.cache.appendSegment(ch.segment.id, ch.lists)
 	}
 	if len(ch.dropSegments) > 0 {
 		kept := ix.segments[:0]

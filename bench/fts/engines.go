@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis/lang/en"
+	bleveindex "github.com/blevesearch/bleve_index_api"
+	_ "github.com/mattn/go-sqlite3"
+	_ "gocloud.dev/blob/fileblob"
+	_ "gocloud.dev/blob/memblob"
+
+	"github.com/escurel/escurel/embed"
+	"github.com/escurel/escurel/index"
+)
+
+// Engine is one full-text engine under test.
+type Engine interface {
+	Add(ps []Passage) error       // index passages, durably, as one batch
+	Search(q string) (int, error) // top 10 ids for a disjunctive query; returns how many
+	Delete(id string) error       // remove one passage, durably
+	Close() error
+}
+
+var engineNames = []string{"escurel", "bleve", "sqlite"}
+
+func openEngine(name, dir string, memBlobs bool) (Engine, error) {
+	switch name {
+	case "escurel":
+		return openEscurel(dir, memBlobs)
+	case "bleve":
+		return openBleve(dir)
+	case "sqlite":
+		return openSQLite(dir)
+	}
+	return nil, fmt.Errorf("unknown engine %q", name)
+}
+
+// dirSize is the bytes of the files under dir.
+func dirSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// escurel: BM25-only index (no vectors), file:// blob store unless
+// memBlobs; a passage is a document with its title given.
+type escurelEngine struct {
+	ix *index.Index
+}
+
+func openEscurel(dir string, memBlobs bool) (*escurelEngine, error) {
+	opts := &index.Options{Embedder: embed.None}
+	if memBlobs {
+		opts.BlobURL = "mem://"
+	}
+	ix, err := index.Open(context.Background(), dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &escurelEngine{ix: ix}, nil
+}
+
+func (e *escurelEngine) Add(ps []Passage) error {
+	ins := make([]index.Input, len(ps))
+	for i, p := range ps {
+		ins[i] = index.Input{Source: "bench://" + p.ID, Name: p.ID + ".txt", MediaType: "text/plain", Title: p.Title, Data: []byte(p.Body)}
+	}
+	_, errs, err := e.ix.IngestBatch(context.Background(), ins)
+	if err != nil {
+		return err
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *escurelEngine) Search(q string) (int, error) {
+	hits, err := e.ix.Rank(context.Background(), q, &index.SearchOptions{K: 10})
+	return len(hits), err
+}
+
+func (e *escurelEngine) Delete(id string) error {
+	_, err := e.ix.Delete(context.Background(), "bench://"+id)
+	return err
+}
+
+func (e *escurelEngine) Close() error { return e.ix.Close() }
+
+// bleve: default mapping, English analyzer, BM25 scoring, match query on
+// the composite _all field (title and body).
+type bleveEngine struct {
+	idx bleve.Index
+}
+
+func openBleve(dir string) (*bleveEngine, error) {
+	path := filepath.Join(dir, "bleve")
+	if _, err := os.Stat(path); err == nil {
+		idx, err := bleve.Open(path)
+		return &bleveEngine{idx}, err
+	}
+	m := bleve.NewIndexMapping()
+	m.DefaultAnalyzer = en.AnalyzerName
+	m.ScoringModel = bleveindex.BM25Scoring
+	idx, err := bleve.New(path, m)
+	return &bleveEngine{idx}, err
+}
+
+func (b *bleveEngine) Add(ps []Passage) error {
+	batch := b.idx.NewBatch()
+	for _, p := range ps {
+		if err := batch.Index(p.ID, map[string]string{"title": p.Title, "body": p.Body}); err != nil {
+			return err
+		}
+	}
+	return b.idx.Batch(batch)
+}
+
+func (b *bleveEngine) Search(q string) (int, error) {
+	req := bleve.NewSearchRequestOptions(bleve.NewMatchQuery(q), 10, 0, false)
+	res, err := b.idx.Search(req)
+	if err != nil {
+		return 0, err
+	}
+	return len(res.Hits), nil
+}
+
+func (b *bleveEngine) Delete(id string) error { return b.idx.Delete(id) }
+func (b *bleveEngine) Close() error           { return b.idx.Close() }
+
+// sqlite: FTS5 over (title, body) with the porter stemmer, WAL journal,
+// synchronous=NORMAL, bm25() with title weight 2, English stop words left
+// out of the OR query (as the other two engines' analyzers drop them).
+type sqliteEngine struct {
+	db   *sql.DB
+	stop map[string]bool
+	ids  map[string]int64
+}
+
+func openSQLite(dir string) (*sqliteEngine, error) {
+	db, err := sql.Open("sqlite3", filepath.Join(dir, "fts.db")+"?_journal_mode=WAL&_synchronous=NORMAL")
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(`CREATE VIRTUAL TABLE IF NOT EXISTS p USING fts5(title, body, tokenize='porter unicode61')`); err != nil {
+		return nil, err
+	}
+	return &sqliteEngine{db: db, stop: stopWords(), ids: map[string]int64{}}, nil
+}
+
+func rowid(id string) int64 {
+	var n int64
+	fmt.Sscanf(id, "p%d", &n)
+	return n + 1
+}
+
+func (s *sqliteEngine) Add(ps []Passage) error {
+	tx, err := s.db.Begin()
+	if err != nil {
+		return err
+	}
+	st, err := tx.Prepare(`INSERT INTO p(rowid, title, body) VALUES (?, ?, ?)`)
+	if err != nil {
+		tx.Rollback()
+		return err
+	}
+	for _, p := range ps {
+		if _, err := st.Exec(rowid(p.ID), p.Title, p.Body); err != nil {
+			tx.Rollback()
+			return err
+		}
+	}
+	st.Close()
+	return tx.Commit()
+}
+
+func (s *sqliteEngine) Search(q string) (int, error) {
+	var terms []string
+	for _, w := range strings.FieldsFunc(strings.ToLower(q), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		if !s.stop[w] {
+			terms = append(terms, `"`+w+`"`)
+		}
+	}
+	if len(terms) == 0 {
+		return 0, nil
+	}
+	rows, err := s.db.Query(`SELECT rowid FROM p WHERE p MATCH ? ORDER BY bm25(p, 2.0, 1.0) LIMIT 10`, strings.Join(terms, " OR "))
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	return n, rows.Err()
+}
+
+func (s *sqliteEngine) Delete(id string) error {
+	_, err := s.db.Exec(`DELETE FROM p WHERE rowid = ?`, rowid(id))
+	return err
+}
+
+func (s *sqliteEngine) Close() error {
+	s.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+	return s.db.Close()
+}
+
+// stopWords reads escurel's English Snowball stop list.
+func stopWords() map[string]bool {
+	data, _ := os.ReadFile("../../index/analysis/stopwords/en.txt")
+	out := map[string]bool{}
+	for _, line := range strings.Split(string(data), "\n") {
+		w, _, _ := strings.Cut(line, "|")
+		for _, f := range strings.Fields(w) {
+			out[f] = true
+		}
+	}
+	return out
+}

@@ -1,0 +1,258 @@
+// Command fts benchmarks escurel's full-text index against bleve (v2.6.3,
+// BM25, English analyzer) and SQLite FTS5 (mattn/go-sqlite3, bm25()) on the
+// same passages and queries:
+//
+//	go run -tags sqlite_fts5 . -n 100000
+//
+// Each engine builds its index in a child process (ingest rate, peak RSS
+// over a baseline process that only builds the corpus); then one process
+// opens all three and runs the queries interleaved (each query on each
+// engine in turn, after one warm-up pass), adds 1,000 passages and deletes
+// one. Every number is also given as a ratio to the best peer of the same
+// run. See the README's benchmark section for the targets.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+var (
+	nFlag     = flag.Int("n", 100000, "passages")
+	queriesN  = flag.Int("queries", 200, "queries (SciFact claims)")
+	work      = flag.String("work", "", "work directory (default: a temporary one, removed at the end)")
+	shared    = flag.String("shared", "../../../shared/data", "the shared test data")
+	enginesF  = flag.String("engines", strings.Join(engineNames, ","), "engines to run")
+	memBlobs  = flag.Bool("mem-blobs", false, "give escurel a mem:// blob store (not durable: shows the index's own cost)")
+	jsonOut   = flag.String("json", "", "also write the results as JSON to this file")
+	childMode = flag.String("child", "", "internal: build | baseline")
+	childName = flag.String("engine", "", "internal: the engine a child builds")
+)
+
+// batchSize is the passages per write batch, for every engine.
+const batchSize = 1000
+
+// result is one engine's measurements.
+type result struct {
+	Engine       string  `json:"engine"`
+	IngestPerSec float64 `json:"ingest_passages_per_s"`
+	QueryP50ms   float64 `json:"query_p50_ms"`
+	QueryP95ms   float64 `json:"query_p95_ms"`
+	Add1000ms    float64 `json:"add_1000_ms"`
+	DeleteMs     float64 `json:"delete_one_ms"`
+	FileMB       float64 `json:"file_mb"`
+	RSSMB        float64 `json:"rss_mb"` // peak during the build, over the corpus-only baseline
+	Hits         int     `json:"hits"`   // total hits over all queries, a sanity check
+}
+
+func main() {
+	flag.Parse()
+	switch *childMode {
+	case "baseline":
+		corpus(*shared, *nFlag)
+		return
+	case "build":
+		if err := build(*childName, *work); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// build is a child: it indexes the corpus in batches and prints the seconds.
+func build(name, dir string) error {
+	ps := corpus(*shared, *nFlag)
+	e, err := openEngine(name, dir, *memBlobs)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	for i := 0; i < len(ps); i += batchSize {
+		if err := e.Add(ps[i:min(i+batchSize, len(ps))]); err != nil {
+			return err
+		}
+	}
+	secs := time.Since(start).Seconds()
+	if err := e.Close(); err != nil {
+		return err
+	}
+	fmt.Printf("%f\n", secs)
+	return nil
+}
+
+// child runs this program as a child and returns its output and peak RSS.
+func child(args ...string) (string, float64, error) {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", 0, fmt.Errorf("child %v: %w", args, err)
+	}
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	return strings.TrimSpace(string(out)), float64(ru.Maxrss) / 1024, nil
+}
+
+func run() error {
+	dir := *work
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("/work", "bench-fts-*"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	}
+	names := strings.Split(*enginesF, ",")
+	common := []string{"-n", fmt.Sprint(*nFlag), "-shared", *shared}
+	if *memBlobs {
+		common = append(common, "-mem-blobs")
+	}
+	_, baseRSS, err := child(append([]string{"-child", "baseline"}, common...)...)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d passages; corpus-only process peak RSS %.0f MB\n", *nFlag, baseRSS)
+	res := map[string]*result{}
+	for _, name := range names {
+		edir := filepath.Join(dir, name)
+		os.MkdirAll(edir, 0o755)
+		out, rss, err := child(append([]string{"-child", "build", "-engine", name, "-work", edir}, common...)...)
+		if err != nil {
+			return err
+		}
+		var secs float64
+		fmt.Sscanf(out, "%f", &secs)
+		res[name] = &result{Engine: name, IngestPerSec: float64(*nFlag) / secs,
+			RSSMB: rss - baseRSS, FileMB: float64(dirSize(edir)) / 1e6}
+		fmt.Printf("built %s in %.1f s\n", name, secs)
+	}
+
+	engines := map[string]Engine{}
+	for _, name := range names {
+		e, err := openEngine(name, filepath.Join(dir, name), *memBlobs)
+		if err != nil {
+			return err
+		}
+		engines[name] = e
+		defer e.Close()
+	}
+	qs := queries(*shared, *queriesN)
+	lat := map[string][]time.Duration{}
+	for pass := 0; pass < 2; pass++ { // pass 0 warms up
+		for i, q := range qs {
+			for j := range names {
+				name := names[(i+j)%len(names)] // rotate who goes first
+				t0 := time.Now()
+				n, err := engines[name].Search(q)
+				if err != nil {
+					return fmt.Errorf("%s: query %q: %w", name, q, err)
+				}
+				if pass == 1 {
+					lat[name] = append(lat[name], time.Since(t0))
+					res[name].Hits += n
+				}
+			}
+		}
+	}
+	extra := corpus(*shared, *nFlag+batchSize)[*nFlag:]
+	for _, name := range names {
+		r, e := res[name], engines[name]
+		r.QueryP50ms, r.QueryP95ms = pct(lat[name], 50), pct(lat[name], 95)
+		t0 := time.Now()
+		if err := e.Add(extra); err != nil {
+			return fmt.Errorf("%s: add: %w", name, err)
+		}
+		r.Add1000ms = ms(time.Since(t0))
+		t0 = time.Now()
+		if err := e.Delete(fmt.Sprintf("p%d", *nFlag/2)); err != nil {
+			return fmt.Errorf("%s: delete: %w", name, err)
+		}
+		r.DeleteMs = ms(time.Since(t0))
+	}
+	report(names, res)
+	if *jsonOut != "" {
+		var list []*result
+		for _, n := range names {
+			list = append(list, res[n])
+		}
+		data, _ := json.MarshalIndent(map[string]any{"passages": *nFlag, "queries": len(qs), "mem_blobs": *memBlobs, "results": list}, "", "  ")
+		return os.WriteFile(*jsonOut, data, 0o644)
+	}
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func pct(ds []time.Duration, p int) float64 {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return ms(s[min(len(s)-1, len(s)*p/100)])
+}
+
+// report prints a table with escurel's ratio to the best peer per column.
+func report(names []string, res map[string]*result) {
+	type col struct {
+		name   string
+		get    func(*result) float64
+		higher bool // higher is better
+	}
+	cols := []col{
+		{"ingest passages/s", func(r *result) float64 { return r.IngestPerSec }, true},
+		{"query p50 ms", func(r *result) float64 { return r.QueryP50ms }, false},
+		{"query p95 ms", func(r *result) float64 { return r.QueryP95ms }, false},
+		{"add 1,000 ms", func(r *result) float64 { return r.Add1000ms }, false},
+		{"delete one ms", func(r *result) float64 { return r.DeleteMs }, false},
+		{"files MB", func(r *result) float64 { return r.FileMB }, false},
+		{"build RSS MB", func(r *result) float64 { return r.RSSMB }, false},
+	}
+	fmt.Printf("\n| engine |")
+	for _, c := range cols {
+		fmt.Printf(" %s |", c.name)
+	}
+	fmt.Printf(" hits |\n|---|")
+	for range cols {
+		fmt.Printf("---|")
+	}
+	fmt.Printf("---|\n")
+	for _, n := range names {
+		fmt.Printf("| %s |", n)
+		for _, c := range cols {
+			fmt.Printf(" %.2f |", c.get(res[n]))
+		}
+		fmt.Printf(" %d |\n", res[n].Hits)
+	}
+	if res["escurel"] == nil {
+		return
+	}
+	fmt.Printf("| escurel / best peer |")
+	for _, c := range cols {
+		best := -1.0
+		for _, n := range names {
+			if n == "escurel" {
+				continue
+			}
+			v := c.get(res[n])
+			if best < 0 || (c.higher && v > best) || (!c.higher && v < best) {
+				best = v
+			}
+		}
+		if best <= 0 {
+			fmt.Printf(" – |")
+			continue
+		}
+		fmt.Printf(" %.2f× |", c.get(res["escurel"])/best)
+	}
+	fmt.Printf(" |\n")
+}
