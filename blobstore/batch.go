@@ -14,10 +14,11 @@ import (
 // Batch collects blob and record writes that become durable together, at
 // Sync: many documents cost one flush instead of an fsync per file.
 //
-// For file:// stores, Put and PutRecord write temporary files beside their
-// final names; Sync flushes them all (syncfs(2) on Linux, an fsync per file
-// elsewhere), then renames them into place and makes the renames durable
-// (an fsync of each directory). A crash before Sync returns leaves at most
+// For file:// stores, Put and PutRecord queue their bytes; Sync writes them
+// to temporary files beside their final names (several at a time), flushes
+// them all (syncfs(2) on Linux, an fsync per file elsewhere), then renames
+// them into place and makes the renames durable (an fsync of each
+// directory). A crash before Sync returns leaves at most
 // temporary files, which listing ignores and the next Sync of the same
 // object replaces; it never leaves a half-written blob or record under its
 // final name. For other stores each write is durable when it returns, as
@@ -32,6 +33,7 @@ type Batch struct {
 
 type pendingFile struct {
 	tmp, final string
+	data       []byte
 }
 
 // NewBatch starts a batch of writes to s.
@@ -77,18 +79,26 @@ func (b *Batch) PutRecord(ctx context.Context, rec *Record) error {
 	return nil
 }
 
-// stage writes data to a temporary file beside key's final path. A second
-// write of the same key in the batch replaces the first.
+// stage queues data for key; Sync writes it. A second write of the same key
+// in the batch replaces the first.
 func (b *Batch) stage(key string, data []byte) error {
 	final := b.s.localPath(key)
 	var suffix [8]byte
 	rand.Read(suffix[:])
 	tmp := final + "." + hex.EncodeToString(suffix[:]) + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
 	b.keys[key] = true
-	b.pending = append(b.pending, pendingFile{tmp: tmp, final: final})
+	b.pending = append(b.pending, pendingFile{tmp: tmp, final: final, data: data})
+	return nil
+}
+
+// writeTemps writes the queued files. (Writing several at a time gained
+// nothing here: file creation in one directory serializes in the kernel.)
+func writeTemps(pending []pendingFile) error {
+	for _, p := range pending {
+		if err := os.WriteFile(p.tmp, p.data, 0o644); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -110,6 +120,9 @@ func (b *Batch) Sync(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
+	if err := writeTemps(pending); err != nil {
+		return fail(err)
+	}
 	if err := syncFiles(b.s.localDir, pending); err != nil {
 		return fail(err)
 	}
@@ -128,11 +141,8 @@ func (b *Batch) Sync(ctx context.Context) error {
 	return nil
 }
 
-// Abort removes the batch's temporary files; nothing of it is published.
+// Abort drops the batch's queued writes; nothing of it is published.
 func (b *Batch) Abort() {
-	for _, p := range b.pending {
-		os.Remove(p.tmp)
-	}
 	b.pending, b.keys = nil, map[string]bool{}
 }
 

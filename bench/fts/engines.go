@@ -146,7 +146,7 @@ func (b *bleveEngine) Delete(id string) error { return b.idx.Delete(id) }
 func (b *bleveEngine) Close() error           { return b.idx.Close() }
 
 // sqlite: FTS5 over (title, body) with the porter stemmer, WAL journal,
-// synchronous=NORMAL, bm25() with title weight 2, English stop words left
+// synchronous=FULL (each commit durable, as escurel's and bleve's are), bm25() with title weight 2, English stop words left
 // out of the OR query (as the other two engines' analyzers drop them).
 type sqliteEngine struct {
 	db   *sql.DB
@@ -155,7 +155,7 @@ type sqliteEngine struct {
 }
 
 func openSQLite(dir string) (*sqliteEngine, error) {
-	db, err := sql.Open("sqlite3", filepath.Join(dir, "fts.db")+"?_journal_mode=WAL&_synchronous=NORMAL")
+	db, err := sql.Open("sqlite3", filepath.Join(dir, "fts.db")+"?_journal_mode=WAL&_synchronous=FULL")
 	if err != nil {
 		return nil, err
 	}

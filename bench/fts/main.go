@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"syscall"
@@ -26,15 +27,16 @@ import (
 )
 
 var (
-	nFlag     = flag.Int("n", 100000, "passages")
-	queriesN  = flag.Int("queries", 200, "queries (SciFact claims)")
-	work      = flag.String("work", "", "work directory (default: a temporary one, removed at the end)")
-	shared    = flag.String("shared", "../../../shared/data", "the shared test data")
-	enginesF  = flag.String("engines", strings.Join(engineNames, ","), "engines to run")
-	memBlobs  = flag.Bool("mem-blobs", false, "give escurel a mem:// blob store (not durable: shows the index's own cost)")
-	jsonOut   = flag.String("json", "", "also write the results as JSON to this file")
-	childMode = flag.String("child", "", "internal: build | baseline")
-	childName = flag.String("engine", "", "internal: the engine a child builds")
+	nFlag      = flag.Int("n", 100000, "passages")
+	queriesN   = flag.Int("queries", 200, "queries (SciFact claims)")
+	work       = flag.String("work", "", "work directory (default: a temporary one, removed at the end)")
+	shared     = flag.String("shared", "../../../shared/data", "the shared test data")
+	enginesF   = flag.String("engines", strings.Join(engineNames, ","), "engines to run")
+	memBlobs   = flag.Bool("mem-blobs", false, "give escurel a mem:// blob store (not durable: shows the index's own cost)")
+	jsonOut    = flag.String("json", "", "also write the results as JSON to this file")
+	childMode  = flag.String("child", "", "internal: build | baseline")
+	childName  = flag.String("engine", "", "internal: the engine a child builds")
+	cpuProfile = flag.String("cpuprofile", "", "with -child build: write a CPU profile of the build here")
 )
 
 // batchSize is the passages per write batch, for every engine.
@@ -78,6 +80,14 @@ func build(name, dir string) error {
 	e, err := openEngine(name, dir, *memBlobs)
 	if err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
 	}
 	start := time.Now()
 	for i := 0; i < len(ps); i += batchSize {
