@@ -15,13 +15,12 @@ import (
 // Sync: many documents cost one flush instead of an fsync per file.
 //
 // For file:// stores, Put and PutRecord queue their bytes; Sync writes them
-// to temporary files beside their final names (several at a time), flushes
-// them all (syncfs(2) on Linux, an fsync per file elsewhere), then renames
-// them into place and makes the renames durable (an fsync of each
-// directory). A crash before Sync returns leaves at most
-// temporary files, which listing ignores and the next Sync of the same
-// object replaces; it never leaves a half-written blob or record under its
-// final name. For other stores each write is durable when it returns, as
+// to temporary files beside their final names, flushes them all
+// (syncfs(2) on Linux, an fsync per file elsewhere), then renames them into
+// place and makes the renames durable (an fsync of each directory). A crash
+// before Sync returns leaves at most temporary files, which listing
+// ignores; it never leaves a half-written blob or record under its final
+// name. For other stores each write is durable when it returns, as
 // with Store.Put.
 //
 // A Batch is not safe for concurrent use.
