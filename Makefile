@@ -19,7 +19,9 @@ DEMO_QUERY2 ?= manifest refuses a mismatched open
 endif
 DEMO_INDEX ?= .demo
 
-.PHONY: all build deps test bench demo clean
+BENCH_N ?= 100000
+
+.PHONY: all build deps test bench bench-fts eval demo clean
 
 all: build
 
@@ -41,6 +43,15 @@ test: deps
 # the shared FastAPI pages (skipped when ../shared/data is absent).
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./tests/
+
+# escurel against bleve v2.6.3 and SQLite FTS5 on BENCH_N passages (its own
+# Go module under bench/fts: the peers never reach escurel's binary).
+bench-fts: deps
+	cd bench/fts && $(GO) run -tags sqlite_fts5 . -n $(BENCH_N)
+
+# Retrieval quality on SciFact (BEIR), test split.
+eval: build
+	$(BIN) eval --beir ../shared/data/scifact
 
 demo: build
 	@echo "demo data: $(DEMO_DATA)"

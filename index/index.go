@@ -25,6 +25,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"time"
 
@@ -67,7 +68,14 @@ type Options struct {
 	Analyzer string
 	// Contextualize is ContextStructural (default) or ContextOff.
 	Contextualize string
+	// MemoryLimit caps DuckDB's buffer pool, in DuckDB's notation ("512MB",
+	// "4GB"). Default DefaultMemoryLimit; DuckDB's own default is 80% of
+	// the machine's memory, which an embedded library should not claim.
+	MemoryLimit string
 }
+
+// DefaultMemoryLimit is the default Options.MemoryLimit.
+const DefaultMemoryLimit = "1GB"
 
 // Index is an open escurel index.
 type Index struct {
@@ -133,7 +141,14 @@ func Open(ctx context.Context, dir string, opts *Options) (_ *Index, err error) 
 		}
 		ix.ownBlobs = true
 	}
-	if ix.db, err = sql.Open("duckdb", dsn(ix.path)); err == nil {
+	limit := opts.MemoryLimit
+	if limit == "" {
+		limit = DefaultMemoryLimit
+	}
+	if !memoryLimit.MatchString(limit) {
+		return nil, fmt.Errorf("open index %s: memory limit %q: want a size such as 512MB or 4GB", dir, limit)
+	}
+	if ix.db, err = sql.Open("duckdb", dsn(ix.path)+"&memory_limit="+limit); err == nil {
 		err = ix.db.PingContext(ctx)
 	}
 	if err != nil {
@@ -242,6 +257,8 @@ func (ix *Index) Path() string { return ix.path }
 
 // Blobs returns the blob store the index derives from.
 func (ix *Index) Blobs() *blobstore.Store { return ix.blobs }
+
+var memoryLimit = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$`)
 
 // dsn is the DuckDB data source for an index file. Extensions are never
 // installed or loaded on demand: nothing may reach the network.

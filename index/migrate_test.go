@@ -206,3 +206,23 @@ func TestNoExtensionAutoinstall(t *testing.T) {
 		}
 	}
 }
+
+// DuckDB's buffer pool is capped (Options.MemoryLimit), not 80% of the
+// machine.
+func TestMemoryLimit(t *testing.T) {
+	for _, tc := range []struct{ opt, want string }{{"", "953.6 MiB"}, {"64MB", "61.0 MiB"}} {
+		ix, err := Open(context.Background(), t.TempDir(), &Options{BlobURL: "mem://", MemoryLimit: tc.opt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v string
+		ix.db.QueryRow(`SELECT current_setting('memory_limit')`).Scan(&v)
+		ix.Close()
+		if v != tc.want {
+			t.Errorf("MemoryLimit %q: memory_limit = %q, want %q", tc.opt, v, tc.want)
+		}
+	}
+	if _, err := Open(context.Background(), t.TempDir(), &Options{BlobURL: "mem://", MemoryLimit: "lots"}); err == nil {
+		t.Error("a bad memory limit was accepted")
+	}
+}

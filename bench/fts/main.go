@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"sort"
 	"strings"
@@ -96,6 +97,15 @@ func build(name, dir string) error {
 		}
 	}
 	secs := time.Since(start).Seconds()
+	if p := os.Getenv("BENCH_MEMPROFILE"); p != "" {
+		f, _ := os.Create(p)
+		runtime.GC()
+		pprof.WriteHeapProfile(f)
+		f.Close()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		fmt.Fprintf(os.Stderr, "heap in use %d MB, sys %d MB\n", ms.HeapInuse>>20, ms.Sys>>20)
+	}
 	if err := e.Close(); err != nil {
 		return err
 	}

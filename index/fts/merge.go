@@ -28,9 +28,9 @@ const (
 // in segments) past which Maintain compacts.
 const DefaultDeadRatio = 0.2
 
-// termChunk is the number of term ids a merge reads at a time: it bounds the
-// merge's memory.
-const termChunk = 50_000
+// flushBytes is how much merged posting data a merge holds before
+// appending it.
+const flushBytes = 8 << 20
 
 // Maintain merges segments after a write, as the merge policy says, and
 // compacts when dead blocks exceed deadRatio (0 means DefaultDeadRatio).
@@ -93,7 +93,7 @@ func (ix *Index) Compact(ctx context.Context, db *sql.DB) error {
 func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact bool) error {
 	ix.mu.RLock()
 	nothing := len(segs) == 0 || (len(segs) == 1 && (!compact || ix.tombstones == 0))
-	newID, nextTerm := ix.nextSeg, ix.nextTerm
+	newID := ix.nextSeg
 	ix.mu.RUnlock()
 	if nothing {
 		return nil
@@ -113,72 +113,23 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 	}
 	inSegs := strings.Join(ids, ",")
 
+	// Stream the old lists in term order over a second connection (the
+	// writer lock keeps them unchanged; the new rows appended on tx stay
+	// invisible to it), merge each term's lists, and append the merged rows
+	// in slices of about flushBytes, so memory holds one term's postings and
+	// one slice.
 	type row struct {
 		term int32
 		d    df
 		data []byte
 	}
-	var ps []Posting
-	blocks := map[int64]bool{}
-	for lo := int32(0); lo < nextTerm; lo += termChunk {
-		var out []row
-		var cur int32 = -1
-		flush := func() {
-			if cur < 0 || len(ps) == 0 {
-				return
-			}
-			sort.Slice(ps, func(i, j int) bool { return ps[i].Block < ps[j].Block })
-			r := row{term: cur}
-			r.d[0] = int32(len(ps))
-			for _, p := range ps {
-				if p.TF[Body] > 0 {
-					r.d[1]++
-				}
-				if p.TF[Context] > 0 {
-					r.d[2]++
-				}
-				blocks[p.Block] = true
-				seg.min, seg.max = min(seg.min, p.Block), max(seg.max, p.Block)
-			}
-			r.data = encode(nil, ps)
-			seg.bytes += int64(len(r.data))
-			out = append(out, r)
+	var out []row
+	outBytes := 0
+	appendOut := func() error {
+		if len(out) == 0 {
+			return nil
 		}
-		err := scan(ctx, tx, fmt.Sprintf(`SELECT term_id, data FROM fts_postings
-			WHERE segment_id IN (%s) AND term_id >= %d AND term_id < %d ORDER BY term_id, segment_id`, inSegs, lo, lo+termChunk),
-			func(r *sql.Rows) error {
-				var id int32
-				var data []byte
-				if err := r.Scan(&id, &data); err != nil {
-					return err
-				}
-				if id != cur {
-					flush()
-					cur, ps = id, ps[:0]
-				}
-				n := len(ps)
-				var err error
-				if ps, err = decodeAll(ps, data); err != nil {
-					return fmt.Errorf("term %d: %w", id, err)
-				}
-				if compact {
-					ix.mu.RLock()
-					kept := ps[:n]
-					for _, p := range ps[n:] {
-						if p.Block < int64(len(ix.blocks)) && ix.blocks[p.Block].state == live {
-							kept = append(kept, p)
-						}
-					}
-					ix.mu.RUnlock()
-					ps = kept
-				}
-				return nil
-			})
-		if err != nil {
-			return fmt.Errorf("fts merge: %w", err)
-		}
-		flush()
-		err = duck.Append(ctx, tx.Conn, "fts_postings", []string{"term_id", "segment_id", "df", "df_body", "df_context", "data"},
+		err := duck.Append(ctx, tx.Conn, "fts_postings", []string{"term_id", "segment_id", "df", "df_body", "df_context", "data"},
 			func(add func(...driver.Value) error) error {
 				for _, r := range out {
 					if err := add(r.term, newID, r.d[0], r.d[1], r.d[2], r.data); err != nil {
@@ -187,9 +138,76 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 				}
 				return nil
 			})
-		if err != nil {
-			return fmt.Errorf("fts merge: %w", err)
+		out, outBytes = out[:0], 0
+		return err
+	}
+	var ps []Posting
+	blocks := map[int64]bool{}
+	var cur int32 = -1
+	flush := func() error {
+		if cur < 0 || len(ps) == 0 {
+			return nil
 		}
+		sort.Slice(ps, func(i, j int) bool { return ps[i].Block < ps[j].Block })
+		r := row{term: cur}
+		r.d[0] = int32(len(ps))
+		for _, p := range ps {
+			if p.TF[Body] > 0 {
+				r.d[1]++
+			}
+			if p.TF[Context] > 0 {
+				r.d[2]++
+			}
+			blocks[p.Block] = true
+			seg.min, seg.max = min(seg.min, p.Block), max(seg.max, p.Block)
+		}
+		r.data = encode(nil, ps)
+		seg.bytes += int64(len(r.data))
+		out = append(out, r)
+		if outBytes += len(r.data); outBytes >= flushBytes {
+			return appendOut()
+		}
+		return nil
+	}
+	err = scan(ctx, db, `SELECT term_id, data FROM fts_postings WHERE segment_id IN (`+inSegs+`) ORDER BY term_id, segment_id`,
+		func(r *sql.Rows) error {
+			var id int32
+			var data []byte
+			if err := r.Scan(&id, &data); err != nil {
+				return err
+			}
+			if id != cur {
+				if err := flush(); err != nil {
+					return err
+				}
+				cur, ps = id, ps[:0]
+			}
+			n := len(ps)
+			var err error
+			if ps, err = decodeAll(ps, data); err != nil {
+				return fmt.Errorf("term %d: %w", id, err)
+			}
+			if compact {
+				ix.mu.RLock()
+				kept := ps[:n]
+				for _, p := range ps[n:] {
+					if p.Block < int64(len(ix.blocks)) && ix.blocks[p.Block].state == live {
+						kept = append(kept, p)
+					}
+				}
+				ix.mu.RUnlock()
+				ps = kept
+			}
+			return nil
+		})
+	if err == nil {
+		err = flush()
+	}
+	if err == nil {
+		err = appendOut()
+	}
+	if err != nil {
+		return fmt.Errorf("fts merge: %w", err)
 	}
 	seg.blocks = int32(len(blocks))
 	stmts := []string{
