@@ -226,11 +226,8 @@ func fillHits(ctx context.Context, q querier, hits []Hit, levels []string) ([]Hi
 			return nil, err
 		}
 		h.BlockID, h.Score = id, hits[pos[id]].Score
-		if err := json.Unmarshal([]byte(path), &h.HeadingPath); err != nil {
-			return nil, fmt.Errorf("block %d: heading_path %q: %w", id, path, err)
-		}
-		if h.HeadingPath == nil {
-			h.HeadingPath = []string{}
+		if h.HeadingPath, err = decodeHeadingPath(id, path); err != nil {
+			return nil, err
 		}
 		hits[pos[id]] = h
 		visible[pos[id]] = slices.Contains(levels, sens)
@@ -249,6 +246,18 @@ func fillHits(ctx context.Context, q querier, hits []Hit, levels []string) ([]Hi
 		}
 	}
 	return out, nil
+}
+
+// decodeHeadingPath decodes blocks.heading_path (see headingJSON); never nil.
+func decodeHeadingPath(block int64, s string) ([]string, error) {
+	path := []string{}
+	if err := json.Unmarshal([]byte(s), &path); err != nil {
+		return nil, fmt.Errorf("block %d: heading_path %q: %w", block, s, err)
+	}
+	if path == nil {
+		path = []string{}
+	}
+	return path, nil
 }
 
 // lazyTx is a read transaction begun on first use.
@@ -396,11 +405,8 @@ func (ix *Index) ForEachBlock(ctx context.Context, clearance string, fn func(Hit
 		if err := rows.Scan(&h.BlockID, &h.DocID, &h.Source, &h.Title, &h.Body, &h.Context, &path, &h.Page, &h.ByteStart, &h.ByteEnd); err != nil {
 			return fmt.Errorf("blocks: %w", err)
 		}
-		if err := json.Unmarshal([]byte(path), &h.HeadingPath); err != nil {
-			return fmt.Errorf("block %d: heading_path %q: %w", h.BlockID, path, err)
-		}
-		if h.HeadingPath == nil {
-			h.HeadingPath = []string{}
+		if h.HeadingPath, err = decodeHeadingPath(h.BlockID, path); err != nil {
+			return err
 		}
 		if err := fn(h); err != nil {
 			return err

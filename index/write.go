@@ -137,27 +137,9 @@ func (ix *Index) deleteRows(ctx context.Context, tx *duck.Tx, docIDs []any) ([]f
 		return nil, nil
 	}
 	in := placeholders(len(docIDs))
-	rows, err := tx.QueryContext(ctx, `SELECT b.block_id, b.body, b.context, d.language, d.sensitivity
-		FROM blocks b JOIN documents d ON d.doc_id = b.doc_id WHERE b.doc_id IN (`+in+`) ORDER BY b.block_id`, docIDs...)
+	out, err := ix.analyzedBlocks(ctx, tx, `b.doc_id IN (`+in+`)`, docIDs...)
 	if err != nil {
 		return nil, fmt.Errorf("read replaced blocks: %w", err)
-	}
-	var out []fts.Block
-	for rows.Next() {
-		var b fts.Block
-		var body, context, lang, sens string
-		if err := rows.Scan(&b.ID, &body, &context, &lang, &sens); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		b.Level = level(sens)
-		b.Terms[fts.Body] = ix.analyzer.Terms(nil, body, lang)
-		b.Terms[fts.Context] = ix.analyzer.Terms(nil, context, lang)
-		out = append(out, b)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
 	}
 	for _, q := range []string{
 		`DELETE FROM embeddings WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id IN (` + in + `))`,
@@ -253,27 +235,8 @@ func (ix *Index) Compact(ctx context.Context) error {
 // (an index upgraded from the row-per-posting schema, or damaged), from the
 // blocks' stored body and context.
 func (ix *Index) reindex(ctx context.Context) error {
-	rows, err := ix.db.QueryContext(ctx, `SELECT b.block_id, b.body, b.context, d.language, d.sensitivity
-		FROM blocks b JOIN documents d ON d.doc_id = b.doc_id
-		WHERE b.block_id NOT IN (SELECT block_id FROM fts_blocks) ORDER BY b.block_id`)
-	if err != nil {
-		return fmt.Errorf("reindex: %w", err)
-	}
-	var blocks []fts.Block
-	for rows.Next() {
-		var b fts.Block
-		var body, context, lang, sens string
-		if err := rows.Scan(&b.ID, &body, &context, &lang, &sens); err != nil {
-			rows.Close()
-			return fmt.Errorf("reindex: %w", err)
-		}
-		b.Level = level(sens)
-		b.Terms[fts.Body] = ix.analyzer.Terms(nil, body, lang)
-		b.Terms[fts.Context] = ix.analyzer.Terms(nil, context, lang)
-		blocks = append(blocks, b)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(blocks) == 0 {
+	blocks, err := ix.analyzedBlocks(ctx, ix.db, `b.block_id NOT IN (SELECT block_id FROM fts_blocks)`)
+	if err != nil || len(blocks) == 0 {
 		return err
 	}
 	tx, err := duck.Begin(ctx, ix.db)
@@ -286,6 +249,32 @@ func (ix *Index) reindex(ctx context.Context) error {
 		return fmt.Errorf("reindex: %w", err)
 	}
 	return ix.fts.Commit(ctx, tx, ad)
+}
+
+// analyzedBlocks reads the blocks that match the condition where (over
+// blocks b joined with their documents), in block id order, and analyzes
+// their body and context as their document's language: the terms the
+// full-text index holds for them.
+func (ix *Index) analyzedBlocks(ctx context.Context, q querier, where string, args ...any) ([]fts.Block, error) {
+	rows, err := q.QueryContext(ctx, `SELECT b.block_id, b.body, b.context, d.language, d.sensitivity
+		FROM blocks b JOIN documents d ON d.doc_id = b.doc_id WHERE `+where+` ORDER BY b.block_id`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []fts.Block
+	for rows.Next() {
+		var b fts.Block
+		var body, context, lang, sens string
+		if err := rows.Scan(&b.ID, &body, &context, &lang, &sens); err != nil {
+			return nil, err
+		}
+		b.Level = level(sens)
+		b.Terms[fts.Body] = ix.analyzer.Terms(nil, body, lang)
+		b.Terms[fts.Context] = ix.analyzer.Terms(nil, context, lang)
+		out = append(out, b)
+	}
+	return out, rows.Err()
 }
 
 // headingJSON encodes a heading path as stored in blocks.heading_path: a JSON
