@@ -222,13 +222,6 @@ func (ix *Index) View(fn func() error) error {
 	return fn()
 }
 
-// Has reports whether block id is live in the index.
-func (ix *Index) Has(id int64) bool {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	return id >= 0 && id < int64(len(ix.blocks)) && ix.blocks[id].state == live
-}
-
 // Stats describes the full-text index.
 type Stats struct {
 	Terms      int   `json:"terms"`      // in the dictionary
