@@ -130,25 +130,16 @@ func Open(ctx context.Context, dir string, opts *Options) (_ *Index, err error) 
 	if ix.blobs == nil {
 		blobURL := opts.BlobURL
 		if blobURL == "" {
-			abs, err := filepath.Abs(filepath.Join(dir, "blobs"))
-			if err != nil {
+			if blobURL, err = DefaultBlobURL(dir); err != nil {
 				return nil, fmt.Errorf("open index: %w", err)
 			}
-			blobURL = (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
 		}
 		if ix.blobs, err = blobstore.Open(ctx, blobURL); err != nil {
 			return nil, err
 		}
 		ix.ownBlobs = true
 	}
-	limit := opts.MemoryLimit
-	if limit == "" {
-		limit = DefaultMemoryLimit
-	}
-	if !memoryLimit.MatchString(limit) {
-		return nil, fmt.Errorf("open index %s: memory limit %q: want a size such as 512MB or 4GB", dir, limit)
-	}
-	if ix.db, err = sql.Open("duckdb", dsn(ix.path)+"&memory_limit="+limit); err == nil {
+	if ix.db, err = sql.Open("duckdb", dsn(ix.path)+"&memory_limit="+want.memoryLimit); err == nil {
 		err = ix.db.PingContext(ctx)
 	}
 	if err != nil {
@@ -259,6 +250,16 @@ func (ix *Index) Path() string { return ix.path }
 func (ix *Index) Blobs() *blobstore.Store { return ix.blobs }
 
 var memoryLimit = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$`)
+
+// DefaultBlobURL returns the blob store of an index directory when none is
+// configured: file://<absolute dir>/blobs.
+func DefaultBlobURL(dir string) (string, error) {
+	abs, err := filepath.Abs(filepath.Join(dir, "blobs"))
+	if err != nil {
+		return "", err
+	}
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String(), nil
+}
 
 // dsn is the DuckDB data source for an index file. Extensions are never
 // installed or loaded on demand: nothing may reach the network.

@@ -78,13 +78,20 @@ type settings struct {
 	chunker       chunk.Spec
 	analyzer      string // analyzer ID
 	contextualize string
+	memoryLimit   string // DuckDB memory_limit; not in the manifest
 }
 
 // parseOptions validates the explicitly configured settings of opts.
 func parseOptions(opts *Options) (settings, error) {
-	var s settings
+	s := settings{memoryLimit: DefaultMemoryLimit}
 	if opts == nil {
 		return s, nil
+	}
+	if opts.MemoryLimit != "" {
+		if !memoryLimit.MatchString(opts.MemoryLimit) {
+			return s, fmt.Errorf("memory limit %q: want a size such as 512MB or 4GB", opts.MemoryLimit)
+		}
+		s.memoryLimit = opts.MemoryLimit
 	}
 	if !opts.Embedder.IsZero() {
 		spec, err := embed.ParseSpec(opts.Embedder.String())
@@ -177,7 +184,7 @@ func (s settings) against(m Manifest, path string) (settings, error) {
 	unsupported := func(what string, err error) error {
 		return fmt.Errorf("open %s: the index was built with %s, which this escurel cannot use (%v); run `escurel rebuild` with a setting it has", path, what, err)
 	}
-	out := settings{contextualize: m.Contextualize, analyzer: m.Analyzer}
+	out := settings{contextualize: m.Contextualize, analyzer: m.Analyzer, memoryLimit: s.memoryLimit}
 	var err error
 	if out.embedder, err = embed.ParseSpec(m.Embedder().String()); err != nil || out.embedder != m.Embedder() {
 		return s, unsupported("embedder "+m.Embedder().String(), err)

@@ -96,7 +96,7 @@ func (m *Main) options(g globals) (*index.Options, error) {
 			"would hold the only copy of the documents once escurel exits; use file:// or s3://", g.blobURL)
 	}
 	opts := &index.Options{BlobURL: g.blobURL}
-	if v, ok := m.lookup("ESCUREL_INGEST_CONTEXTUALIZE"); ok {
+	if v := m.Getenv("ESCUREL_INGEST_CONTEXTUALIZE"); v != "" {
 		mode, err := index.ParseContextualize(v)
 		if err != nil {
 			return nil, fmt.Errorf("ESCUREL_INGEST_CONTEXTUALIZE: %w", err)
@@ -104,11 +104,6 @@ func (m *Main) options(g globals) (*index.Options, error) {
 		opts.Contextualize = mode
 	}
 	return opts, nil
-}
-
-func (m *Main) lookup(key string) (string, bool) {
-	v := m.Getenv(key)
-	return v, v != ""
 }
 
 // openExisting opens the index in g.indexDir, which must exist.
@@ -121,15 +116,6 @@ func (m *Main) openExisting(ctx context.Context, g globals) (*index.Index, error
 		return nil, err
 	}
 	return index.Open(ctx, g.indexDir, opts)
-}
-
-// defaultBlobURL is the blob store of an index directory: file://DIR/blobs.
-func defaultBlobURL(dir string) (string, error) {
-	abs, err := filepath.Abs(filepath.Join(dir, "blobs"))
-	if err != nil {
-		return "", err
-	}
-	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String(), nil
 }
 
 // Run runs the command in args (without the program name).

@@ -61,7 +61,7 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 	}
 	blobURL := c.g.blobURL
 	if blobURL == "" {
-		if blobURL, err = defaultBlobURL(c.g.indexDir); err != nil {
+		if blobURL, err = index.DefaultBlobURL(c.g.indexDir); err != nil {
 			return err
 		}
 	}
