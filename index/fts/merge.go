@@ -149,15 +149,8 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 			return nil
 		}
 		sort.Slice(ps, func(i, j int) bool { return ps[i].Block < ps[j].Block })
-		r := row{term: cur}
-		r.d[0] = int32(len(ps))
+		r := row{term: cur, d: listDF(ps)}
 		for _, p := range ps {
-			if p.TF[Body] > 0 {
-				r.d[1]++
-			}
-			if p.TF[Context] > 0 {
-				r.d[2]++
-			}
 			blocks[p.Block] = true
 			seg.min, seg.max = min(seg.min, p.Block), max(seg.max, p.Block)
 		}

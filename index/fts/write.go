@@ -89,16 +89,7 @@ func (ix *Index) Add(ctx context.Context, tx *duck.Tx, blocks []Block) (*Change,
 		func(add func(...driver.Value) error) error {
 			for i, t := range terms {
 				ps := lists[t]
-				var d df
-				d[0] = int32(len(ps))
-				for _, p := range ps {
-					if p.TF[Body] > 0 {
-						d[1]++
-					}
-					if p.TF[Context] > 0 {
-						d[2]++
-					}
-				}
+				d := listDF(ps)
 				ch.df[ids[i]] = d
 				data := encode(nil, ps)
 				ch.lists[ids[i]] = data
@@ -132,6 +123,21 @@ func (ix *Index) Add(ctx context.Context, tx *duck.Tx, blocks []Block) (*Change,
 	}
 	ch.segment = seg
 	return ch, nil
+}
+
+// listDF returns the document frequencies a posting list contributes: its
+// postings, and those with the term in the body and in the context.
+func listDF(ps []Posting) df {
+	d := df{int32(len(ps))}
+	for _, p := range ps {
+		if p.TF[Body] > 0 {
+			d[1]++
+		}
+		if p.TF[Context] > 0 {
+			d[2]++
+		}
+	}
+	return d
 }
 
 func (ix *Index) appendTerms(ctx context.Context, tx *duck.Tx, ch *Change) error {
