@@ -4,20 +4,39 @@ import (
 	"context"
 	"math"
 	"testing"
+	"time"
 )
 
 func TestParseSpec(t *testing.T) {
 	for in, want := range map[string]Spec{
-		"none": None, "hash": {"hash", 384}, "hash/64": {"hash", 64}, " hash/384 ": Default,
+		"none": None, "hash": {Model: "hash", Dim: 384}, "hash/64": {Model: "hash", Dim: 64}, " hash/384 ": Default,
+		"hash?query_prefix=query%3A+": {Model: "hash", Dim: 384, QueryPrefix: "query: "},
+		"openai:text-embedding-3-small": {Model: "openai:text-embedding-3-small"},
+		"openai:BAAI/bge-small-en-v1.5?dim=384&url=http://127.0.0.1:8080/v1/&batch=8&timeout=2s&retries=-1&key_env=K": {
+			Model: "openai:BAAI/bge-small-en-v1.5", Dim: 384, URL: "http://127.0.0.1:8080/v1", Batch: 8, Timeout: 2e9, Retries: -1, KeyEnv: "K"},
+		"openai:text-embedding-3-large?dimensions=256": {Model: "openai:text-embedding-3-large", Dim: 256, Dimensions: true},
+		"ollama:nomic-embed-text?query_prefix=search_query%3A+&document_prefix=search_document%3A+": {
+			Model: "ollama:nomic-embed-text", QueryPrefix: "search_query: ", DocumentPrefix: "search_document: "},
 	} {
 		got, err := ParseSpec(in)
 		if err != nil || got != want {
 			t.Errorf("ParseSpec(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "openai", "hash/0", "hash/x", "none/3", "hash/99999999"} {
+	for _, in := range []string{"", "openai", "openai:", "hash/0", "hash/x", "hash/", "none/3", "none?dim=3", "hash/99999999",
+		"cohere:x", "hash?url=http://x", "hash?dim=3", "openai:m?dim=0", "openai:m?url=ftp://x", "openai:m?timeout=-1s",
+		"openai:m?batch=0", "openai:m?color=red", "openai:m?dim=3&dim=4", "openai:m?dim=3&dimensions=4", "ollama:m?dimensions=3"} {
 		if _, err := ParseSpec(in); err == nil {
 			t.Errorf("ParseSpec(%q) succeeded", in)
+		}
+	}
+	// String is what ParseSpec reads back.
+	for _, in := range []string{"none", "hash/384", "hash/64?document_prefix=passage%3A+&query_prefix=query%3A+",
+		"openai:BAAI/bge-small-en-v1.5?batch=8&dim=384&key_env=K&retries=-1&timeout=2s&url=http%3A%2F%2F127.0.0.1%3A8080%2Fv1",
+		"openai:text-embedding-3-large?dimensions=256", "ollama:all-minilm"} {
+		spec, err := ParseSpec(in)
+		if err != nil || spec.String() != in {
+			t.Errorf("ParseSpec(%q).String() = %q, %v", in, spec.String(), err)
 		}
 	}
 	if None.String() != "none" || Default.String() != "hash/384" {
@@ -26,7 +45,7 @@ func TestParseSpec(t *testing.T) {
 }
 
 func TestHash(t *testing.T) {
-	e, err := New(Spec{"hash", 64})
+	e, err := New(Spec{Model: "hash", Dim: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,5 +92,17 @@ func TestHash(t *testing.T) {
 	}
 	if e, err := New(None); e != nil || err != nil {
 		t.Errorf("New(None) = %v, %v", e, err)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for h, want := range map[string]time.Duration{
+		"": 0, "3": 3 * time.Second, "0": time.Millisecond, "x": 0, "100000": time.Minute,
+		"Sun, 29 Nov 2026 12:00:05 GMT": 5 * time.Second, "Sun, 29 Nov 2026 11:00:00 GMT": time.Millisecond,
+	} {
+		if got := retryAfter(h, now); got != want {
+			t.Errorf("retryAfter(%q) = %v, want %v", h, got, want)
+		}
 	}
 }
