@@ -165,6 +165,8 @@ func retryAfter(h string, now time.Time) time.Duration {
 		d = time.Duration(s) * time.Second
 	} else if t, err := http.ParseTime(h); err == nil {
 		d = t.Sub(now)
+	} else {
+		return 0
 	}
 	if d <= 0 {
 		return time.Millisecond // "now": retry at once, but not as a backoff
