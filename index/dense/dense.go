@@ -1,0 +1,239 @@
+// Package dense is the dense leg of escurel's search: the vectors of one
+// embedding set held in memory and searched exactly.
+//
+// Vectors are unit length (embed.Normalize), so the inner product is the
+// cosine similarity. Search scans every vector, split over all cores, each
+// core keeping its own top k: exact, with no index to train or tune, and
+// fast enough at the sizes an embedded index holds (about 10 ms for 100,000
+// vectors of 384 dimensions on 2 cores; see BenchmarkSearch).
+//
+// An Index is filled by the caller (package index) from the DuckDB table of
+// the embedding set and kept in step with it by Apply, which the caller runs
+// where the transaction commits.
+package dense
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+)
+
+// Hit is a block found by Search: its id and cosine similarity to the
+// query, in [-1, 1].
+type Hit struct {
+	Block int64
+	Score float64
+}
+
+// Index holds one embedding set's vectors. It is safe for concurrent use.
+type Index struct {
+	dim int
+
+	mu     sync.RWMutex
+	ids    []int64
+	levels []uint8
+	vecs   []float32 // row i is vecs[i*dim : (i+1)*dim]
+	pos    map[int64]int
+}
+
+// New returns an empty index of dim-dimensional vectors.
+func New(dim int) *Index {
+	return &Index{dim: dim, pos: map[int64]int{}}
+}
+
+// Dim returns the dimension of the vectors.
+func (ix *Index) Dim() int { return ix.dim }
+
+// Len returns the number of vectors.
+func (ix *Index) Len() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return len(ix.ids)
+}
+
+// Entry is a vector to add: the block's id, its sensitivity level (0 =
+// public, 1 = internal, 2 = restricted) and its unit vector.
+type Entry struct {
+	Block  int64
+	Level  uint8
+	Vector []float32
+}
+
+// Apply removes the vectors of the blocks in remove, then adds add (an
+// entry for a block already present replaces it). A vector of the wrong
+// dimension is an error, and then nothing is changed.
+func (ix *Index) Apply(add []Entry, remove []int64) error {
+	for _, e := range add {
+		if len(e.Vector) != ix.dim {
+			return fmt.Errorf("dense: block %d: vector of %d dimensions, want %d", e.Block, len(e.Vector), ix.dim)
+		}
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for _, id := range remove {
+		ix.remove(id)
+	}
+	for _, e := range add {
+		ix.remove(e.Block)
+		ix.pos[e.Block] = len(ix.ids)
+		ix.ids = append(ix.ids, e.Block)
+		ix.levels = append(ix.levels, e.Level)
+		ix.vecs = append(ix.vecs, e.Vector...)
+	}
+	return nil
+}
+
+// remove deletes a vector by moving the last one into its place.
+func (ix *Index) remove(id int64) {
+	i, ok := ix.pos[id]
+	if !ok {
+		return
+	}
+	last := len(ix.ids) - 1
+	if i != last {
+		ix.ids[i], ix.levels[i] = ix.ids[last], ix.levels[last]
+		copy(ix.vecs[i*ix.dim:(i+1)*ix.dim], ix.vecs[last*ix.dim:])
+		ix.pos[ix.ids[i]] = i
+	}
+	ix.ids, ix.levels, ix.vecs = ix.ids[:last], ix.levels[:last], ix.vecs[:last*ix.dim]
+	delete(ix.pos, id)
+}
+
+// minShard is the fewest vectors worth a goroutine of their own.
+const minShard = 4096
+
+// Search returns the k blocks whose vectors have the highest inner product
+// with q, among those of level ≤ maxLevel, best first; equal scores are
+// ordered by block id. q must have Dim() components; a zero q matches
+// nothing (it has no direction), so the result is empty.
+func (ix *Index) Search(ctx context.Context, q []float32, k int, maxLevel uint8) ([]Hit, error) {
+	if len(q) != ix.dim {
+		return nil, fmt.Errorf("dense: query of %d dimensions, want %d", len(q), ix.dim)
+	}
+	zero := true
+	for _, x := range q {
+		if x != 0 {
+			zero = false
+			break
+		}
+	}
+	if k <= 0 || zero {
+		return []Hit{}, nil
+	}
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	n := len(ix.ids)
+	shards := min(runtime.GOMAXPROCS(0), (n+minShard-1)/minShard)
+	if shards <= 1 {
+		h := ix.scan(q, k, maxLevel, 0, n)
+		return h.sorted(), ctx.Err()
+	}
+	tops := make([]topK, shards)
+	var wg sync.WaitGroup
+	for s := range shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tops[s] = ix.scan(q, k, maxLevel, n*s/shards, n*(s+1)/shards)
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	all := tops[0]
+	for _, t := range tops[1:] {
+		for _, h := range t.h {
+			all.push(h, k)
+		}
+	}
+	return all.sorted(), nil
+}
+
+// scan scores rows [from, to) and keeps the best k.
+func (ix *Index) scan(q []float32, k int, maxLevel uint8, from, to int) topK {
+	t := topK{h: make([]Hit, 0, k)}
+	d := ix.dim
+	for i := from; i < to; i++ {
+		if ix.levels[i] > maxLevel {
+			continue
+		}
+		s := float64(dot(q, ix.vecs[i*d:(i+1)*d]))
+		if len(t.h) == k && s < t.h[0].Score {
+			continue // the common case: not better than the worst kept
+		}
+		t.push(Hit{Block: ix.ids[i], Score: s}, k)
+	}
+	return t
+}
+
+// dot is the inner product of two vectors of equal length, with four
+// accumulators so that the adds pipeline.
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+8 <= len(a); i += 8 {
+		s0 += a[i]*b[i] + a[i+4]*b[i+4]
+		s1 += a[i+1]*b[i+1] + a[i+5]*b[i+5]
+		s2 += a[i+2]*b[i+2] + a[i+6]*b[i+6]
+		s3 += a[i+3]*b[i+3] + a[i+7]*b[i+7]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// topK is a min-heap of the best hits seen: h[0] is the worst kept.
+type topK struct{ h []Hit }
+
+// worse orders hits by score, then by block id descending (a lower id
+// wins a tie).
+func worse(a, b Hit) bool {
+	if a.Score != b.Score {
+		return a.Score < b.Score
+	}
+	return a.Block > b.Block
+}
+
+func (t *topK) push(x Hit, k int) {
+	if len(t.h) < k {
+		t.h = append(t.h, x)
+		for i := len(t.h) - 1; i > 0; {
+			p := (i - 1) / 2
+			if !worse(t.h[i], t.h[p]) {
+				break
+			}
+			t.h[i], t.h[p] = t.h[p], t.h[i]
+			i = p
+		}
+		return
+	}
+	if !worse(t.h[0], x) {
+		return
+	}
+	t.h[0] = x
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(t.h) && worse(t.h[l], t.h[m]) {
+			m = l
+		}
+		if r < len(t.h) && worse(t.h[r], t.h[m]) {
+			m = r
+		}
+		if m == i {
+			return
+		}
+		t.h[i], t.h[m] = t.h[m], t.h[i]
+		i = m
+	}
+}
+
+func (t *topK) sorted() []Hit {
+	out := append([]Hit{}, t.h...)
+	sort.Slice(out, func(i, j int) bool { return worse(out[j], out[i]) })
+	return out
+}
