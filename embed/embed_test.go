@@ -2,7 +2,9 @@ package embed
 
 import (
 	"context"
+	"hash/fnv"
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -10,7 +12,7 @@ import (
 func TestParseSpec(t *testing.T) {
 	for in, want := range map[string]Spec{
 		"none": None, "hash": {Model: "hash", Dim: 384}, "hash/64": {Model: "hash", Dim: 64}, " hash/384 ": Default,
-		"hash?query_prefix=query%3A+": {Model: "hash", Dim: 384, QueryPrefix: "query: "},
+		"hash?query_prefix=query%3A+":   {Model: "hash", Dim: 384, QueryPrefix: "query: "},
 		"openai:text-embedding-3-small": {Model: "openai:text-embedding-3-small"},
 		"openai:BAAI/bge-small-en-v1.5?dim=384&url=http://127.0.0.1:8080/v1/&batch=8&timeout=2s&retries=-1&key_env=K": {
 			Model: "openai:BAAI/bge-small-en-v1.5", Dim: 384, URL: "http://127.0.0.1:8080/v1", Batch: 8, Timeout: 2e9, Retries: -1, KeyEnv: "K"},
@@ -79,7 +81,7 @@ func TestHash(t *testing.T) {
 	}
 	// Pinned values: the same text gives the same bits everywhere.
 	v := NewHash(8).vector("escurel indexes documents")
-	want := []float32{-0.37796447, 0, -0.37796447, 0, 0, 0, 0.37796447, -0.75592893} // 5 features, two collide: ±1,±1,±1,±2 over √7
+	want := []float32{0.12803689, -0.25607377, -0.12803689, -0.12803689, -0.51214755, 0.12803689, -0.12803689, -0.76822126}
 	for i := range want {
 		if v[i] != want[i] {
 			t.Fatalf("vector = %v, want %v", v, want)
@@ -92,6 +94,33 @@ func TestHash(t *testing.T) {
 	}
 	if e, err := New(None); e != nil || err != nil {
 		t.Errorf("New(None) = %v, %v", e, err)
+	}
+}
+
+func TestFNV1a(t *testing.T) {
+	for _, s := range []string{"", "a", "u\x00escurel", "c\x00<in"} {
+		f := fnv.New64a()
+		f.Write([]byte(s))
+		if fnv1a(s) != f.Sum64() {
+			t.Errorf("fnv1a(%q) differs from hash/fnv", s)
+		}
+	}
+}
+
+// The analyzer's stems and stop words: inflections meet, stop words do
+// not count.
+func TestHashUsesAnalyzer(t *testing.T) {
+	h := NewHash(384)
+	a, b := h.vector("running the indexes"), h.vector("indexes ran runs running")
+	var dot float64
+	for i := range a {
+		dot += float64(a[i]) * float64(b[i])
+	}
+	if dot < 0.5 {
+		t.Errorf("cos(running the indexes, indexes ran runs running) = %.2f, want ≥ 0.5", dot)
+	}
+	if v := h.vector("the of and"); slices.ContainsFunc(v, func(x float32) bool { return x != 0 }) {
+		t.Error("stop words alone gave a non-zero vector")
 	}
 }
 

@@ -2,11 +2,35 @@ package embed
 
 import (
 	"context"
-	"hash/fnv"
 	"math"
-	"strings"
-	"unicode"
+	"sort"
+
+	"github.com/escurel/escurel/index/analysis"
 )
+
+// hashLanguage is the language the hash embedder analyzes every text as.
+const hashLanguage = "en"
+
+// hashBigramWeight scales the bigram features against the unigrams (tuned
+// on the SciFact train split: 1 gave nDCG@10 0.35 in dense mode, 0.25 gave
+// 0.43, 0 gave 0.43).
+const hashBigramWeight = 0.25
+
+// hashTrigramWeight scales the character trigram features of each term
+// (with "<" and ">" marking its ends), which let spelling variants and
+// compounds share features (SciFact train, dense mode: nDCG@10 0.43
+// without, 0.47 at 0.3, 0.49 at 0.6).
+const hashTrigramWeight = 0.5
+
+// fnv1a is 64-bit FNV-1a (Fowler, Noll & Vo) of s.
+func fnv1a(s string) uint64 {
+	x := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		x ^= uint64(s[i])
+		x *= 1099511628211
+	}
+	return x
+}
 
 // DefaultHashDim is the default dimension of the hash embedder.
 const DefaultHashDim = 384
@@ -15,16 +39,22 @@ const DefaultHashDim = 384
 const MaxHashDim = 65536
 
 // Hash is a feature-hashing embedder (Weinberger et al. 2009, "Feature
-// Hashing for Large Scale Multitask Learning"). The text is cut into tokens
-// (maximal runs of letters, digits and marks, lower-cased); each token and
-// each pair of adjacent tokens is hashed with 64-bit FNV-1a into one of Dim
-// buckets, adding +1 or -1 by the hash's top bit; the vector is then scaled
-// to unit L2 length (a text without tokens gives the zero vector).
+// Hashing for Large Scale Multitask Learning"). The text is analyzed as
+// English by the standard analyzer (analysis.Standard: case folding, word
+// breaks, stop words dropped, Snowball stems). Its features are each term,
+// each pair of adjacent terms (weight hashBigramWeight) and each character
+// trigram of a term (weight hashTrigramWeight); a feature occurring tf
+// times weighs 1 + ln tf (sublinear tf, Manning et al. 2008, §6.4.1). Each
+// feature is hashed with 64-bit FNV-1a into one of Dim buckets, adding its
+// weight with the sign of the hash's top bit, and the vector is then scaled
+// to unit L2 length (a text without terms gives the zero vector).
 //
 // It needs no model weights and no network, and is deterministic: the same
-// text gives the same bits in every process on every platform. Its
-// quality is that of a bag of words and bigrams; it is the offline default
-// and the reference for tests, not a substitute for a trained model.
+// text gives the same bits in every process on every platform (features are
+// summed in sorted order). It is a bag of words without IDF, the offline
+// default and the reference for tests, not a substitute for a trained
+// model: on SciFact (test split) its dense leg scores nDCG@10 about 0.48
+// against BM25's 0.70, and fused with BM25 it adds nothing measurable.
 type Hash struct {
 	dim int
 }
@@ -55,27 +85,37 @@ func (h *Hash) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 }
 
 func (h *Hash) vector(text string) []float32 {
-	acc := make([]float64, h.dim)
-	add := func(feature string) {
-		f := fnv.New64a()
-		f.Write([]byte(feature))
-		x := f.Sum64()
-		sign := 1.0
-		if x>>63 == 1 {
-			sign = -1
+	terms := analysis.Standard{}.Terms(nil, text, hashLanguage)
+	counts := make(map[string]int, 8*len(terms))
+	for i, t := range terms {
+		counts["u\x00"+t]++
+		if i > 0 {
+			counts["b\x00"+terms[i-1]+"\x00"+t]++
 		}
-		acc[x%uint64(h.dim)] += sign
+		r := []rune("<" + t + ">")
+		for j := 0; j+3 <= len(r); j++ {
+			counts["c\x00"+string(r[j:j+3])]++
+		}
 	}
-	prev := ""
-	for _, tok := range strings.FieldsFunc(text, func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && !unicode.IsMark(r)
-	}) {
-		tok = strings.ToLower(tok)
-		add("u\x00" + tok)
-		if prev != "" {
-			add("b\x00" + prev + "\x00" + tok)
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // one summation order: the same bits everywhere
+	acc := make([]float64, h.dim)
+	for _, k := range keys {
+		w := 1 + math.Log(float64(counts[k]))
+		switch k[0] {
+		case 'b':
+			w *= hashBigramWeight
+		case 'c':
+			w *= hashTrigramWeight
 		}
-		prev = tok
+		x := fnv1a(k)
+		if x>>63 == 1 {
+			w = -w
+		}
+		acc[x%uint64(h.dim)] += w
 	}
 	var norm float64
 	for _, v := range acc {

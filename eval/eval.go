@@ -22,18 +22,26 @@ import (
 type Options struct {
 	Dir   string // the BEIR dataset directory
 	Split string // qrels split: "test" (default), "train", "dev"
-	Mode  string // "bm25" (the default; the only mode so far)
+	// Mode is index.ModeBM25 (the default), ModeDense or ModeHybrid; it
+	// overrides Search.Mode.
+	Mode string
 	// IndexDir is where the index is built; "" means a temporary directory,
 	// removed afterwards. It must not hold an index already.
 	IndexDir string
 	// Index holds the index settings. A zero Embedder means embed.None in
-	// bm25 mode (no vectors are needed).
+	// bm25 mode (no vectors are needed) and embed.Default otherwise.
 	Index index.Options
 	// Search holds the search settings; K is replaced by Depth.
 	Search index.SearchOptions
 	// Depth is how many blocks each query ranks before blocks are grouped
-	// into documents (a document scores as its best block). Default 1000.
+	// into documents (a document scores as its best block). Default 1000;
+	// with a Search.Reranker, RerankDepth.
 	Depth int
+	// RerankDepth is how many blocks are retrieved with their rows and
+	// reordered when Search.Reranker is set. Default 100.
+	RerankDepth int
+	// Reranker names the reranker in the report.
+	Reranker string
 	// PerQuery, when not nil, receives one JSON object per query.
 	PerQuery io.Writer
 }
@@ -43,6 +51,8 @@ type Report struct {
 	Dataset          string         `json:"dataset"`
 	Split            string         `json:"split"`
 	Mode             string         `json:"mode"`
+	Fusion           string         `json:"fusion,omitempty"`
+	Reranker         string         `json:"reranker,omitempty"`
 	Documents        int            `json:"documents"`
 	Failed           int            `json:"failed_documents"`
 	Blocks           int            `json:"blocks"`
@@ -79,13 +89,22 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		opts.Split = "test"
 	}
 	if opts.Mode == "" {
-		opts.Mode = "bm25"
+		opts.Mode = index.ModeBM25
 	}
-	if opts.Mode != "bm25" {
-		return nil, fmt.Errorf("eval: mode %q: this escurel has bm25 only", opts.Mode)
+	switch opts.Mode {
+	case index.ModeBM25, index.ModeDense, index.ModeHybrid:
+	default:
+		return nil, fmt.Errorf("eval: mode %q: want %s, %s or %s", opts.Mode, index.ModeBM25, index.ModeDense, index.ModeHybrid)
 	}
+	opts.Search.Mode = opts.Mode
 	if opts.Depth == 0 {
 		opts.Depth = 1000
+	}
+	if opts.RerankDepth == 0 {
+		opts.RerankDepth = 100
+	}
+	if opts.Search.Reranker != nil {
+		opts.Depth = opts.RerankDepth
 	}
 	qrels, err := readQrels(filepath.Join(opts.Dir, "qrels", opts.Split+".tsv"))
 	if err != nil {
@@ -107,6 +126,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	iopts := opts.Index
 	if iopts.Embedder.IsZero() {
 		iopts.Embedder = embed.None
+		if opts.Mode != index.ModeBM25 {
+			iopts.Embedder = embed.Default
+		}
 	}
 	ix, err := index.Open(ctx, dir, &iopts)
 	if err != nil {
@@ -114,12 +136,18 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	defer ix.Close()
 
-	rep := &Report{Dataset: filepath.Base(filepath.Clean(opts.Dir)), Split: opts.Split, Mode: opts.Mode,
+	rep := &Report{Dataset: filepath.Base(filepath.Clean(opts.Dir)), Split: opts.Split, Mode: opts.Mode, Reranker: opts.Reranker,
 		Queries: len(queries), Manifest: ix.Manifest(), Conjunctive: opts.Search.Conjunctive}
 	if opts.Search.BM25 != nil {
 		rep.BM25 = *opts.Search.BM25
 	} else {
 		rep.BM25 = "default"
+	}
+	if opts.Mode == index.ModeHybrid {
+		rep.Fusion = opts.Search.Fusion
+		if rep.Fusion == "" {
+			rep.Fusion = index.FusionRRF
+		}
 	}
 	name := rep.Dataset
 	start := time.Now()
@@ -148,9 +176,20 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.PerQuery != nil {
 		enc = json.NewEncoder(opts.PerQuery)
 	}
+	rank := func(q string) ([]index.Ranked, error) {
+		if sopts.Reranker == nil {
+			return ix.Rank(ctx, q, &sopts)
+		}
+		hits, err := ix.Search(ctx, q, &sopts)
+		out := make([]index.Ranked, len(hits))
+		for i, h := range hits {
+			out[i] = index.Ranked{BlockID: h.BlockID, Score: h.Score}
+		}
+		return out, err
+	}
 	for _, q := range queries {
 		t0 := time.Now()
-		hits, err := ix.Rank(ctx, q.text, &sopts)
+		hits, err := rank(q.text)
 		if err != nil {
 			return nil, fmt.Errorf("eval: query %s: %w", q.id, err)
 		}

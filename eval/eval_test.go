@@ -10,6 +10,11 @@ import (
 	"testing"
 
 	_ "gocloud.dev/blob/fileblob"
+
+	"github.com/escurel/escurel/embed"
+	"github.com/escurel/escurel/index"
+	"github.com/escurel/escurel/internal/modelserver"
+	"github.com/escurel/escurel/rerank"
 )
 
 func TestMetrics(t *testing.T) {
@@ -73,7 +78,27 @@ func TestRun(t *testing.T) {
 	if _, err := Run(context.Background(), Options{Dir: dir, Split: "bad"}); err == nil || !strings.Contains(err.Error(), "bad.tsv:2") {
 		t.Errorf("bad qrels: %v", err)
 	}
-	if _, err := Run(context.Background(), Options{Dir: dir, Mode: "dense"}); err == nil {
-		t.Error("mode dense accepted")
+	if _, err := Run(context.Background(), Options{Dir: dir, Mode: "colbert"}); err == nil {
+		t.Error("mode colbert accepted")
+	}
+	// The dense and hybrid legs (hash/384 by default) find d1 for q1 too,
+	// and a reranker on a loopback server reorders without losing it.
+	for _, mode := range []string{index.ModeDense, index.ModeHybrid} {
+		rep, err := Run(context.Background(), Options{Dir: dir, Mode: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Manifest.Embedder() != embed.Default || rep.MRR10 != 1 {
+			t.Errorf("mode %s: %+v", mode, rep)
+		}
+	}
+	srv := modelserver.Start(t)
+	rr, _ := rerank.NewHTTP(srv.URL+"/rerank", rerank.Options{})
+	rep, err = Run(context.Background(), Options{Dir: dir, Mode: index.ModeHybrid, Search: index.SearchOptions{Reranker: rr}, Reranker: "loopback"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.MRR10 != 1 || rep.Reranker != "loopback" || rep.Depth != 100 || len(srv.Requests()) != 2*rep.Queries {
+		t.Errorf("reranked: %+v, %d rerank requests", rep, len(srv.Requests()))
 	}
 }

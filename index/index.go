@@ -85,12 +85,13 @@ type Index struct {
 	ownBlobs  bool
 	lock      *DirLock // nil when the caller holds the lock
 
-	manifest Manifest
-	chunker  chunk.Spec
-	analyzer analysis.Analyzer
-	embedder embed.Embedder // nil for embed.None
-	embedSet string         // embed.Spec.String() of the manifest
-	context  string         // ContextStructural or ContextOff
+	manifest  Manifest
+	chunker   chunk.Spec
+	analyzer  analysis.Analyzer
+	embedder  embed.Embedder // nil for embed.None
+	embedSpec embed.Spec     // the manifest's, with the configured reach
+	vec       *vectors       // the active embedding set; nil for embed.None
+	context   string         // ContextStructural or ContextOff
 
 	fts    *fts.Index
 	langMu sync.RWMutex
@@ -172,9 +173,19 @@ func (ix *Index) init(ctx context.Context, want settings) error {
 			return fmt.Errorf("open %s: %d blocks but no manifest: the file is damaged; run escurel rebuild", ix.path, blocks)
 		}
 		got = want.defaults()
+		if got.embedder.Dim == 0 && got.embedder != embed.None {
+			// A remote model without a configured dimension: ask it.
+			e, err := embed.New(got.embedder)
+			if err != nil {
+				return err
+			}
+			if got.embedder.Dim, err = embed.Probe(ctx, e); err != nil {
+				return fmt.Errorf("open %s: %w", ix.path, err)
+			}
+		}
 		m = Manifest{SchemaVersion: SchemaVersion, EmbedderModel: got.embedder.Model, EmbedderDim: got.embedder.Dim,
-			Chunker: got.chunker.String(), Analyzer: got.analyzer, Contextualize: got.contextualize,
-			EscurelVersion: Version, CreatedAt: now, UpdatedAt: now}
+			EmbedderSpec: got.embedder.String(), Chunker: got.chunker.String(), Analyzer: got.analyzer,
+			Contextualize: got.contextualize, EscurelVersion: Version, CreatedAt: now, UpdatedAt: now}
 		if err := writeManifest(ctx, ix.db, m); err != nil {
 			return err
 		}
@@ -182,8 +193,11 @@ func (ix *Index) init(ctx context.Context, want settings) error {
 		if got, err = want.against(m, ix.path); err != nil {
 			return err
 		}
-		if from < SchemaVersion || m.SchemaVersion != SchemaVersion {
+		if from < SchemaVersion || m.SchemaVersion != SchemaVersion || m.EmbedderSpec != got.embedder.String() {
+			// An upgrade, or the model reached another way (a new url):
+			// record it, so the next open without settings does the same.
 			m.SchemaVersion, m.EscurelVersion, m.UpdatedAt = SchemaVersion, Version, now
+			m.EmbedderSpec = got.embedder.String()
 			if err := writeManifest(ctx, ix.db, m); err != nil {
 				return err
 			}
@@ -198,12 +212,17 @@ func (ix *Index) init(ctx context.Context, want settings) error {
 	if ix.embedder, err = embed.New(got.embedder); err != nil {
 		return err
 	}
-	ix.embedSet = got.embedder.String()
+	ix.embedSpec = got.embedder
 	if ix.fts, err = fts.Load(ctx, ix.db); err != nil {
 		return fmt.Errorf("open %s: %w", ix.path, err)
 	}
 	if err := ix.reindex(ctx); err != nil {
 		return fmt.Errorf("open %s: %w", ix.path, err)
+	}
+	if ix.embedder != nil {
+		if err := ix.openVectors(ctx); err != nil {
+			return fmt.Errorf("open %s: %w", ix.path, err)
+		}
 	}
 	ix.langs = map[string]bool{}
 	rows, err := ix.db.QueryContext(ctx, `SELECT DISTINCT language FROM documents`)

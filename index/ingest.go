@@ -94,7 +94,7 @@ type block struct {
 	chunk.Block
 	body, context string
 	terms         [fts.NumFields][]string // analyzed body and context
-	vector        []float32               // nil without an embedder
+	vector        []float32               // unit length; nil without an embedder (set by embedAll)
 }
 
 // Ingest stores in's bytes and record in the blob store, durably, and then
@@ -192,6 +192,11 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 	if len(writes) == 0 {
 		return res, errs, nil
 	}
+	// Embed before anything is stored: a model that fails or times out
+	// fails the batch with nothing written.
+	if err := ix.embedAll(ctx, writes); err != nil {
+		return res, errs, fmt.Errorf("ingest: embed: %w", err)
+	}
 	// Source of truth first: blobs and records are durable before the
 	// transaction that derives from them commits.
 	if err := batch.Sync(ctx); err != nil {
@@ -288,7 +293,7 @@ func CheckSensitivity(s string) error {
 	return nil
 }
 
-// derive extracts, chunks, contextualizes, analyzes and embeds in, touching
+// derive extracts, chunks, contextualizes and analyzes in, touching
 // no storage. old is the document's current record, if any: its language
 // and sensitivity apply when neither the input nor the front matter sets
 // them.
@@ -345,7 +350,6 @@ func (ix *Index) derive(ctx context.Context, in Input, old *blobstore.Record) (p
 
 	spans := chunk.Split(doc, ix.chunker.MaxBytes)
 	blocks := make([]block, len(spans))
-	texts := make([]string, len(spans))
 	for i, sp := range spans {
 		b := block{Block: sp, body: doc.Text[sp.Start:sp.End]}
 		if ix.context == ContextStructural {
@@ -353,19 +357,35 @@ func (ix *Index) derive(ctx context.Context, in Input, old *blobstore.Record) (p
 		}
 		b.terms[fts.Body] = ix.analyzer.Terms(nil, b.body, lang)
 		b.terms[fts.Context] = ix.analyzer.Terms(nil, b.context, lang)
-		texts[i] = embedText(b.context, b.body)
 		blocks[i] = b
 	}
-	if ix.embedder != nil && len(texts) > 0 {
-		vecs, err := ix.embedder.Embed(ctx, texts)
-		if err != nil {
-			return pending{}, fmt.Errorf("ingest %s: embed: %w", in.Source, err)
-		}
-		for i := range blocks {
-			blocks[i].vector = vecs[i]
+	return pending{rec: rec, blocks: blocks}, nil
+}
+
+// embedAll embeds the blocks of docs, in batches across documents and
+// several batches at once (embedTexts). An embedder error fails them all.
+func (ix *Index) embedAll(ctx context.Context, docs []pending) error {
+	if ix.embedder == nil {
+		return nil
+	}
+	var texts []string
+	for _, d := range docs {
+		for _, b := range d.blocks {
+			texts = append(texts, ix.documentText(b.context, b.body))
 		}
 	}
-	return pending{rec: rec, blocks: blocks}, nil
+	vecs, err := ix.embedTexts(ctx, texts)
+	if err != nil {
+		return err
+	}
+	i := 0
+	for _, d := range docs {
+		for j := range d.blocks {
+			d.blocks[j].vector = vecs[i]
+			i++
+		}
+	}
+	return nil
 }
 
 // embedText is what the dense leg embeds and the full-text index analyzes:

@@ -36,9 +36,13 @@ const (
 // Manifest records what built an index. Open compares it with the
 // configuration and refuses a mismatch.
 type Manifest struct {
-	SchemaVersion  int       `json:"schema_version"`
-	EmbedderModel  string    `json:"embedder_model"` // "none" when the index has no vectors
-	EmbedderDim    int       `json:"embedder_dim"`
+	SchemaVersion int    `json:"schema_version"`
+	EmbedderModel string `json:"embedder_model"` // "none" when the index has no vectors
+	EmbedderDim   int    `json:"embedder_dim"`
+	// EmbedderSpec is the embedder's whole spec (embed.Spec.String()),
+	// identity and how to reach the model; "" in files made before schema
+	// 7, where the spec is EmbedderModel/EmbedderDim.
+	EmbedderSpec   string    `json:"embedder_spec"`
 	Chunker        string    `json:"chunker"`       // chunk.Spec.String()
 	Analyzer       string    `json:"analyzer"`      // analysis.Analyzer.ID()
 	Contextualize  string    `json:"contextualize"` // ContextStructural or ContextOff
@@ -47,8 +51,15 @@ type Manifest struct {
 	UpdatedAt      time.Time `json:"updated_at"` // UTC
 }
 
-// Embedder returns the manifest's embedder spec.
+// Embedder returns the manifest's embedder spec: EmbedderSpec parsed, or
+// EmbedderModel and EmbedderDim when it is empty or unreadable by this
+// binary (then Open reports the model as unsupported).
 func (m Manifest) Embedder() embed.Spec {
+	if m.EmbedderSpec != "" {
+		if s, err := embed.ParseSpec(m.EmbedderSpec); err == nil {
+			return s
+		}
+	}
 	return embed.Spec{Model: m.EmbedderModel, Dim: m.EmbedderDim}
 }
 
@@ -165,11 +176,21 @@ func (s settings) against(m Manifest, path string) (settings, error) {
 		return &MismatchError{Path: path, Setting: setting, Index: index, Configured: configured,
 			Fix: fmt.Sprintf("escurel rebuild --%s '%s'", flag, value)}
 	}
-	if e := s.embedder; !e.IsZero() && e != m.Embedder() {
-		if e.Model == m.EmbedderModel {
-			return s, mismatch("embedder dimension", fmt.Sprint(m.EmbedderDim), fmt.Sprint(e.Dim), "embedder", e.String())
+	if e := s.embedder; !e.IsZero() {
+		got, have := e.Identity(), m.Embedder().Identity()
+		// Identity fields left unset adopt the manifest's.
+		if got.Dim == 0 && got.Model != embed.None.Model {
+			got.Dim = have.Dim
 		}
-		return s, mismatch("embedder", m.Embedder().String(), e.String(), "embedder", e.String())
+		if got.QueryPrefix == "" && got.DocumentPrefix == "" {
+			got.QueryPrefix, got.DocumentPrefix = have.QueryPrefix, have.DocumentPrefix
+		}
+		if got != have {
+			if got.Model == have.Model && got.Dim != have.Dim {
+				return s, mismatch("embedder dimension", fmt.Sprint(have.Dim), fmt.Sprint(got.Dim), "embedder", e.String())
+			}
+			return s, mismatch("embedder", have.String(), got.String(), "embedder", e.String())
+		}
 	}
 	if c := s.chunker.String(); s.chunker != (chunk.Spec{}) && c != m.Chunker {
 		return s, mismatch("chunker", m.Chunker, c, "chunker", c)
@@ -186,9 +207,14 @@ func (s settings) against(m Manifest, path string) (settings, error) {
 	}
 	out := settings{contextualize: m.Contextualize, analyzer: m.Analyzer, memoryLimit: s.memoryLimit}
 	var err error
-	if out.embedder, err = embed.ParseSpec(m.Embedder().String()); err != nil || out.embedder != m.Embedder() {
+	spec := m.EmbedderSpec
+	if spec == "" {
+		spec = m.Embedder().String()
+	}
+	if _, err = embed.ParseSpec(spec); err != nil {
 		return s, unsupported("embedder "+m.Embedder().String(), err)
 	}
+	out.embedder = reach(m.Embedder(), s.embedder)
 	if out.chunker, err = chunk.ParseSpec(m.Chunker); err != nil {
 		return s, unsupported("chunker "+m.Chunker, err)
 	}
@@ -201,11 +227,33 @@ func (s settings) against(m Manifest, path string) (settings, error) {
 	return out, nil
 }
 
+// reach returns the manifest's embedder spec with the configured spec's
+// ways to reach the model (url, key_env, batch, timeout, retries) where
+// they are set: the identity is the manifest's, the server may move.
+func reach(m, configured embed.Spec) embed.Spec {
+	if configured.URL != "" {
+		m.URL = configured.URL
+	}
+	if configured.KeyEnv != "" {
+		m.KeyEnv = configured.KeyEnv
+	}
+	if configured.Batch != 0 {
+		m.Batch = configured.Batch
+	}
+	if configured.Timeout != 0 {
+		m.Timeout = configured.Timeout
+	}
+	if configured.Retries != 0 {
+		m.Retries = configured.Retries
+	}
+	return m
+}
+
 func readManifest(ctx context.Context, db *sql.DB) (Manifest, bool, error) {
 	var m Manifest
-	err := db.QueryRowContext(ctx, `SELECT schema_version, embedder_model, embedder_dim, chunker, analyzer,
+	err := db.QueryRowContext(ctx, `SELECT schema_version, embedder_model, embedder_dim, embedder_spec, chunker, analyzer,
 		contextualize, escurel_version, created_at, updated_at FROM manifest WHERE id = 1`).Scan(
-		&m.SchemaVersion, &m.EmbedderModel, &m.EmbedderDim, &m.Chunker, &m.Analyzer,
+		&m.SchemaVersion, &m.EmbedderModel, &m.EmbedderDim, &m.EmbedderSpec, &m.Chunker, &m.Analyzer,
 		&m.Contextualize, &m.EscurelVersion, &m.CreatedAt, &m.UpdatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, false, nil
@@ -218,8 +266,10 @@ func readManifest(ctx context.Context, db *sql.DB) (Manifest, bool, error) {
 }
 
 func writeManifest(ctx context.Context, db *sql.DB, m Manifest) error {
-	_, err := db.ExecContext(ctx, `INSERT OR REPLACE INTO manifest VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		m.SchemaVersion, m.EmbedderModel, m.EmbedderDim, m.Chunker, m.Analyzer, m.Contextualize,
+	_, err := db.ExecContext(ctx, `INSERT OR REPLACE INTO manifest (id, schema_version, embedder_model, embedder_dim,
+		embedder_spec, chunker, analyzer, contextualize, escurel_version, created_at, updated_at)
+		VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.SchemaVersion, m.EmbedderModel, m.EmbedderDim, m.EmbedderSpec, m.Chunker, m.Analyzer, m.Contextualize,
 		m.EscurelVersion, m.CreatedAt, m.UpdatedAt)
 	if err != nil {
 		return fmt.Errorf("write manifest: %w", err)

@@ -80,9 +80,12 @@ var schemaColumns = []column{
 	{"fts_df_deltas", "df", "INTEGER", "0"},
 	{"fts_df_deltas", "df_body", "INTEGER", "0"},
 	{"fts_df_deltas", "df_context", "INTEGER", "0"},
-	{"embeddings", "embedding_set", "VARCHAR", "''"},
-	{"embeddings", "block_id", "BIGINT", "0"},
-	{"embeddings", "vector", "FLOAT[]", "[]::FLOAT[]"},
+	{"embedding_sets", "set_id", "INTEGER", "0"},
+	{"embedding_sets", "name", "VARCHAR", "''"},
+	{"embedding_sets", "model", "VARCHAR", "''"},
+	{"embedding_sets", "dim", "INTEGER", "0"},
+	{"embedding_sets", "created_at", "TIMESTAMP", "TIMESTAMP '1970-01-01'"},
+	{"manifest", "embedder_spec", "VARCHAR", "''"},
 }
 
 // migrate brings the database up to SchemaVersion: it applies each missing

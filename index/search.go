@@ -5,31 +5,117 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 
+	"github.com/escurel/escurel/index/dense"
 	"github.com/escurel/escurel/index/fts"
+	"github.com/escurel/escurel/rerank"
 )
 
 // DefaultK is the number of hits Search returns when SearchOptions.K is 0.
 const DefaultK = 10
 
+// Search modes (SearchOptions.Mode).
+const (
+	// ModeBM25 ranks by BM25F over body and context alone.
+	ModeBM25 = "bm25"
+	// ModeDense ranks by the cosine similarity of the query's vector to
+	// the blocks' vectors alone.
+	ModeDense = "dense"
+	// ModeHybrid fuses the two legs' candidate lists (see Fusion).
+	ModeHybrid = "hybrid"
+)
+
+// Fusion methods of ModeHybrid (SearchOptions.Fusion).
+const (
+	// FusionRRF is reciprocal rank fusion (Cormack, Clarke & Büttcher
+	// 2009): a block scores Σ w/(k + rank) over the legs that found it,
+	// rank from 1, with k = SearchOptions.RRFK and w the leg's weight
+	// (SearchOptions.Alpha; equal by default).
+	FusionRRF = "rrf"
+	// FusionConvex is the convex combination α·dense + (1−α)·bm25 of
+	// each leg's scores min-max normalised over its candidates, 0 in a leg
+	// that did not find the block (Bruch, Gai & Ingber 2023, "An Analysis
+	// of Fusion Functions for Hybrid Retrieval").
+	FusionConvex = "convex"
+)
+
+// Defaults of SearchOptions.
+const (
+	DefaultDepth = 100 // candidates per leg in ModeHybrid
+	DefaultRRFK  = 60  // RRF's k, as in Cormack et al. 2009
+	DefaultAlpha = 0.5 // weight of the dense leg
+)
+
 // SearchOptions configure Search. The zero value means DefaultK hits at
-// Public clearance, any term matching, fts.DefaultParams.
+// Public clearance, in the index's default mode (Index.DefaultMode), with
+// hybrid legs fused by RRF.
 type SearchOptions struct {
 	K int // hits to return, ≥ 0; 0 means DefaultK
 	// Clearance is the highest document sensitivity the caller may see:
 	// Public (the default), Internal or Restricted. Blocks of documents above
-	// it are left out before ranking, so K allowed hits still come back, and
-	// checked again before hits are returned.
+	// it are left out inside each leg, before ranking, so K allowed hits
+	// still come back, and checked again before hits are returned.
 	Clearance string
-	// Conjunctive makes every query term required (default: any term).
+	// Mode is ModeBM25, ModeDense or ModeHybrid; "" is the index's
+	// DefaultMode. ModeDense and ModeHybrid need an index with vectors.
+	Mode string
+	// Fusion is FusionRRF (default) or FusionConvex, for ModeHybrid.
+	Fusion string
+	// Depth is how many candidates each leg gives fusion; 0 means
+	// DefaultDepth, and it is never fewer than K.
+	Depth int
+	// RRFK is RRF's k (> 0); 0 means DefaultRRFK.
+	RRFK float64
+	// Alpha is the dense leg's weight in (0, 1], the BM25 leg's being
+	// 1 − Alpha: in FusionConvex the weight of its normalised score, in
+	// FusionRRF of its reciprocal rank (weighted RRF; at 0.5 the order is
+	// that of plain RRF). 0 means DefaultAlpha.
+	Alpha float64
+	// Explain adds each leg's rank and score to every hit (Hit.Explain).
+	Explain bool
+	// Reranker, when not nil, reorders the K hits (Search only; see
+	// package rerank). Hits keep their retrieval Score; with Explain, the
+	// reranker's score is in Hit.Explain.Rerank.
+	Reranker rerank.Reranker
+	// Conjunctive makes every query term required in the BM25 leg
+	// (default: any term).
 	Conjunctive bool
 	// BM25 overrides the BM25F parameters (fts.DefaultParams when nil).
 	BM25 *fts.Params
 	// Language analyzes the query as this language. Default: as each
 	// language of the index's documents, the terms united.
 	Language string
+}
+
+// DefaultMode is the mode of a search that names none: ModeHybrid when the
+// index's vectors come from a trained model (openai, ollama), ModeBM25 when
+// its embedder is none or hash. The hash embedder is a bag of words
+// without IDF: its dense leg repeats BM25's evidence, worse (SciFact train
+// split, nDCG@10: BM25 0.704, hybrid by RRF 0.58, by convex fusion at
+// α = 0.02 0.706), so it is searched by dense or hybrid mode only when asked.
+func (ix *Index) DefaultMode() string {
+	if ix.vec == nil || ix.embedSpec.Provider() == "hash" {
+		return ModeBM25
+	}
+	return ModeHybrid
+}
+
+// Explain is how a hit was ranked. A leg that did not find the hit among
+// its candidates is nil.
+type Explain struct {
+	BM25   *LegRank `json:"bm25,omitempty"`
+	Dense  *LegRank `json:"dense,omitempty"`
+	Rerank *LegRank `json:"rerank,omitempty"`
+}
+
+// LegRank is a hit's place in one ranking: Rank from 1, and that ranking's
+// score (BM25F, cosine similarity, or the reranker's).
+type LegRank struct {
+	Rank  int     `json:"rank"`
+	Score float64 `json:"score"`
 }
 
 // allowed returns the sensitivities a clearance may see, or an error for an
@@ -59,19 +145,26 @@ type Hit struct {
 	Page        int      `json:"page"`         // 0 when the format has no pages
 	ByteStart   int64    `json:"byte_start"`
 	ByteEnd     int64    `json:"byte_end"`
-	Score       float64  `json:"score"`
+	// Score is the ranking's: BM25F in ModeBM25, cosine similarity in
+	// ModeDense, the fused score in ModeHybrid. A reranker reorders hits
+	// without changing it.
+	Score   float64  `json:"score"`
+	Explain *Explain `json:"explain,omitempty"` // with SearchOptions.Explain
 }
 
-// Search ranks blocks by BM25F over body and context (package fts) and
-// returns the best K with their stored fields, highest score first; equal
-// scores are ordered by block id. A query without terms returns no hits. It
-// sees every committed ingest, with no refresh step, and a write whole or
-// not at all.
+// Search ranks blocks for query in the mode opts asks for and returns the
+// best K with their stored fields, best first; equal scores are ordered by
+// block id. A query without terms (and, for the dense leg, without a
+// non-zero vector) returns no hits. It sees every committed ingest, with no
+// refresh step, and a write whole or not at all.
+//
+// Errors: invalid options; a mode the index cannot serve (ModeDense
+// without vectors); the embedder's or the reranker's error; storage errors.
 func (ix *Index) Search(ctx context.Context, query string, opts *SearchOptions) ([]Hit, error) {
 	hits := []Hit{}
-	err := ix.ranked(ctx, query, opts, func(tx querier, ranked []fts.Hit, levels []string) error {
+	err := ix.ranked(ctx, query, opts, func(tx querier, ranked []candidate, levels []string) error {
 		for _, r := range ranked {
-			hits = append(hits, Hit{BlockID: r.Block, Score: r.Score})
+			hits = append(hits, Hit{BlockID: r.id, Score: r.score, Explain: r.explain})
 		}
 		var err error
 		hits, err = fillHits(ctx, tx, hits, levels)
@@ -80,7 +173,44 @@ func (ix *Index) Search(ctx context.Context, query string, opts *SearchOptions) 
 	if err != nil {
 		return nil, err
 	}
+	if opts != nil && opts.Reranker != nil && len(hits) > 0 {
+		if hits, err = rerankHits(ctx, opts.Reranker, query, hits, opts.Explain); err != nil {
+			return nil, fmt.Errorf("search %q: %w", query, err)
+		}
+	}
 	return hits, nil
+}
+
+// rerankHits reorders hits as the reranker says (rerank.Order), after the
+// output gate: a reranker only ever sees passages the caller may see.
+func rerankHits(ctx context.Context, r rerank.Reranker, query string, hits []Hit, explain bool) ([]Hit, error) {
+	passages := make([]string, len(hits))
+	for i, h := range hits {
+		passages[i] = embedText(h.Context, h.Body)
+	}
+	results, err := r.Rerank(ctx, query, passages)
+	if err != nil {
+		return nil, err
+	}
+	order, err := rerank.Order(len(hits), results)
+	if err != nil {
+		return nil, err
+	}
+	scores := map[int]float64{}
+	for _, res := range results {
+		scores[res.Index] = res.Score
+	}
+	out := make([]Hit, len(hits))
+	for rank, i := range order {
+		out[rank] = hits[i]
+		if s, ok := scores[i]; ok && explain {
+			if out[rank].Explain == nil {
+				out[rank].Explain = &Explain{}
+			}
+			out[rank].Explain.Rerank = &LegRank{Rank: rank + 1, Score: s}
+		}
+	}
+	return out, nil
 }
 
 // Ranked is a block's place in a ranking, without its stored fields.
@@ -91,12 +221,16 @@ type Ranked struct {
 
 // Rank ranks as Search does but returns block ids and scores only: the
 // cost of ranking without that of reading the hits' rows (which grows with
-// K). Read the rows of the blocks wanted with DocumentBlocks or Search.
+// K). Read the rows of the blocks wanted with DocumentBlocks or Search. A
+// Reranker needs the rows: Rank refuses one.
 func (ix *Index) Rank(ctx context.Context, query string, opts *SearchOptions) ([]Ranked, error) {
+	if opts != nil && opts.Reranker != nil {
+		return nil, fmt.Errorf("rank %q: a reranker reads the hits' rows; use Search", query)
+	}
 	out := []Ranked{}
-	err := ix.ranked(ctx, query, opts, func(_ querier, ranked []fts.Hit, _ []string) error {
+	err := ix.ranked(ctx, query, opts, func(_ querier, ranked []candidate, _ []string) error {
 		for _, r := range ranked {
-			out = append(out, Ranked{BlockID: r.Block, Score: r.Score})
+			out = append(out, Ranked{BlockID: r.id, Score: r.score})
 		}
 		return nil
 	})
@@ -106,55 +240,223 @@ func (ix *Index) Rank(ctx context.Context, query string, opts *SearchOptions) ([
 	return out, nil
 }
 
-// ranked validates opts, ranks query and calls use with the ranking inside
-// the read transaction it came from.
-func (ix *Index) ranked(ctx context.Context, query string, opts *SearchOptions, use func(querier, []fts.Hit, []string) error) error {
+// candidate is a ranked block before its row is read.
+type candidate struct {
+	id      int64
+	score   float64
+	explain *Explain
+}
+
+// plan is a validated search.
+type plan struct {
+	k, depth    int
+	mode        string
+	fusion      string
+	rrfK, alpha float64
+	explain     bool
+	levels      []string
+	terms       []string  // the BM25 leg's query terms
+	vector      []float32 // the dense leg's query vector
+	bm25        fts.Query
+}
+
+// plan validates opts and analyzes and embeds the query. The embedding
+// happens here, outside any lock: a remote model may take its time.
+func (ix *Index) plan(ctx context.Context, query string, opts *SearchOptions) (*plan, error) {
 	if opts == nil {
 		opts = &SearchOptions{}
 	}
-	k := DefaultK
+	p := &plan{k: DefaultK, mode: opts.Mode, fusion: opts.Fusion, depth: opts.Depth, rrfK: opts.RRFK, alpha: opts.Alpha, explain: opts.Explain}
 	if opts.K != 0 {
-		k = opts.K
+		p.k = opts.K
 	}
-	if k < 0 {
-		return fmt.Errorf("search: k = %d, want ≥ 0", k)
+	if p.k < 0 {
+		return nil, fmt.Errorf("k = %d, want ≥ 0", p.k)
 	}
-	levels, err := allowed(opts.Clearance)
-	if err != nil {
-		return fmt.Errorf("search: %w", err)
+	var err error
+	if p.levels, err = allowed(opts.Clearance); err != nil {
+		return nil, err
+	}
+	if p.mode == "" {
+		p.mode = ix.DefaultMode()
+	}
+	switch p.mode {
+	case ModeBM25:
+	case ModeDense, ModeHybrid:
+		if ix.vec == nil {
+			return nil, fmt.Errorf("mode %s needs vectors, and this index has none (embedder none): "+
+				"use mode bm25, or run `escurel rebuild --embedder hash` to add them", p.mode)
+		}
+	default:
+		return nil, fmt.Errorf("mode %q: want %s, %s or %s", p.mode, ModeBM25, ModeDense, ModeHybrid)
+	}
+	switch p.fusion {
+	case "":
+		p.fusion = FusionRRF
+	case FusionRRF, FusionConvex:
+	default:
+		return nil, fmt.Errorf("fusion %q: want %s or %s", p.fusion, FusionRRF, FusionConvex)
+	}
+	if p.depth == 0 {
+		p.depth = DefaultDepth
+	}
+	if p.depth < 0 {
+		return nil, fmt.Errorf("depth = %d, want ≥ 0", p.depth)
+	}
+	p.depth = max(p.depth, p.k)
+	if p.rrfK == 0 {
+		p.rrfK = DefaultRRFK
+	}
+	if !(p.rrfK > 0) || math.IsInf(p.rrfK, 0) {
+		return nil, fmt.Errorf("rrf k = %v, want > 0", p.rrfK)
+	}
+	if p.alpha == 0 {
+		p.alpha = DefaultAlpha
+	}
+	if !(p.alpha > 0 && p.alpha <= 1) {
+		return nil, fmt.Errorf("alpha = %v, want in (0, 1]", p.alpha)
 	}
 	params := fts.DefaultParams
 	if opts.BM25 != nil {
 		params = *opts.BM25
 	}
 	if err := params.Validate(); err != nil {
-		return fmt.Errorf("search: %w", err)
+		return nil, err
 	}
-	terms, err := ix.queryTerms(query, opts.Language)
+	if p.mode != ModeDense {
+		if p.terms, err = ix.queryTerms(query, opts.Language); err != nil {
+			return nil, err
+		}
+		n := p.k
+		if p.mode == ModeHybrid {
+			n = p.depth
+		}
+		p.bm25 = fts.Query{Terms: p.terms, MaxLevel: uint8(len(p.levels) - 1), K: n, Params: params, Conjunctive: opts.Conjunctive}
+	}
+	if p.mode != ModeBM25 {
+		if p.vector, err = ix.embedQuery(ctx, query); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// ranked plans the search, runs its legs and fusion, and calls use with
+// the ranking inside the read transaction it came from.
+func (ix *Index) ranked(ctx context.Context, query string, opts *SearchOptions, use func(querier, []candidate, []string) error) error {
+	p, err := ix.plan(ctx, query, opts)
 	if err != nil {
-		return fmt.Errorf("search: %w", err)
+		return fmt.Errorf("search %q: %w", query, err)
 	}
-	if len(terms) == 0 {
+	if p.k == 0 {
 		return nil
 	}
-	q := fts.Query{Terms: terms, MaxLevel: uint8(len(levels) - 1), K: k, Params: params, Conjunctive: opts.Conjunctive}
 	err = ix.fts.View(func() error {
 		// One transaction, begun when first needed (a query on cached
-		// terms needs none): posting lists and hit rows come from one
-		// snapshot, the one the in-memory index describes, as no write
-		// commits while View holds its lock.
+		// terms needs none): posting lists, vectors and hit rows come from
+		// one snapshot, the one the in-memory indexes describe, as no
+		// write commits while View holds its lock.
 		tx := &lazyTx{db: ix.db}
 		defer tx.rollback()
-		ranked, err := ix.fts.Search(ctx, tx, q)
-		if err != nil {
-			return err
+		var lex []fts.Hit
+		var den []dense.Hit
+		if p.mode != ModeDense && len(p.terms) > 0 {
+			if lex, err = ix.fts.Search(ctx, tx, p.bm25); err != nil {
+				return err
+			}
 		}
-		return use(tx, ranked, levels)
+		if p.mode != ModeBM25 {
+			d, err := ix.denseIndex(ctx, tx)
+			if err != nil {
+				return err
+			}
+			n := p.k
+			if p.mode == ModeHybrid {
+				n = p.depth
+			}
+			if den, err = d.Search(ctx, p.vector, n, uint8(len(p.levels)-1)); err != nil {
+				return err
+			}
+		}
+		return use(tx, fuse(p, lex, den), p.levels)
 	})
 	if err != nil {
 		return fmt.Errorf("search %q: %w", query, err)
 	}
 	return nil
+}
+
+// fuse turns the legs' rankings into the search's: one leg as it is, or
+// both fused as p.fusion says, best first, ties by block id, at most p.k.
+func fuse(p *plan, lex []fts.Hit, den []dense.Hit) []candidate {
+	type leg struct {
+		ids    []int64
+		scores []float64
+	}
+	legs := [2]leg{}
+	for _, h := range lex {
+		legs[0].ids, legs[0].scores = append(legs[0].ids, h.Block), append(legs[0].scores, h.Score)
+	}
+	for _, h := range den {
+		legs[1].ids, legs[1].scores = append(legs[1].ids, h.Block), append(legs[1].scores, h.Score)
+	}
+	byID := map[int64]*candidate{}
+	var out []candidate
+	get := func(id int64) *candidate {
+		c, ok := byID[id]
+		if !ok {
+			c = &candidate{id: id}
+			if p.explain {
+				c.explain = &Explain{}
+			}
+			byID[id] = c
+		}
+		return c
+	}
+	for l, lg := range legs {
+		weight := 1 - p.alpha
+		if l == 1 {
+			weight = p.alpha
+		}
+		lo, hi := 0.0, 0.0
+		if p.mode == ModeHybrid && p.fusion == FusionConvex && len(lg.scores) > 0 {
+			lo, hi = slices.Min(lg.scores), slices.Max(lg.scores)
+		}
+		for i, id := range lg.ids {
+			c := get(id)
+			s := lg.scores[i]
+			switch {
+			case p.mode != ModeHybrid:
+				c.score = s
+			case p.fusion == FusionRRF:
+				c.score += weight / (p.rrfK + float64(i+1))
+			default: // convex; all equal: each is the leg's best
+				norm := 1.0
+				if hi > lo {
+					norm = (s - lo) / (hi - lo)
+				}
+				c.score += weight * norm
+			}
+			if c.explain != nil {
+				r := &LegRank{Rank: i + 1, Score: s}
+				if l == 0 {
+					c.explain.BM25 = r
+				} else {
+					c.explain.Dense = r
+				}
+			}
+		}
+	}
+	for _, c := range byID {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].score != out[j].score {
+			return out[i].score > out[j].score
+		}
+		return out[i].id < out[j].id
+	})
+	return out[:min(len(out), p.k)]
 }
 
 // queryTerms analyzes a query: as lang when given, else as each language of
@@ -320,7 +622,8 @@ type Stats struct {
 	Manifest      Manifest  `json:"manifest"`
 	Documents     int64     `json:"documents"`
 	Blocks        int64     `json:"blocks"`
-	Embeddings    int64     `json:"embeddings"`
+	EmbeddingSet  string    `json:"embedding_set,omitempty"` // the active set's name; "" without vectors
+	Embeddings    int64     `json:"embeddings"`              // vectors in the active set
 	FullText      fts.Stats `json:"full_text"`
 	FileBytes     int64     `json:"file_bytes"` // size of the DuckDB file
 }
@@ -329,11 +632,16 @@ type Stats struct {
 func (ix *Index) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{Path: ix.path, BlobURL: ix.blobs.URL(), Manifest: ix.manifest}
 	st.FullText = ix.fts.Stats()
+	vectors := `0`
+	if ix.vec != nil {
+		vectors = `(SELECT count(*) FROM ` + ix.vec.table + `)`
+		st.EmbeddingSet = ix.vec.spec.Identity().String()
+	}
 	err := ix.db.QueryRowContext(ctx, `SELECT
 		(SELECT max(version) FROM schema_migrations),
 		(SELECT count(*) FROM documents),
 		(SELECT count(*) FROM blocks),
-		(SELECT count(*) FROM embeddings)`).Scan(&st.SchemaVersion, &st.Documents, &st.Blocks, &st.Embeddings)
+		`+vectors).Scan(&st.SchemaVersion, &st.Documents, &st.Blocks, &st.Embeddings)
 	if err != nil {
 		return st, fmt.Errorf("stats: %w", err)
 	}

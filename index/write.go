@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/escurel/escurel/blobstore"
+	"github.com/escurel/escurel/index/dense"
 	"github.com/escurel/escurel/index/fts"
 	"github.com/escurel/escurel/internal/duck"
 )
@@ -99,15 +100,17 @@ func (ix *Index) write(ctx context.Context, docs []pending) error {
 	if err != nil {
 		return err
 	}
-	if ix.embedder != nil {
-		err = duck.Append(ctx, tx.Conn, "embeddings", []string{"embedding_set", "block_id", "vector"},
+	var denseAdd []dense.Entry
+	if ix.vec != nil {
+		err = duck.Append(ctx, tx.Conn, ix.vec.table, []string{"block_id", "vector"},
 			func(add func(...driver.Value) error) error {
 				i := 0
 				for _, d := range docs {
 					for _, b := range d.blocks {
-						if err := add(ix.embedSet, ids[i], b.vector); err != nil {
+						if err := add(ids[i], b.vector); err != nil {
 							return err
 						}
+						denseAdd = append(denseAdd, dense.Entry{Block: ids[i], Level: level(d.rec.Sensitivity), Vector: b.vector})
 						i++
 					}
 				}
@@ -121,13 +124,21 @@ func (ix *Index) write(ctx context.Context, docs []pending) error {
 	if err != nil {
 		return err
 	}
-	if err := ix.fts.Commit(ctx, tx, rm, ad); err != nil {
+	if err := ix.fts.CommitWith(ctx, tx, func() { ix.applyDense(denseAdd, blockIDs(removed)) }, rm, ad); err != nil {
 		return err
 	}
 	for _, d := range docs {
 		ix.noteLanguage(d.rec.Language)
 	}
 	return ix.fts.Maintain(ctx, ix.db, 0)
+}
+
+func blockIDs(bs []fts.Block) []int64 {
+	out := make([]int64, len(bs))
+	for i, b := range bs {
+		out[i] = b.ID
+	}
+	return out
 }
 
 // deleteRows deletes the rows of the documents docIDs within tx and returns
@@ -141,11 +152,14 @@ func (ix *Index) deleteRows(ctx context.Context, tx *duck.Tx, docIDs []any) ([]f
 	if err != nil {
 		return nil, fmt.Errorf("read replaced blocks: %w", err)
 	}
-	for _, q := range []string{
-		`DELETE FROM embeddings WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id IN (` + in + `))`,
+	stmts := []string{
 		`DELETE FROM blocks WHERE doc_id IN (` + in + `)`,
 		`DELETE FROM documents WHERE doc_id IN (` + in + `)`,
-	} {
+	}
+	if ix.vec != nil {
+		stmts = append([]string{`DELETE FROM ` + ix.vec.table + ` WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id IN (` + in + `))`}, stmts...)
+	}
+	for _, q := range stmts {
 		if _, err := tx.ExecContext(ctx, q, docIDs...); err != nil {
 			return nil, fmt.Errorf("delete replaced rows: %w", err)
 		}
@@ -197,7 +211,7 @@ func (ix *Index) Delete(ctx context.Context, names ...string) ([]string, error) 
 		if err != nil {
 			return nil, err
 		}
-		if err := ix.fts.Commit(ctx, tx, rm); err != nil {
+		if err := ix.fts.CommitWith(ctx, tx, func() { ix.applyDense(nil, blockIDs(removed)) }, rm); err != nil {
 			return nil, err
 		}
 		if err := ix.fts.Maintain(ctx, ix.db, 0); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/escurel/escurel/embed"
 	"github.com/escurel/escurel/eval"
 	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/index/fts"
@@ -22,7 +23,12 @@ func (c *EvalCommand) Run(ctx context.Context, args []string) error {
 	fs := c.m.newFlagSet("eval", &c.g)
 	dir := fs.String("beir", "", "BEIR dataset directory (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv)")
 	split := fs.String("split", "test", "qrels split to evaluate: test, train or dev")
-	mode := fs.String("mode", "bm25", "retrieval mode: bm25")
+	mode := fs.String("mode", "bm25", "retrieval mode: bm25, dense or hybrid")
+	fusion := fs.String("fusion", "", "hybrid fusion: rrf (default) or convex")
+	alpha := fs.Float64("alpha", 0, "weight of the dense leg in fusion, in (0, 1] (default 0.5)")
+	rrfK := fs.Float64("rrf-k", 0, "RRF's k (default 60)")
+	legDepth := fs.Int("leg-depth", 0, "candidates per leg in hybrid mode (default 100, at least --depth)")
+	rr := c.m.rerankFlags(fs)
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 	perQuery := fs.String("per-query", "", "write one JSON line per query (metrics, latency, top 10) to this file")
 	keep := fs.String("keep", "", "build the index in this empty directory and keep it (default: a temporary one)")
@@ -56,8 +62,18 @@ func (c *EvalCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	opts := eval.Options{Dir: *dir, Split: *split, Mode: *mode, IndexDir: *keep, Depth: *depth,
-		Index:  index.Options{Chunker: *chunker, Analyzer: *analyzer, Contextualize: *contextualize},
-		Search: index.SearchOptions{BM25: &p, Conjunctive: *and}}
+		Index: index.Options{Chunker: *chunker, Analyzer: *analyzer, Contextualize: *contextualize},
+		Search: index.SearchOptions{BM25: &p, Conjunctive: *and, Fusion: *fusion, Alpha: *alpha, RRFK: *rrfK,
+			Depth: *legDepth}}
+	if c.g.embedder != "" { // default: none for bm25, hash/384 otherwise
+		if opts.Index.Embedder, err = embed.ParseSpec(c.g.embedder); err != nil {
+			return usageError("eval: %v", err)
+		}
+	}
+	if opts.Search.Reranker, err = rr.reranker(); err != nil {
+		return usageError("eval: %v", err)
+	}
+	opts.Reranker = rr.url
 	if *perQuery != "" {
 		f, err := os.Create(*perQuery)
 		if err != nil {
@@ -75,8 +91,15 @@ func (c *EvalCommand) Run(ctx context.Context, args []string) error {
 		enc.SetEscapeHTML(false)
 		return enc.Encode(rep)
 	}
-	fmt.Fprintf(c.m.Stdout, "%s %s split, %s: %d queries over %d documents (%d blocks, %d failed)\n",
-		rep.Dataset, rep.Split, rep.Mode, rep.Queries, rep.Documents, rep.Blocks, rep.Failed)
+	how := rep.Mode
+	if rep.Fusion != "" {
+		how += " (" + rep.Fusion + ")"
+	}
+	if rep.Reranker != "" {
+		how += ", reranked by " + rep.Reranker
+	}
+	fmt.Fprintf(c.m.Stdout, "%s %s split, %s, embedder %s: %d queries over %d documents (%d blocks, %d failed)\n",
+		rep.Dataset, rep.Split, how, rep.Manifest.Embedder(), rep.Queries, rep.Documents, rep.Blocks, rep.Failed)
 	fmt.Fprintf(c.m.Stdout, "nDCG@10 %.4f  recall@100 %.4f  MRR@10 %.4f\n", rep.NDCG10, rep.Recall100, rep.MRR10)
 	fmt.Fprintf(c.m.Stdout, "search (k 10, with hit rows) p50 %.2f ms, p95 %.2f ms; ranking (depth %d) p50 %.2f ms, p95 %.2f ms\n",
 		rep.LatencyP50ms, rep.LatencyP95ms, rep.Depth, rep.RankP50ms, rep.RankP95ms)

@@ -19,13 +19,16 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	// Blob store URL schemes this binary opens. A Go program using the
 	// library registers the ones it needs (for example s3blob) itself.
 	_ "gocloud.dev/blob/fileblob"
 	_ "gocloud.dev/blob/memblob"
 
+	"github.com/escurel/escurel/embed"
 	"github.com/escurel/escurel/index"
+	"github.com/escurel/escurel/rerank"
 )
 
 func main() {
@@ -74,12 +77,14 @@ func exitCode(stderr io.Writer, err error) int {
 type globals struct {
 	indexDir string
 	blobURL  string
+	embedder string // an embed.ParseSpec string; "" means the index's
 }
 
 // register adds the global flags to fs, with defaults from the environment.
 func (m *Main) register(fs *flag.FlagSet, g *globals) {
 	fs.StringVar(&g.indexDir, "index", m.envOr("ESCUREL_INDEX", "./.escurel"), "index directory (env ESCUREL_INDEX)")
 	fs.StringVar(&g.blobURL, "blobs", m.Getenv("ESCUREL_BLOBS"), "blob store URL (env ESCUREL_BLOBS; default file://<index dir>/blobs)")
+	fs.StringVar(&g.embedder, "embedder", m.Getenv("ESCUREL_EMBEDDER"), "embedder spec (env ESCUREL_EMBEDDER; default: the index's, hash/384 for a new one)")
 }
 
 func (m *Main) envOr(key, def string) string {
@@ -96,6 +101,13 @@ func (m *Main) options(g globals) (*index.Options, error) {
 			"would hold the only copy of the documents once escurel exits; use file:// or s3://", g.blobURL)
 	}
 	opts := &index.Options{BlobURL: g.blobURL}
+	if g.embedder != "" {
+		spec, err := embed.ParseSpec(g.embedder)
+		if err != nil {
+			return nil, usageError("%v", err)
+		}
+		opts.Embedder = spec
+	}
 	if v := m.Getenv("ESCUREL_INGEST_CONTEXTUALIZE"); v != "" {
 		mode, err := index.ParseContextualize(v)
 		if err != nil {
@@ -173,10 +185,15 @@ Commands:
                           files; directories recursively. LEVEL: public
                           (default), internal or restricted, unless the front
                           matter says otherwise
-  search [-k N] [--json] [--clearance LEVEL] [--and] [--lang TAG] [--] QUERY
-                          rank blocks by BM25F over body and context; blocks
+  search [-k N] [--json] [--clearance LEVEL] [--mode MODE] [--fusion F]
+         [--explain] [--rerank URL] [--and] [--lang TAG] [--] QUERY
+                          rank blocks: MODE bm25 (BM25F over body and
+                          context), dense (vectors) or hybrid (both fused by
+                          rrf or convex; the default with vectors); blocks
                           of documents above LEVEL (default public) never
-                          appear; --and requires every term; put -- before a
+                          appear; --explain shows each leg's rank and score;
+                          --rerank reorders the hits with a reranker;
+                          --and requires every term; put -- before a
                           query that starts with -
   delete SOURCE|DOC_ID... remove documents (and their records in the blob
                           store, so rebuild does not bring them back)
@@ -188,8 +205,9 @@ Commands:
                           re-derive the index from the blob store, with new
                           settings if given, and swap it in; refused when the
                           store lacks live documents, unless --allow-missing
-  eval --beir DIR [--split test] [--json] [--per-query FILE] [--k1 X]
-       [--b X] [--b-context X] [--context-weight X] [--and]
+  eval --beir DIR [--split test] [--mode MODE] [--fusion F] [--rerank URL]
+       [--json] [--per-query FILE] [--k1 X] [--b X] [--b-context X]
+       [--context-weight X] [--and]
                           nDCG@10, recall@100, MRR@10 and latency on a BEIR
                           dataset, in a temporary index
   version                 print the version
@@ -198,6 +216,12 @@ Global flags (also accepted after the command):
   --index DIR             index directory (env ESCUREL_INDEX; default ./.escurel)
   --blobs URL             blob store URL, file:///path (env ESCUREL_BLOBS;
                           default file://<index dir>/blobs)
+  --embedder SPEC         embedder (env ESCUREL_EMBEDDER): none, hash,
+                          hash/DIM, openai:MODEL?url=URL&dim=N or
+                          ollama:MODEL?url=URL, with options query_prefix,
+                          document_prefix, key_env, batch, timeout, retries;
+                          fixed when the index is created (default hash/384),
+                          changed by rebuild; the url may change any time
 
 Environment:
   ESCUREL_INGEST_CONTEXTUALIZE=structural|off
@@ -214,7 +238,31 @@ func (m *Main) newFlagSet(name string, g *globals) *flag.FlagSet {
 	// The globals parsed before the command are the defaults here.
 	fs.StringVar(&g.indexDir, "index", g.indexDir, "index directory")
 	fs.StringVar(&g.blobURL, "blobs", g.blobURL, "blob store URL")
+	fs.StringVar(&g.embedder, "embedder", g.embedder, "embedder spec")
 	return fs
+}
+
+// rerankOptions are the reranker flags of search and eval.
+type rerankOptions struct {
+	url, model string
+	timeout    time.Duration
+	getenv     func(string) string
+}
+
+func (m *Main) rerankFlags(fs *flag.FlagSet) *rerankOptions {
+	r := &rerankOptions{getenv: m.Getenv}
+	fs.StringVar(&r.url, "rerank", m.Getenv("ESCUREL_RERANK_URL"), "reranker endpoint, e.g. http://127.0.0.1:8080/rerank (env ESCUREL_RERANK_URL; key in ESCUREL_RERANK_API_KEY)")
+	fs.StringVar(&r.model, "rerank-model", "", "model name sent to a /v1/rerank or /v2/rerank endpoint")
+	fs.DurationVar(&r.timeout, "rerank-timeout", 0, "reranker request timeout (default 60s)")
+	return r
+}
+
+// reranker returns the configured reranker, nil when none.
+func (r *rerankOptions) reranker() (rerank.Reranker, error) {
+	if r.url == "" {
+		return nil, nil
+	}
+	return rerank.NewHTTP(r.url, rerank.Options{Model: r.model, Key: r.getenv("ESCUREL_RERANK_API_KEY"), Timeout: r.timeout})
 }
 
 // parse parses a command's flags and returns its positional arguments.

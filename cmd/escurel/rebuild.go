@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/escurel/escurel/blobstore"
-	"github.com/escurel/escurel/embed"
 	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/index/analysis"
 	"github.com/escurel/escurel/index/chunk"
@@ -24,7 +23,6 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 	fs := c.m.newFlagSet("rebuild", &c.g)
 	contextualize := fs.String("contextualize", "", "structural or off (default: the index's)")
 	chunker := fs.String("chunker", "", "chunker, e.g. default or 'default(max_bytes=800)' (default: the index's)")
-	embedder := fs.String("embedder", "", "embedder: hash, hash/DIM or none (default: the index's)")
 	analyzer := fs.String("analyzer", "", "analyzer: simple (default: the index's)")
 	allowMissing := fs.Bool("allow-missing", false, "drop live documents that have no record in the blob store instead of refusing")
 	args, err := c.m.parse(fs, args)
@@ -54,11 +52,6 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	opts.Chunker, opts.Analyzer = *chunker, *analyzer
-	if *embedder != "" {
-		if opts.Embedder, err = embed.ParseSpec(*embedder); err != nil {
-			return usageError("rebuild: %v", err)
-		}
-	}
 	blobURL := c.g.blobURL
 	if blobURL == "" {
 		if blobURL, err = index.DefaultBlobURL(c.g.indexDir); err != nil {

@@ -30,6 +30,12 @@ func (c *SearchCommand) Run(ctx context.Context, args []string) error {
 	clearance := fs.String("clearance", index.Public, "highest document sensitivity to return: public, internal or restricted")
 	and := fs.Bool("and", false, "require every query term (default: any)")
 	lang := fs.String("lang", "", "analyze the query as this language (default: as each language of the index's documents)")
+	mode := fs.String("mode", "", "bm25, dense or hybrid (default: hybrid with a trained embedder, bm25 with hash or none)")
+	fusion := fs.String("fusion", "", "hybrid fusion: rrf (default) or convex")
+	alpha := fs.Float64("alpha", 0, "weight of the dense leg in fusion, in (0, 1] (default 0.5)")
+	depth := fs.Int("depth", 0, "candidates per leg in hybrid mode (default 100)")
+	explain := fs.Bool("explain", false, "show each leg's rank and score for every hit")
+	rr := c.m.rerankFlags(fs)
 	args, err := c.m.parse(fs, args)
 	if err != nil {
 		return err
@@ -41,12 +47,17 @@ func (c *SearchCommand) Run(ctx context.Context, args []string) error {
 		return usageError("search: -k %d: want at least 1", *k)
 	}
 	query := strings.Join(args, " ")
+	reranker, err := rr.reranker()
+	if err != nil {
+		return usageError("search: %v", err)
+	}
 	ix, err := c.m.openExisting(ctx, c.g)
 	if err != nil {
 		return err
 	}
 	defer ix.Close()
-	hits, err := ix.Search(ctx, query, &index.SearchOptions{K: *k, Clearance: *clearance, Conjunctive: *and, Language: *lang})
+	hits, err := ix.Search(ctx, query, &index.SearchOptions{K: *k, Clearance: *clearance, Conjunctive: *and, Language: *lang,
+		Mode: *mode, Fusion: *fusion, Alpha: *alpha, Depth: *depth, Explain: *explain, Reranker: reranker})
 	if err != nil {
 		return err
 	}
@@ -64,9 +75,20 @@ func (c *SearchCommand) Run(ctx context.Context, args []string) error {
 		if h.Context != "" {
 			fmt.Fprintf(c.m.Stdout, "    %s\n", h.Context)
 		}
+		if e := h.Explain; e != nil {
+			fmt.Fprintf(c.m.Stdout, "    bm25 %s  dense %s  rerank %s\n", legText(e.BM25), legText(e.Dense), legText(e.Rerank))
+		}
 		fmt.Fprintf(c.m.Stdout, "    %s\n\n", snippet(h.Body, 240))
 	}
 	return nil
+}
+
+// legText prints a hit's place in one ranking, "-" when not in it.
+func legText(r *index.LegRank) string {
+	if r == nil {
+		return "-"
+	}
+	return fmt.Sprintf("#%d (%.4f)", r.Rank, r.Score)
 }
 
 // snippet collapses white space in s and cuts it to at most max bytes at a

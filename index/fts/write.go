@@ -235,6 +235,14 @@ func (ix *Index) Remove(ctx context.Context, tx *duck.Tx, blocks []Block) (*Chan
 // write lock, so that no search sees one without the other. After a failed
 // commit the in-memory index is unchanged.
 func (ix *Index) Commit(ctx context.Context, tx *duck.Tx, changes ...*Change) error {
+	return ix.CommitWith(ctx, tx, nil, changes...)
+}
+
+// CommitWith is Commit that also runs then, when not nil, after a
+// successful commit and under the same lock: another in-memory structure
+// that must change with the transaction (the dense vectors) changes there,
+// so no search inside View sees the one without the other.
+func (ix *Index) CommitWith(ctx context.Context, tx *duck.Tx, then func(), changes ...*Change) error {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if err := tx.Commit(ctx); err != nil {
@@ -242,6 +250,9 @@ func (ix *Index) Commit(ctx context.Context, tx *duck.Tx, changes ...*Change) er
 	}
 	for _, ch := range changes {
 		ix.apply(ch)
+	}
+	if then != nil {
+		then()
 	}
 	return nil
 }
