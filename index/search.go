@@ -527,7 +527,7 @@ func fillHits(ctx context.Context, q querier, hits []Hit, levels []string) ([]Hi
 		if err := rows.Scan(&id, &h.DocID, &h.Source, &h.Title, &h.Body, &h.Context, &path, &h.Page, &h.ByteStart, &h.ByteEnd, &sens); err != nil {
 			return nil, err
 		}
-		h.BlockID, h.Score = id, hits[pos[id]].Score
+		h.BlockID, h.Score, h.Explain = id, hits[pos[id]].Score, hits[pos[id]].Explain
 		if h.HeadingPath, err = decodeHeadingPath(id, path); err != nil {
 			return nil, err
 		}

@@ -10,8 +10,9 @@ import (
 	"github.com/escurel/escurel/index"
 )
 
-// Searches running during re-ingests see each version of a document whole:
-// never blocks of two versions at once, never an error.
+// Searches running during re-ingests, in every mode, see each version of a
+// document whole: never blocks of two versions at once, never an error. The
+// dense leg's in-memory vectors change with the transaction.
 func TestSearchDuringIngest(t *testing.T) {
 	e := newEnv(t, index.Options{})
 	version := func(v int) string {
@@ -25,13 +26,13 @@ func TestSearchDuringIngest(t *testing.T) {
 	e.ingest("/doc.md", version(0))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for r := 0; r < 2; r++ {
+	errs := make(chan error, 6)
+	for _, mode := range []string{index.ModeBM25, index.ModeDense, index.ModeHybrid} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for n := 0; ctx.Err() == nil; n++ {
-				hits, err := e.ix.Search(ctx, "marker", &index.SearchOptions{K: 10})
+				hits, err := e.ix.Search(ctx, "marker", &index.SearchOptions{K: 10, Mode: mode})
 				if err != nil {
 					if ctx.Err() == nil {
 						errs <- err
@@ -39,13 +40,13 @@ func TestSearchDuringIngest(t *testing.T) {
 					return
 				}
 				if len(hits) != 5 {
-					errs <- fmt.Errorf("search %d: %d hits, want 5", n, len(hits))
+					errs <- fmt.Errorf("%s search %d: %d hits, want 5", mode, n, len(hits))
 					return
 				}
 				v := strings.Fields(hits[0].Body)[1]
 				for _, h := range hits {
 					if got := strings.Fields(h.Body)[1]; got != v {
-						errs <- fmt.Errorf("search %d mixes %s and %s", n, v, got)
+						errs <- fmt.Errorf("%s search %d mixes %s and %s", mode, n, v, got)
 						return
 					}
 				}

@@ -7,10 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/escurel/escurel/internal/modelserver"
 )
 
 // run runs escurel in-process and returns stdout, stderr and the exit code.
@@ -211,5 +214,65 @@ func TestDeleteCompact(t *testing.T) {
 	run(t, nil, "--index", idx, "rebuild")
 	if out, _, _ := run(t, nil, "--index", idx, "search", "--and", "bill", "sensors"); !strings.Contains(out, "no hits") {
 		t.Errorf("deleted document back after rebuild:\n%s", out)
+	}
+}
+
+// search --mode hybrid --explain --json adds an explain object per hit;
+// --rerank sends the hits to a reranker on a loopback server; the embedder
+// comes from ESCUREL_EMBEDDER.
+func TestSearchModesCLI(t *testing.T) {
+	srv := modelserver.Start(t)
+	idx := filepath.Join(t.TempDir(), "idx")
+	src := docs(t)
+	os.Remove(filepath.Join(src, "bad.md"))
+	env := map[string]string{"ESCUREL_EMBEDDER": "ollama:m?dim=384&url=" + srv.URL}
+	if out, errOut, code := run(t, env, "--index", idx, "ingest", src); code != 0 {
+		t.Fatalf("ingest: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code := run(t, nil, "--index", idx, "search", "--mode", "hybrid", "--explain", "--json", "--rerank", srv.URL+"/rerank", "bill sensors")
+	if code != 0 {
+		t.Fatalf("search: exit %d: %s", code, errOut)
+	}
+	var doc struct {
+		Hits []struct {
+			Body    string `json:"body"`
+			Explain struct {
+				BM25   *struct{ Rank int } `json:"bm25"`
+				Dense  *struct{ Rank int } `json:"dense"`
+				Rerank *struct{ Rank int } `json:"rerank"`
+			} `json:"explain"`
+		} `json:"hits"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Hits) != 3 || doc.Hits[0].Body != "Tune the bill sensors." {
+		t.Fatalf("hits %+v", doc.Hits)
+	}
+	x := doc.Hits[0].Explain
+	if x.BM25 == nil || x.Dense == nil || x.Rerank == nil || x.Rerank.Rank != 1 {
+		t.Errorf("explain %+v", x)
+	}
+	var paths []string
+	for _, r := range srv.Requests() {
+		paths = append(paths, r.Path)
+	}
+	if !slices.Contains(paths, "/api/embed") || paths[len(paths)-1] != "/rerank" {
+		t.Errorf("requests %v", paths)
+	}
+	// Text output shows the legs.
+	out, _, _ = run(t, nil, "--index", idx, "search", "--mode", "dense", "--explain", "bill sensors")
+	if !strings.Contains(out, "bm25 -  dense #1") {
+		t.Errorf("text explain:\n%s", out)
+	}
+	// Bad values are usage errors.
+	for _, args := range [][]string{{"--mode", "vector"}, {"--fusion", "max"}, {"--rerank", "ftp://x"}} {
+		_, errOut, code := run(t, nil, append([]string{"--index", idx, "search"}, append(args, "q")...)...)
+		if code == 0 || errOut == "" {
+			t.Errorf("search %v: exit %d", args, code)
+		}
+	}
+	if _, errOut, code := run(t, nil, "--index", idx, "--embedder", "hash", "search", "q"); code != 1 || !strings.Contains(errOut, "escurel rebuild --embedder") {
+		t.Errorf("another embedder: exit %d: %s", code, errOut)
 	}
 }
