@@ -21,7 +21,16 @@ DEMO_INDEX ?= .demo
 
 BENCH_N ?= 100000
 
-.PHONY: all build deps test bench bench-fts eval demo clean
+# ONNX Runtime for the onnx embedder and its tests: the CPU library that
+# the npm package onnxruntime-node carries, fetched with `npm pack` (its
+# install script, which downloads from elsewhere, never runs). 1.24.x
+# matches the C API (version 24) of github.com/yalue/onnxruntime_go v1.27.0.
+ORT_VERSION := 1.24.3
+ORT_ARCH    := $(if $(filter aarch64 arm64,$(shell uname -m)),arm64,x64)
+ORT_DIR     := .cache/onnxruntime-$(ORT_VERSION)-$(ORT_ARCH)
+ORT_LIB     := $(abspath $(ORT_DIR))/libonnxruntime.so.1
+
+.PHONY: all build deps onnxruntime test bench bench-fts bench-dense eval demo clean
 
 all: build
 
@@ -33,11 +42,21 @@ deps:
 build: deps
 	$(GO) build -o $(BIN) ./cmd/escurel
 
-test: deps
+onnxruntime: $(ORT_LIB)
+
+$(ORT_LIB):
+	@command -v npm >/dev/null 2>&1 || { echo "installing npm to fetch ONNX Runtime"; \
+		apt-get update -qq && apt-get install -y -qq npm; }
+	rm -rf $(ORT_DIR) && mkdir -p $(ORT_DIR)
+	cd $(ORT_DIR) && npm pack --ignore-scripts --silent onnxruntime-node@$(ORT_VERSION) >/dev/null && \
+		tar xzf onnxruntime-node-$(ORT_VERSION).tgz package/bin/napi-v6/linux/$(ORT_ARCH)/libonnxruntime.so.1 && \
+		mv package/bin/napi-v6/linux/$(ORT_ARCH)/libonnxruntime.so.1 . && rm -rf package onnxruntime-node-$(ORT_VERSION).tgz
+
+test: deps onnxruntime
 	$(GO) vet ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
-	$(GO) test ./...
+	ESCUREL_ONNXRUNTIME_LIB=$(ORT_LIB) $(GO) test ./...
 
 # Benchmarks report ingest docs/s, blocks, index size and search p50/p95 on
 # the shared FastAPI pages (skipped when ../shared/data is absent).
@@ -49,9 +68,18 @@ bench: deps
 bench-fts: deps
 	cd bench/fts && $(GO) run -tags sqlite_fts5 . -n $(BENCH_N)
 
+# escurel's dense leg and hybrid search against DuckDB's own exact vector
+# scan (array_inner_product) on the same BENCH_N passages and hash/384
+# vectors.
+bench-dense: deps
+	cd bench/fts && $(GO) run -tags sqlite_fts5 . -n $(BENCH_N) -engines escurel-hybrid,escurel-dense,duckdb-dense
+
 # Retrieval quality on SciFact (BEIR), test split.
 eval: build
 	$(BIN) eval --beir ../shared/data/scifact
+	$(BIN) eval --beir ../shared/data/scifact --mode dense
+	$(BIN) eval --beir ../shared/data/scifact --mode hybrid
+	$(BIN) eval --beir ../shared/data/scifact --mode hybrid --fusion convex --alpha 0.02
 
 demo: build
 	@echo "demo data: $(DEMO_DATA)"

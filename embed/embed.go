@@ -10,6 +10,8 @@
 //   - "openai:<model>" (OpenAI): any server speaking OpenAI's
 //     POST /v1/embeddings (OpenAI, vLLM, llama.cpp, LM Studio, TEI, LocalAI).
 //   - "ollama:<model>" (Ollama): Ollama's POST /api/embed.
+//   - "onnx:<name>?path=<dir>" (ONNX): a sentence-transformers model run
+//     in-process by ONNX Runtime.
 //   - "none": no dense vectors, a BM25-only index.
 //
 // Every vector escurel stores or searches with is scaled to unit L2 length
@@ -54,9 +56,11 @@ type Embedder interface {
 //	<provider>:<model>[?<option>=<value>&...]
 //
 // with options dim, query_prefix, document_prefix (identity) and url,
-// key_env, batch, timeout, retries, dimensions (reach), URL-query encoded.
+// key_env, batch, timeout, retries, dimensions, path (reach), URL-query
+// encoded.
 type Spec struct {
-	// Model is "none", "hash", "openai:<name>" or "ollama:<name>".
+	// Model is "none", "hash", "openai:<name>", "ollama:<name>" or
+	// "onnx:<name>".
 	Model string
 	// Dim is the vector dimension. 0 for a remote model means: ask the
 	// model once (Probe) when a new index is created.
@@ -74,7 +78,10 @@ type Spec struct {
 	// "Authorization: Bearer <key>". Default for openai: OPENAI_API_KEY,
 	// sent only when set; a KeyEnv given explicitly must be set.
 	KeyEnv string
-	// Batch is the most texts sent in one request. Default DefaultBatch.
+	// Path is an onnx model's directory (model.onnx, tokenizer.json).
+	Path string
+	// Batch is the most texts sent in one request, or run through an
+	// onnx model at once. Default DefaultBatch.
 	Batch int
 	// Timeout bounds each request, retries aside. Default DefaultTimeout.
 	Timeout time.Duration
@@ -138,6 +145,7 @@ func (s Spec) String() string {
 	set("query_prefix", s.QueryPrefix)
 	set("document_prefix", s.DocumentPrefix)
 	set("url", s.URL)
+	set("path", s.Path)
 	set("key_env", s.KeyEnv)
 	if s.Batch != 0 {
 		v.Set("batch", strconv.Itoa(s.Batch))
@@ -186,13 +194,13 @@ func ParseSpec(s string) (Spec, error) {
 			return bad("dimension must be an integer from 1 to %d", MaxHashDim)
 		}
 		spec = Spec{Model: "hash", Dim: d}
-	case provider == "openai" || provider == "ollama":
+	case provider == "openai" || provider == "ollama" || provider == "onnx":
 		if !hasName || name == "" {
 			return bad("%s needs a model name: %s:<model>", provider, provider)
 		}
 		spec = Spec{Model: head}
 	default:
-		return bad("unknown embedder; embedders: none, hash, hash/<dim>, openai:<model>, ollama:<model>")
+		return bad("unknown embedder; embedders: none, hash, hash/<dim>, openai:<model>, ollama:<model>, onnx:<name>?path=<dir>")
 	}
 	opts, err := url.ParseQuery(query)
 	if err != nil {
@@ -224,9 +232,15 @@ func ParseSpec(s string) (Spec, error) {
 				return bad("dim and dimensions differ")
 			}
 			spec.Dim, spec.Dimensions = d, spec.Dimensions || k == "dimensions"
+		case "path":
+			if spec.Provider() != "onnx" {
+				return bad("option path applies to onnx models only")
+			}
+			spec.Path = v
 		case "url", "key_env", "batch", "timeout", "retries":
-			if !remote {
-				return bad("option %s applies to remote models only", k)
+			onnx := spec.Provider() == "onnx"
+			if !remote || (onnx && k != "batch") {
+				return bad("option %s applies to openai and ollama models only", k)
 			}
 			switch k {
 			case "url":
@@ -257,7 +271,7 @@ func ParseSpec(s string) (Spec, error) {
 				spec.Retries = n
 			}
 		default:
-			return bad("unknown option %s; options: dim, dimensions, query_prefix, document_prefix, url, key_env, batch, timeout, retries", k)
+			return bad("unknown option %s; options: dim, dimensions, query_prefix, document_prefix, url, key_env, batch, timeout, retries, path", k)
 		}
 	}
 	return spec, nil
@@ -283,6 +297,8 @@ func New(spec Spec) (Embedder, error) {
 		return newOpenAI(spec)
 	case "ollama":
 		return newOllama(spec)
+	case "onnx":
+		return newONNX(spec)
 	}
 	return nil, fmt.Errorf("embedder %v: unknown provider", spec)
 }

@@ -228,11 +228,15 @@ func (s settings) against(m Manifest, path string) (settings, error) {
 }
 
 // reach returns the manifest's embedder spec with the configured spec's
-// ways to reach the model (url, key_env, batch, timeout, retries) where
-// they are set: the identity is the manifest's, the server may move.
+// ways to reach the model (url, path, key_env, batch, timeout, retries)
+// where they are set: the identity is the manifest's, the server or the
+// model directory may move.
 func reach(m, configured embed.Spec) embed.Spec {
 	if configured.URL != "" {
 		m.URL = configured.URL
+	}
+	if configured.Path != "" {
+		m.Path = configured.Path
 	}
 	if configured.KeyEnv != "" {
 		m.KeyEnv = configured.KeyEnv

@@ -14,6 +14,7 @@ import (
 	"github.com/escurel/escurel/embed"
 	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/internal/modelserver"
+	"github.com/escurel/escurel/internal/onnxtest"
 	"github.com/escurel/escurel/rerank"
 )
 
@@ -361,5 +362,33 @@ func TestDenseModeWithoutVectors(t *testing.T) {
 		if _, err := e.ix.Search(context.Background(), "alpha", &bad); err == nil {
 			t.Errorf("options %+v accepted", bad)
 		}
+	}
+}
+
+// An index whose vectors come from an in-process ONNX model: ingest embeds
+// through ONNX Runtime, dense search finds the block, and the manifest
+// records the model with the dimension the model declares.
+func TestONNXEmbedderIndex(t *testing.T) {
+	if err := embed.RuntimeAvailable(); err != nil {
+		t.Skipf("ONNX Runtime not available (%v): run `make onnxruntime` and set %s", err, embed.OnnxRuntimeEnv)
+	}
+	dir := t.TempDir()
+	if err := onnxtest.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, index.Options{Embedder: mustSpec(t, "onnx:test-model?path="+dir)})
+	if m := e.ix.Manifest(); m.EmbedderModel != "onnx:test-model" || m.EmbedderDim != onnxtest.Dim {
+		t.Fatalf("manifest %+v", m)
+	}
+	e.ingest("/care.txt", "feed the ocelot")
+	e.ingest("/text.txt", "a long text with many words")
+	// The toy model's vectors mean nothing, but a query equal to a
+	// block's embedded text (context, newline, body) has cosine 1 with it.
+	hits := searchWith(t, e.ix, "[care]\nfeed the ocelot", index.SearchOptions{Mode: index.ModeDense, K: 2})
+	if len(hits) != 2 || hits[0].Body != "feed the ocelot" || hits[0].Score < 0.99999 {
+		t.Errorf("dense hits %+v", hits)
+	}
+	if e.ix.DefaultMode() != index.ModeHybrid {
+		t.Errorf("default mode %s", e.ix.DefaultMode())
 	}
 }

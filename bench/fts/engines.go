@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"io/fs"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	bleveindex "github.com/blevesearch/bleve_index_api"
+	duckdb "github.com/duckdb/duckdb-go/v2"
 	_ "github.com/mattn/go-sqlite3"
 	_ "gocloud.dev/blob/fileblob"
 	_ "gocloud.dev/blob/memblob"
@@ -31,10 +33,21 @@ type Engine interface {
 
 var engineNames = []string{"escurel", "bleve", "sqlite"}
 
+// denseEngines are the engines of the dense benchmark (make bench-dense).
+var denseEngines = []string{"escurel-hybrid", "escurel-dense", "duckdb-dense"}
+
+// shares names an engine that searches another's index instead of
+// building its own: it is not built, and adds and deletes nothing.
+var shares = map[string]string{"escurel-dense": "escurel-hybrid"}
+
 func openEngine(name, dir string, memBlobs bool) (Engine, error) {
 	switch name {
 	case "escurel":
 		return openEscurel(dir, memBlobs)
+	case "escurel-hybrid":
+		return openEscurelVectors(dir, memBlobs, index.ModeHybrid)
+	case "duckdb-dense":
+		return openDuckDense(dir)
 	case "bleve":
 		return openBleve(dir)
 	case "sqlite":
@@ -60,7 +73,8 @@ func dirSize(dir string) int64 {
 // escurel: BM25-only index (no vectors), file:// blob store unless
 // memBlobs; a passage is a document with its title given.
 type escurelEngine struct {
-	ix *index.Index
+	ix   *index.Index
+	mode string // "" is the index's default
 }
 
 func openEscurel(dir string, memBlobs bool) (*escurelEngine, error) {
@@ -93,9 +107,38 @@ func (e *escurelEngine) Add(ps []Passage) error {
 }
 
 func (e *escurelEngine) Search(q string) (int, error) {
-	hits, err := e.ix.Rank(context.Background(), q, &index.SearchOptions{K: 10})
+	hits, err := e.ix.Rank(context.Background(), q, &index.SearchOptions{K: 10, Mode: e.mode})
 	return len(hits), err
 }
+
+// escurel-hybrid: the same, with hash/384 vectors, searched in hybrid mode
+// (RRF over each leg's top 100).
+func openEscurelVectors(dir string, memBlobs bool, mode string) (*escurelEngine, error) {
+	opts := &index.Options{Embedder: embed.Default}
+	if memBlobs {
+		opts.BlobURL = "mem://"
+	}
+	ix, err := index.Open(context.Background(), dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &escurelEngine{ix: ix, mode: mode}, nil
+}
+
+// view is an engine searching another engine's escurel index in another
+// mode (escurel-dense: escurel-hybrid's index in dense mode).
+type view struct {
+	ix   *index.Index
+	mode string
+}
+
+func (v *view) Add([]Passage) error { return nil }
+func (v *view) Search(q string) (int, error) {
+	hits, err := v.ix.Rank(context.Background(), q, &index.SearchOptions{K: 10, Mode: v.mode})
+	return len(hits), err
+}
+func (v *view) Delete(string) error { return nil }
+func (v *view) Close() error        { return nil }
 
 func (e *escurelEngine) Delete(id string) error {
 	_, err := e.ix.Delete(context.Background(), "bench://"+id)
@@ -103,6 +146,80 @@ func (e *escurelEngine) Delete(id string) error {
 }
 
 func (e *escurelEngine) Close() error { return e.ix.Close() }
+
+// duckdb-dense: the peer of escurel's dense leg, DuckDB alone. The same
+// hash/384 vectors of "[title]\nbody" in a FLOAT[384] column; a query is
+// ORDER BY array_inner_product(vector, query) DESC LIMIT 10 (DuckDB's
+// exact scan; its vss extension, which adds HNSW, cannot be installed
+// here).
+type duckDense struct {
+	db  *sql.DB
+	emb embed.Embedder
+}
+
+func openDuckDense(dir string) (*duckDense, error) {
+	db, err := sql.Open("duckdb", filepath.Join(dir, "vectors.duckdb"))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS v (id VARCHAR PRIMARY KEY, vector FLOAT[384] NOT NULL)`); err != nil {
+		return nil, err
+	}
+	return &duckDense{db: db, emb: embed.NewHash(embed.DefaultHashDim)}, nil
+}
+
+func (d *duckDense) Add(ps []Passage) error {
+	texts := make([]string, len(ps))
+	for i, p := range ps {
+		texts[i] = "[" + p.Title + "]\n" + p.Body
+	}
+	vs, err := d.emb.Embed(context.Background(), texts)
+	if err != nil {
+		return err
+	}
+	conn, err := d.db.Conn(context.Background())
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(c any) error {
+		app, err := duckdb.NewAppenderFromConn(c.(driver.Conn), "", "v")
+		if err != nil {
+			return err
+		}
+		for i, p := range ps {
+			if err := app.AppendRow(p.ID, vs[i]); err != nil {
+				app.Close()
+				return err
+			}
+		}
+		return app.Close()
+	})
+}
+
+func (d *duckDense) Search(q string) (int, error) {
+	vs, err := d.emb.Embed(context.Background(), []string{q})
+	if err != nil {
+		return 0, err
+	}
+	rows, err := d.db.Query(`SELECT id FROM v ORDER BY array_inner_product(vector, ?::FLOAT[384]) DESC LIMIT 10`, vs[0])
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	return n, rows.Err()
+}
+
+func (d *duckDense) Delete(id string) error {
+	_, err := d.db.Exec(`DELETE FROM v WHERE id = ?`, id)
+	return err
+}
+
+func (d *duckDense) Close() error { return d.db.Close() }
 
 // bleve: default mapping, English analyzer, BM25 scoring, match query on
 // the composite _all field (title and body).

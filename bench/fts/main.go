@@ -146,6 +146,10 @@ func run() error {
 	fmt.Printf("%d passages; corpus-only process peak RSS %.0f MB\n", *nFlag, baseRSS)
 	res := map[string]*result{}
 	for _, name := range names {
+		if shares[name] != "" {
+			res[name] = &result{Engine: name}
+			continue
+		}
 		edir := filepath.Join(dir, name)
 		os.MkdirAll(edir, 0o755)
 		out, rss, err := child(append([]string{"-child", "build", "-engine", name, "-work", edir}, common...)...)
@@ -161,6 +165,14 @@ func run() error {
 
 	engines := map[string]Engine{}
 	for _, name := range names {
+		if of := shares[name]; of != "" {
+			base, ok := engines[of].(*escurelEngine)
+			if !ok {
+				return fmt.Errorf("%s searches %s's index: list %s before it", name, of, of)
+			}
+			engines[name] = &view{ix: base.ix, mode: strings.TrimPrefix(name, "escurel-")}
+			continue
+		}
 		e, err := openEngine(name, filepath.Join(dir, name), *memBlobs)
 		if err != nil {
 			return err
@@ -222,12 +234,14 @@ func pct(ds []time.Duration, p int) float64 {
 }
 
 // report prints a table with escurel's ratio to the best peer per column.
+// col is a column of the report.
+type col struct {
+	name   string
+	get    func(*result) float64
+	higher bool // higher is better
+}
+
 func report(names []string, res map[string]*result) {
-	type col struct {
-		name   string
-		get    func(*result) float64
-		higher bool // higher is better
-	}
 	cols := []col{
 		{"ingest passages/s", func(r *result) float64 { return r.IngestPerSec }, true},
 		{"query p50 ms", func(r *result) float64 { return r.QueryP50ms }, false},
@@ -253,14 +267,21 @@ func report(names []string, res map[string]*result) {
 		}
 		fmt.Printf(" %d |\n", res[n].Hits)
 	}
-	if res["escurel"] == nil {
-		return
+	for _, mine := range names {
+		if strings.HasPrefix(mine, "escurel") {
+			ratioRow(mine, names, res, cols)
+		}
 	}
-	fmt.Printf("| escurel / best peer |")
+}
+
+// ratioRow prints engine mine's ratio to the best non-escurel engine per
+// column.
+func ratioRow(mine string, names []string, res map[string]*result, cols []col) {
+	fmt.Printf("| %s / best peer |", mine)
 	for _, c := range cols {
 		best := -1.0
 		for _, n := range names {
-			if n == "escurel" {
+			if strings.HasPrefix(n, "escurel") {
 				continue
 			}
 			v := c.get(res[n])
@@ -272,7 +293,7 @@ func report(names []string, res map[string]*result) {
 			fmt.Printf(" – |")
 			continue
 		}
-		fmt.Printf(" %.2f× |", c.get(res["escurel"])/best)
+		fmt.Printf(" %.2f× |", c.get(res[mine])/best)
 	}
 	fmt.Printf(" |\n")
 }
