@@ -79,7 +79,7 @@ eval: build
 	$(BIN) eval --beir ../shared/data/scifact
 	$(BIN) eval --beir ../shared/data/scifact --mode dense
 	$(BIN) eval --beir ../shared/data/scifact --mode hybrid
-	$(BIN) eval --beir ../shared/data/scifact --mode hybrid --fusion convex --alpha 0.02
+	$(BIN) eval --beir ../shared/data/scifact --mode hybrid --fusion convex --alpha 0.05
 
 demo: build
 	@echo "demo data: $(DEMO_DATA)"

@@ -53,8 +53,9 @@ const MaxHashDim = 65536
 // text gives the same bits in every process on every platform (features are
 // summed in sorted order). It is a bag of words without IDF, the offline
 // default and the reference for tests, not a substitute for a trained
-// model: on SciFact (test split) its dense leg scores nDCG@10 about 0.48
-// against BM25's 0.70, and fused with BM25 it adds nothing measurable.
+// model: on SciFact (test split) its dense leg scores nDCG@10 0.487 against
+// BM25's 0.700, and fused with BM25 it adds nothing measurable (0.701 at
+// best).
 type Hash struct {
 	dim int
 }
