@@ -52,7 +52,12 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 		m.CreatedAt.Format(time.RFC3339), m.UpdatedAt.Format(time.RFC3339))
 	fmt.Fprintf(w, "documents\t%d\n", st.Documents)
 	fmt.Fprintf(w, "blocks\t%d\n", st.Blocks)
-	fmt.Fprintf(w, "embeddings\t%d\n", st.Embeddings)
+	if st.EmbeddingSet != "" {
+		fmt.Fprintf(w, "embeddings\t%d (embedding set %s)\n", st.Embeddings, st.EmbeddingSet)
+	} else {
+		fmt.Fprintf(w, "embeddings\tnone\n")
+	}
+	fmt.Fprintf(w, "default mode\t%s\n", ix.DefaultMode())
 	ft := st.FullText
 	fmt.Fprintf(w, "full-text\t%d terms, %d segments, %.1f MB of posting lists, %d tombstones\n",
 		ft.Terms, ft.Segments, float64(ft.Bytes)/1e6, ft.Tombstones)
