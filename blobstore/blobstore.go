@@ -32,6 +32,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"time"
 
@@ -264,6 +265,29 @@ func (s *Store) Records(ctx context.Context) ([]*Record, error) {
 		recs = append(recs, rec)
 	}
 	return recs, nil
+}
+
+// BlobIDs returns the ids ("sha256:<hex>") of every blob in the store,
+// sorted. Objects under blobs/ that are not blobs (a crashed write's
+// temporary file) are left out.
+func (s *Store) BlobIDs(ctx context.Context) ([]string, error) {
+	it := s.bucket.List(&blob.ListOptions{Prefix: "blobs/sha256/"})
+	var ids []string
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list blobs: %w", err)
+		}
+		id := "sha256:" + strings.TrimPrefix(obj.Key, "blobs/sha256/")
+		if _, err := BlobKey(id); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids, nil
 }
 
 func decodeRecord(data []byte) (*Record, error) {

@@ -120,7 +120,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-	} else if _, err := os.Stat(filepath.Join(dir, index.FileName)); err == nil {
+	} else if index.Exists(dir) {
 		return nil, fmt.Errorf("eval: %s already holds an index; give an empty directory", dir)
 	}
 	iopts := opts.Index

@@ -1,7 +1,8 @@
 // Package index is escurel's document index: DuckDB tables derived from the
 // blob store, written by ingest and read by search.
 //
-// An index lives in a directory holding index.duckdb. Its rows (documents,
+// An index lives in a directory of generations, each an index.duckdb (see
+// CurrentName); Open opens the live one. Its rows (documents,
 // blocks with verbatim bodies and structural context, postings, vectors) are
 // all derived from the blob store (package blobstore), which is written and
 // made durable first; the database never holds the only copy of anything.
@@ -68,6 +69,12 @@ type Options struct {
 	Analyzer string
 	// Contextualize is ContextStructural (default) or ContextOff.
 	Contextualize string
+	// Reembed, with Embedder set, makes an existing index take Embedder
+	// although its manifest names another: Open creates the new embedding
+	// set, embeds every block into it from the stored body and context,
+	// drops the other sets and records the embedder in the manifest. Only
+	// for a generation no one serves yet (rebuild.Reembed works on a copy).
+	Reembed bool
 	// MemoryLimit caps DuckDB's buffer pool, in DuckDB's notation ("512MB",
 	// "4GB"). Default DefaultMemoryLimit; DuckDB's own default is 80% of
 	// the machine's memory, which an embedded library should not claim.
@@ -80,6 +87,7 @@ const DefaultMemoryLimit = "1GB"
 // Index is an open escurel index.
 type Index struct {
 	dir, path string
+	gen       string // the generation open: gen-NNNNNN
 	db        *sql.DB
 	blobs     *blobstore.Store
 	ownBlobs  bool
@@ -97,18 +105,37 @@ type Index struct {
 	langMu sync.RWMutex
 	langs  map[string]bool // languages of the documents: how queries are analyzed
 
-	writeMu sync.Mutex // one writer at a time
-	now     func() time.Time
+	writeMu  sync.Mutex   // one writer at a time; taken before genMu
+	genMu    sync.RWMutex // read-held by every use of the generation's state; held by Reload to switch it
+	memLimit string       // DuckDB memory_limit, for the generations Reload opens
+	now      func() time.Time
 }
 
-// Open opens the index in dir, creating the directory, the file and the
-// manifest when they do not exist. ctx bounds the open only.
+// Open opens the live generation of the index in dir (see CurrentName),
+// creating the directory, the first generation and its manifest when there
+// is no index, and moving an index file of the older one-file layout into
+// gen-000001. ctx bounds the open only.
 //
 // Errors: an invalid setting in opts; *SchemaError (ErrSchemaTooNew) when the
 // file is newer than this binary; *MismatchError (ErrManifestMismatch) when a
-// set option differs from the manifest; DuckDB's error when another process
-// holds the file; the blob store's error when BlobURL cannot be opened.
-func Open(ctx context.Context, dir string, opts *Options) (_ *Index, err error) {
+// set option differs from the manifest; ErrLocked when another process
+// holds the directory; the blob store's error when BlobURL cannot be opened.
+func Open(ctx context.Context, dir string, opts *Options) (*Index, error) {
+	return open(ctx, dir, "", opts)
+}
+
+// OpenGeneration opens generation gen of dir, live or not, creating its
+// file when it has none; it never reads or writes CURRENT. It takes no
+// lock: the caller holds the directory's lock (LockDir, or an open Index of
+// dir). Rebuilds use it to build a generation beside the live one.
+func OpenGeneration(ctx context.Context, dir, gen string, opts *Options) (*Index, error) {
+	if !genPattern.MatchString(gen) {
+		return nil, fmt.Errorf("open generation %q: not a generation name (gen-NNNNNN)", gen)
+	}
+	return open(ctx, dir, gen, opts)
+}
+
+func open(ctx context.Context, dir, gen string, opts *Options) (_ *Index, err error) {
 	want, err := parseOptions(opts)
 	if err != nil {
 		return nil, fmt.Errorf("open index %s: %w", dir, err)
@@ -116,13 +143,17 @@ func Open(ctx context.Context, dir string, opts *Options) (_ *Index, err error) 
 	if opts == nil {
 		opts = &Options{}
 	}
-	ix := &Index{dir: dir, path: filepath.Join(dir, FileName), blobs: opts.Blobs, now: time.Now}
+	ix := &Index{dir: dir, blobs: opts.Blobs, now: time.Now}
+	created := false
 	defer func() {
 		if err != nil {
 			ix.release()
+			if created {
+				os.RemoveAll(filepath.Join(dir, ix.gen))
+			}
 		}
 	}()
-	if opts.Lock == nil {
+	if opts.Lock == nil && gen == "" {
 		if ix.lock, err = LockDir(dir); err != nil {
 			return nil, err
 		}
@@ -140,6 +171,16 @@ func Open(ctx context.Context, dir string, opts *Options) (_ *Index, err error) 
 		}
 		ix.ownBlobs = true
 	}
+	ix.gen = gen
+	if gen == "" {
+		if ix.gen, created, err = resolve(dir); err != nil {
+			return nil, fmt.Errorf("open index %s: %w", dir, err)
+		}
+	} else if err := os.MkdirAll(filepath.Join(dir, gen), 0o755); err != nil {
+		return nil, fmt.Errorf("open index %s: %w", dir, err)
+	}
+	ix.path = GenerationPath(dir, ix.gen)
+	ix.memLimit = want.memoryLimit
 	if ix.db, err = sql.Open("duckdb", dsn(ix.path)+"&memory_limit="+want.memoryLimit); err == nil {
 		err = ix.db.PingContext(ctx)
 	}
@@ -148,6 +189,11 @@ func Open(ctx context.Context, dir string, opts *Options) (_ *Index, err error) 
 	}
 	if err := ix.init(ctx, want); err != nil {
 		return nil, err
+	}
+	if created {
+		if err := SetCurrent(dir, ix.gen); err != nil {
+			return nil, fmt.Errorf("open index %s: %w", dir, err)
+		}
 	}
 	return ix, nil
 }
@@ -173,19 +219,26 @@ func (ix *Index) init(ctx context.Context, want settings) error {
 			return fmt.Errorf("open %s: %d blocks but no manifest: the file is damaged; run escurel rebuild", ix.path, blocks)
 		}
 		got = want.defaults()
-		if got.embedder.Dim == 0 && got.embedder != embed.None {
-			// A remote model without a configured dimension: ask it.
-			e, err := embed.New(got.embedder)
-			if err != nil {
-				return err
-			}
-			if got.embedder.Dim, err = embed.Probe(ctx, e); err != nil {
-				return fmt.Errorf("open %s: %w", ix.path, err)
-			}
+		if got.embedder, err = probed(ctx, got.embedder); err != nil {
+			return fmt.Errorf("open %s: %w", ix.path, err)
 		}
 		m = Manifest{SchemaVersion: SchemaVersion, EmbedderModel: got.embedder.Model, EmbedderDim: got.embedder.Dim,
 			EmbedderSpec: got.embedder.String(), Chunker: got.chunker.String(), Analyzer: got.analyzer,
 			Contextualize: got.contextualize, EscurelVersion: Version, CreatedAt: now, UpdatedAt: now}
+		if err := writeManifest(ctx, ix.db, m); err != nil {
+			return err
+		}
+	case want.reembed:
+		cfg := want
+		cfg.embedder = embed.Spec{}
+		if got, err = cfg.against(m, ix.path); err != nil {
+			return err
+		}
+		if got.embedder, err = probed(ctx, want.embedder); err != nil {
+			return fmt.Errorf("open %s: %w", ix.path, err)
+		}
+		m.EmbedderModel, m.EmbedderDim, m.EmbedderSpec = got.embedder.Model, got.embedder.Dim, got.embedder.String()
+		m.SchemaVersion, m.EscurelVersion, m.UpdatedAt = SchemaVersion, Version, now
 		if err := writeManifest(ctx, ix.db, m); err != nil {
 			return err
 		}
@@ -224,6 +277,11 @@ func (ix *Index) init(ctx context.Context, want settings) error {
 			return fmt.Errorf("open %s: %w", ix.path, err)
 		}
 	}
+	if want.reembed {
+		if err := ix.dropOtherSets(ctx); err != nil {
+			return fmt.Errorf("open %s: %w", ix.path, err)
+		}
+	}
 	ix.langs = map[string]bool{}
 	rows, err := ix.db.QueryContext(ctx, `SELECT DISTINCT language FROM documents`)
 	if err != nil {
@@ -240,12 +298,94 @@ func (ix *Index) init(ctx context.Context, want settings) error {
 	return rows.Err()
 }
 
+// probed returns spec with its dimension asked of the model when the spec
+// gives none (a remote or onnx model).
+func probed(ctx context.Context, spec embed.Spec) (embed.Spec, error) {
+	if spec.Dim != 0 || spec == embed.None {
+		return spec, nil
+	}
+	e, err := embed.New(spec)
+	if err != nil {
+		return spec, err
+	}
+	spec.Dim, err = embed.Probe(ctx, e)
+	return spec, err
+}
+
 // Close closes the database and, unless the caller supplied them, the blob
 // store and the directory lock. It waits for a running write to finish.
 func (ix *Index) Close() error {
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
+	ix.genMu.Lock()
+	defer ix.genMu.Unlock()
 	return ix.release()
+}
+
+// Reload switches to the generation CURRENT names when it is not the one
+// open (after a rebuild or rollback by another holder of the lock, or by
+// this process), between operations: it waits for running searches and
+// writes, opens the new generation, and closes the old one. Settings come
+// from the new generation's manifest; a configured way to reach the same
+// embedder (url, path) is kept.
+func (ix *Index) Reload(ctx context.Context) error {
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	gen, ok, err := Current(ix.dir)
+	if err != nil {
+		return fmt.Errorf("reload %s: %w", ix.dir, err)
+	}
+	if !ok {
+		return fmt.Errorf("reload %s: no %s", ix.dir, CurrentName)
+	}
+	ix.genMu.Lock()
+	defer ix.genMu.Unlock()
+	if gen == ix.gen {
+		return nil
+	}
+	return ix.switchTo(ctx, gen)
+}
+
+// SwapGeneration makes a generation live without a moment of downtime:
+// with writes held back, it runs prepare (which brings the new generation
+// up to date with the live one and returns its name), points CURRENT at
+// it, and switches this Index to it once running searches finish. An
+// error from prepare leaves everything as it was.
+func (ix *Index) SwapGeneration(ctx context.Context, prepare func(ctx context.Context) (string, error)) error {
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	gen, err := prepare(ctx)
+	if err != nil {
+		return err
+	}
+	if err := SetCurrent(ix.dir, gen); err != nil {
+		return err
+	}
+	ix.genMu.Lock()
+	defer ix.genMu.Unlock()
+	return ix.switchTo(ctx, gen)
+}
+
+// switchTo opens generation gen and moves its state into ix, closing the
+// old database. The caller holds writeMu and genMu.
+func (ix *Index) switchTo(ctx context.Context, gen string) error {
+	opts := &Options{Blobs: ix.blobs, Embedder: ix.embedSpec, MemoryLimit: ix.memLimit}
+	n, err := open(ctx, ix.dir, gen, opts)
+	if errors.Is(err, ErrManifestMismatch) { // another model (a re-embed): adopt it
+		opts.Embedder = embed.Spec{}
+		n, err = open(ctx, ix.dir, gen, opts)
+	}
+	if err != nil {
+		return fmt.Errorf("switch to %s: %w", gen, err)
+	}
+	old := ix.db
+	ix.db, ix.path, ix.gen, ix.manifest = n.db, n.path, n.gen, n.manifest
+	ix.chunker, ix.analyzer, ix.context = n.chunker, n.analyzer, n.context
+	ix.embedder, ix.embedSpec, ix.vec, ix.fts = n.embedder, n.embedSpec, n.vec, n.fts
+	ix.langMu.Lock()
+	ix.langs = n.langs
+	ix.langMu.Unlock()
+	return old.Close()
 }
 
 func (ix *Index) release() error {
@@ -259,11 +399,29 @@ func (ix *Index) release() error {
 	return errors.Join(err, ix.lock.Unlock())
 }
 
-// Manifest returns the manifest as of Open.
-func (ix *Index) Manifest() Manifest { return ix.manifest }
+// Manifest returns the manifest of the generation open, as of its open.
+func (ix *Index) Manifest() Manifest {
+	ix.genMu.RLock()
+	defer ix.genMu.RUnlock()
+	return ix.manifest
+}
 
-// Path returns the DuckDB file's path.
-func (ix *Index) Path() string { return ix.path }
+// Path returns the DuckDB file's path: dir/<generation>/index.duckdb.
+func (ix *Index) Path() string {
+	ix.genMu.RLock()
+	defer ix.genMu.RUnlock()
+	return ix.path
+}
+
+// Generation returns the name of the generation open, e.g. "gen-000001".
+func (ix *Index) Generation() string {
+	ix.genMu.RLock()
+	defer ix.genMu.RUnlock()
+	return ix.gen
+}
+
+// Dir returns the index directory.
+func (ix *Index) Dir() string { return ix.dir }
 
 // Blobs returns the blob store the index derives from.
 func (ix *Index) Blobs() *blobstore.Store { return ix.blobs }

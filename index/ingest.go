@@ -132,6 +132,8 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 	res, errs = make([]Result, len(ins)), make([]error, len(ins))
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
+	ix.genMu.RLock()
+	defer ix.genMu.RUnlock()
 	var writes []pending
 	slot := map[string]int{} // doc id → index in writes
 	batch := ix.blobs.NewBatch()

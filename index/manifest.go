@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/escurel/escurel/embed"
@@ -90,6 +88,7 @@ type settings struct {
 	analyzer      string // analyzer ID
 	contextualize string
 	memoryLimit   string // DuckDB memory_limit; not in the manifest
+	reembed       bool   // Options.Reembed
 }
 
 // parseOptions validates the explicitly configured settings of opts.
@@ -113,6 +112,12 @@ func parseOptions(opts *Options) (settings, error) {
 			return s, fmt.Errorf("embedder %v: unsupported dimension", opts.Embedder)
 		}
 		s.embedder = spec
+	}
+	if opts.Reembed {
+		if opts.Embedder.IsZero() {
+			return s, errors.New("reembed: no embedder given")
+		}
+		s.reembed = true
 	}
 	if opts.Chunker != "" {
 		spec, err := chunk.ParseSpec(opts.Chunker)
@@ -281,19 +286,19 @@ func writeManifest(ctx context.Context, db *sql.DB, m Manifest) error {
 	return nil
 }
 
-// Inspect returns the manifest of the index in dir and its documents
+// Inspect returns the manifest of the live index in dir and its documents
 // (doc id → source) without migrating it, after a CHECKPOINT that folds any
 // write-ahead log into the file. It does not take the directory lock. It
 // fails with an error wrapping fs.ErrNotExist when dir has no index file,
 // with a *SchemaError when the file is newer than this binary, and with
 // DuckDB's error when another process holds the file.
 func Inspect(ctx context.Context, dir string) (Manifest, map[string]string, error) {
-	path := filepath.Join(dir, FileName)
+	path, err := livePath(dir)
+	if err != nil {
+		return Manifest{}, nil, fmt.Errorf("inspect %s: %w", dir, err)
+	}
 	fail := func(err error) (Manifest, map[string]string, error) {
 		return Manifest{}, nil, fmt.Errorf("inspect %s: %w", path, err)
-	}
-	if _, err := os.Stat(path); err != nil {
-		return fail(err)
 	}
 	db, err := sql.Open("duckdb", dsn(path))
 	if err != nil {

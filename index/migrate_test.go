@@ -93,6 +93,13 @@ func TestUpgradeOlderFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ix.Close()
+	// The one-file layout moved into the first generation.
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) || ix.Generation() != "gen-000001" || ix.Path() != GenerationPath(dir, "gen-000001") {
+		t.Errorf("layout after upgrade: %v, generation %s", err, ix.Generation())
+	}
+	if gen, ok, err := Current(dir); gen != "gen-000001" || !ok || err != nil {
+		t.Errorf("CURRENT: %q %v %v", gen, ok, err)
+	}
 	m := ix.Manifest()
 	if m.SchemaVersion != SchemaVersion || m.EscurelVersion != Version || m.CreatedAt.Year() != 2026 || !m.UpdatedAt.After(m.CreatedAt) {
 		t.Errorf("manifest after upgrade: %+v", m)
@@ -180,21 +187,22 @@ func TestRefuseNewerSchema(t *testing.T) {
 	if _, err := ix.db.Exec(`INSERT INTO schema_migrations VALUES (?, '9999_future.sql', now()::TIMESTAMP)`, future); err != nil {
 		t.Fatal(err)
 	}
+	path := ix.Path()
 	ix.Close()
-	before, _ := os.ReadFile(filepath.Join(dir, FileName))
+	before, _ := os.ReadFile(path)
 
 	_, err = Open(ctx, dir, &Options{BlobURL: "mem://"})
 	var se *SchemaError
 	if !errors.Is(err, ErrSchemaTooNew) || !errors.As(err, &se) || se.File != future || se.Binary != SchemaVersion {
 		t.Fatalf("err = %v, want a SchemaError for version %d", err, future)
 	}
-	for _, want := range []string{filepath.Join(dir, FileName), "go install github.com/escurel/escurel/cmd/escurel@latest"} {
+	for _, want := range []string{path, "go install github.com/escurel/escurel/cmd/escurel@latest"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
 	}
-	after, _ := os.ReadFile(filepath.Join(dir, FileName))
-	if string(before) != string(after) {
+	after, _ := os.ReadFile(path)
+	if len(before) == 0 || string(before) != string(after) {
 		t.Error("refused open changed the file")
 	}
 	// rebuild reads the manifest first: it refuses too.

@@ -98,6 +98,12 @@ type SearchOptions struct {
 // fusion at α = 0.05 0.705), so it is searched by dense or hybrid mode only
 // when asked.
 func (ix *Index) DefaultMode() string {
+	ix.genMu.RLock()
+	defer ix.genMu.RUnlock()
+	return ix.defaultMode()
+}
+
+func (ix *Index) defaultMode() string {
 	if ix.vec == nil || ix.embedSpec.Provider() == "hash" {
 		return ModeBM25
 	}
@@ -279,7 +285,7 @@ func (ix *Index) plan(ctx context.Context, query string, opts *SearchOptions) (*
 		return nil, err
 	}
 	if p.mode == "" {
-		p.mode = ix.DefaultMode()
+		p.mode = ix.defaultMode()
 	}
 	switch p.mode {
 	case ModeBM25:
@@ -345,6 +351,8 @@ func (ix *Index) plan(ctx context.Context, query string, opts *SearchOptions) (*
 // ranked plans the search, runs its legs and fusion, and calls use with
 // the ranking inside the read transaction it came from.
 func (ix *Index) ranked(ctx context.Context, query string, opts *SearchOptions, use func(querier, []candidate, []string) error) error {
+	ix.genMu.RLock()
+	defer ix.genMu.RUnlock()
 	p, err := ix.plan(ctx, query, opts)
 	if err != nil {
 		return fmt.Errorf("search %q: %w", query, err)
@@ -631,6 +639,8 @@ type Stats struct {
 
 // Stats counts the index's rows.
 func (ix *Index) Stats(ctx context.Context) (Stats, error) {
+	ix.genMu.RLock()
+	defer ix.genMu.RUnlock()
 	st := Stats{Path: ix.path, BlobURL: ix.blobs.URL(), Manifest: ix.manifest}
 	st.FullText = ix.fts.Stats()
 	vectors := `0`
@@ -657,6 +667,8 @@ func (ix *Index) Stats(ctx context.Context) (Stats, error) {
 // clearance (see SearchOptions.Clearance; "" is Public) all give an empty
 // slice.
 func (ix *Index) DocumentBlocks(ctx context.Context, docID, clearance string) ([]Hit, error) {
+	ix.genMu.RLock()
+	defer ix.genMu.RUnlock()
 	levels, err := allowed(clearance)
 	if err != nil {
 		return nil, fmt.Errorf("document blocks: %w", err)
@@ -692,6 +704,8 @@ func (ix *Index) DocumentBlocks(ctx context.Context, docID, clearance string) ([
 // Public), in block id order, as a hit with score 0, from one snapshot. An
 // error from fn stops the walk and is returned.
 func (ix *Index) ForEachBlock(ctx context.Context, clearance string, fn func(Hit) error) error {
+	ix.genMu.RLock()
+	defer ix.genMu.RUnlock()
 	levels, err := allowed(clearance)
 	if err != nil {
 		return fmt.Errorf("blocks: %w", err)

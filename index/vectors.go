@@ -217,3 +217,37 @@ func (ix *Index) applyDense(add []dense.Entry, remove []int64) {
 		v.loaded, v.dense = false, nil
 	}
 }
+
+// dropOtherSets drops every embedding set but the active one (all of them
+// without an embedder), with their vector tables.
+func (ix *Index) dropOtherSets(ctx context.Context) error {
+	active := -1
+	if ix.vec != nil {
+		active = ix.vec.setID
+	}
+	rows, err := ix.db.QueryContext(ctx, `SELECT set_id FROM embedding_sets WHERE set_id <> ?`, active)
+	if err != nil {
+		return err
+	}
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		for _, q := range []string{fmt.Sprintf(`DROP TABLE IF EXISTS vectors_%d`, id), fmt.Sprintf(`DELETE FROM embedding_sets WHERE set_id = %d`, id)} {
+			if _, err := ix.db.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("drop embedding set %d: %w", id, err)
+			}
+		}
+	}
+	return nil
+}

@@ -176,6 +176,8 @@ func (ix *Index) deleteRows(ctx context.Context, tx *duck.Tx, docIDs []any) ([]f
 func (ix *Index) Delete(ctx context.Context, names ...string) ([]string, error) {
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
+	ix.genMu.RLock()
+	defer ix.genMu.RUnlock()
 	var ids []any
 	var done, missing []string
 	for _, name := range names {
@@ -242,6 +244,8 @@ func docIDPattern(s string) bool {
 func (ix *Index) Compact(ctx context.Context) error {
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
+	ix.genMu.RLock()
+	defer ix.genMu.RUnlock()
 	return ix.fts.Compact(ctx, ix.db)
 }
 

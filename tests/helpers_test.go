@@ -118,3 +118,17 @@ func fileURL(dir string) string {
 func openStore(dir string) (*blobstore.Store, error) {
 	return blobstore.Open(context.Background(), fileURL(dir))
 }
+
+// digest returns the open index's verification digest, failing the test
+// when its coverage checks fail.
+func (e *env) digest() string {
+	e.t.Helper()
+	v, err := e.ix.Verify(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if !v.OK() {
+		e.t.Fatalf("verify: %+v", v)
+	}
+	return v.Digest
+}

@@ -100,8 +100,9 @@ func TestRebuildFlipsContextualize(t *testing.T) {
 	}
 }
 
-// The index file is derived: delete it, rebuild from the blob store, and the
-// same searches give the same hits.
+// The index file is derived: delete it, and opening says what to run;
+// rebuild from the blob store, and the same searches give the same hits
+// and the digest is the one before.
 func TestRebuildAfterLosingTheIndexFile(t *testing.T) {
 	e := newEnv(t, index.Options{})
 	seed(e)
@@ -110,15 +111,26 @@ func TestRebuildAfterLosingTheIndexFile(t *testing.T) {
 	for _, q := range queries {
 		want[q] = e.search(q, 10)
 	}
+	digest := e.digest()
+	path := e.ix.Path()
 	e.ix.Close()
-	if err := os.Remove(filepath.Join(e.dir, index.FileName)); err != nil {
+	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	e.open() // an empty index: nothing found
-	if hits := e.search("zanzibar", 10); len(hits) != 0 {
-		t.Fatalf("fresh index has hits")
+	if _, err := index.Open(context.Background(), e.dir, &e.opts); err == nil || !strings.Contains(err.Error(), "run escurel rollback or escurel rebuild") {
+		t.Fatalf("open without the live file: %v", err)
 	}
-	e.rebuild(index.Options{})
+	sum, err := rebuild.Run(context.Background(), rebuild.Options{Dir: e.dir, Blobs: blobsOf(e)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Documents != 3 || sum.Generation != "gen-000002" {
+		t.Errorf("summary %+v", sum)
+	}
+	e.open()
+	if got := e.digest(); got != digest {
+		t.Errorf("digest %s after rebuild, %s before", got, digest)
+	}
 	ignoreIDs := cmpopts.IgnoreFields(index.Hit{}, "BlockID")
 	for _, q := range queries {
 		if diff := cmp.Diff(want[q], e.search(q, 10), ignoreIDs); diff != "" {
@@ -146,8 +158,8 @@ func TestRebuildKeepsLiveIndexOnFailure(t *testing.T) {
 	if e.ix.Manifest().Contextualize != index.ContextStructural || len(e.search("zanzibar", 10)) != 3 {
 		t.Error("the live index changed after a failed rebuild")
 	}
-	if left, _ := filepath.Glob(filepath.Join(e.dir, "rebuild-*")); len(left) > 0 {
-		t.Errorf("the failed rebuild left %v", left)
+	if gens, _ := index.Generations(e.dir); len(gens) != 1 {
+		t.Errorf("the failed rebuild left generations %v", gens)
 	}
 }
 

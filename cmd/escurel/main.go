@@ -16,7 +16,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -120,7 +119,7 @@ func (m *Main) options(g globals) (*index.Options, error) {
 
 // openExisting opens the index in g.indexDir, which must exist.
 func (m *Main) openExisting(ctx context.Context, g globals) (*index.Index, error) {
-	if _, err := os.Stat(filepath.Join(g.indexDir, index.FileName)); err != nil {
+	if !index.Exists(g.indexDir) {
 		return nil, fmt.Errorf("no index in %s (create one with: escurel --index %s ingest PATH...)", g.indexDir, g.indexDir)
 	}
 	opts, err := m.options(g)

@@ -251,3 +251,39 @@ func sortedTerms[V any](m map[string]V) []string {
 	sort.Strings(out)
 	return out
 }
+
+// ForEachPosting calls fn with every posting of a live block, term by term
+// in the dictionary's order of term ids, reading the posting lists from q.
+// Call it inside View. It is for verification (escurel verify), not for
+// search: it reads every list.
+func (ix *Index) ForEachPosting(ctx context.Context, q Querier, fn func(term string, p Posting) error) error {
+	names := make([]string, len(ix.df))
+	for t, id := range ix.ids {
+		if int(id) < len(names) {
+			names[id] = t
+		}
+	}
+	var ps []Posting
+	return scan(ctx, q, `SELECT term_id, data FROM fts_postings ORDER BY term_id, segment_id`, func(r *sql.Rows) error {
+		var id int32
+		var data []byte
+		if err := r.Scan(&id, &data); err != nil {
+			return err
+		}
+		if id < 0 || int(id) >= len(names) {
+			return fmt.Errorf("fts: posting list of unknown term id %d", id)
+		}
+		var err error
+		if ps, err = decodeAll(ps[:0], data); err != nil {
+			return fmt.Errorf("fts: term %q: %w", names[id], err)
+		}
+		for _, p := range ps {
+			if p.Block < int64(len(ix.blocks)) && ix.blocks[p.Block].state == live {
+				if err := fn(names[id], p); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
