@@ -298,7 +298,7 @@ func Rollback(dir string) (from, to string, err error) {
 		return "", "", err
 	}
 	if !ok {
-		return "", "", fmt.Errorf("rollback %s: %s is the only generation; nothing to roll back to", dir, from)
+		return "", "", fmt.Errorf("rollback %s: no generation older than %s; nothing to roll back to", dir, from)
 	}
 	return from, to, SetCurrent(dir, to)
 }

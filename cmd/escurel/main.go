@@ -156,6 +156,12 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&StatusCommand{m: m, g: g}).Run(ctx, rest)
 	case "rebuild":
 		return (&RebuildCommand{m: m, g: g}).Run(ctx, rest)
+	case "reembed":
+		return (&RebuildCommand{m: m, g: g, reembed: true}).Run(ctx, rest)
+	case "rollback":
+		return (&RollbackCommand{m: m, g: g}).Run(ctx, rest)
+	case "verify":
+		return (&VerifyCommand{m: m, g: g}).Run(ctx, rest)
 	case "eval":
 		return (&EvalCommand{m: m, g: g}).Run(ctx, rest)
 	case "delete":
@@ -200,10 +206,18 @@ Commands:
                           of deleted blocks (also automatic past 20% dead)
   status [--json]         schema version, manifest and counts
   rebuild [--contextualize MODE] [--chunker SPEC] [--embedder SPEC]
-          [--analyzer NAME] [--allow-missing]
-                          re-derive the index from the blob store, with new
-                          settings if given, and swap it in; refused when the
-                          store lacks live documents, unless --allow-missing
+          [--analyzer NAME] [--allow-missing] [--keep N]
+                          re-derive the index from the blob store into a new
+                          generation, with new settings if given, verify it
+                          and make it live; keeps N generations (default 2);
+                          refused when the store lacks live documents,
+                          unless --allow-missing
+  reembed --embedder SPEC [--keep N]
+                          give the index a new embedding set in a new
+                          generation, without re-extracting, and make it live
+  rollback                make the previous generation live again
+  verify [--json]         digest of every derived row, and coverage checks
+                          against the blob store; exit 1 on drift
   eval --beir DIR [--split test] [--mode MODE] [--fusion F] [--rerank URL]
        [--json] [--per-query FILE] [--k1 X] [--b X] [--b-context X]
        [--context-weight X] [--and]

@@ -130,7 +130,7 @@ func TestContextualizeEnv(t *testing.T) {
 	}
 	// rebuild with the other mode swaps the index; the env default follows.
 	out, errOut, code = run(t, nil, "--index", idx, "rebuild", "--contextualize", "structural")
-	if code != 0 || !strings.Contains(out, "rebuilt 1 documents, 2 blocks") {
+	if code != 0 || !strings.Contains(out, "rebuild: 1 documents, 2 blocks, 0 failures") || !strings.Contains(out, "live generation gen-000002 (was gen-000001") {
 		t.Fatalf("rebuild: exit %d\n%s%s", code, out, errOut)
 	}
 	out, _, _ = run(t, nil, "--index", idx, "search", "--json", "bill")
@@ -274,5 +274,51 @@ func TestSearchModesCLI(t *testing.T) {
 	}
 	if _, errOut, code := run(t, nil, "--index", idx, "--embedder", "hash", "search", "q"); code != 1 || !strings.Contains(errOut, "escurel rebuild --embedder") {
 		t.Errorf("another embedder: exit %d: %s", code, errOut)
+	}
+}
+
+// verify prints the digest and exits 1 on drift; rollback returns to the
+// generation before the rebuild, and verify agrees with its digest.
+func TestVerifyRollbackCLI(t *testing.T) {
+	idx := filepath.Join(t.TempDir(), "idx")
+	src := docs(t)
+	os.Remove(filepath.Join(src, "bad.md"))
+	if _, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 0 {
+		t.Fatal(errOut)
+	}
+	out, errOut, code := run(t, nil, "--index", idx, "verify", "--json")
+	var v struct {
+		Digest     string
+		Generation string
+		Documents  int
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.Generation != "gen-000001" || v.Documents != 2 || len(v.Digest) != 64 {
+		t.Fatalf("verify: exit %d %s %s", code, out, errOut)
+	}
+	first := v.Digest
+	if _, errOut, code := run(t, nil, "--index", idx, "rebuild", "--contextualize", "off"); code != 0 {
+		t.Fatal(errOut)
+	}
+	out, _, _ = run(t, nil, "--index", idx, "verify")
+	if strings.Contains(out, first) || !strings.Contains(out, "generation gen-000002") {
+		t.Errorf("verify after a contextualize change:\n%s", out)
+	}
+	out, errOut, code = run(t, nil, "--index", idx, "rollback")
+	if code != 0 || !strings.Contains(out, "live generation gen-000001 (was gen-000002)") {
+		t.Fatalf("rollback: exit %d %s %s", code, out, errOut)
+	}
+	out, _, _ = run(t, nil, "--index", idx, "verify")
+	if !strings.Contains(out, "digest "+first) {
+		t.Errorf("verify after rollback:\n%s", out)
+	}
+	if _, errOut, code := run(t, nil, "--index", idx, "rollback"); code != 1 || !strings.Contains(errOut, "no generation older than gen-000001") {
+		t.Errorf("second rollback: exit %d %s", code, errOut)
+	}
+	// Drift: a record removed behind the index's back.
+	recs, _ := filepath.Glob(filepath.Join(idx, "blobs", "documents", "*.json"))
+	os.Remove(recs[0])
+	out, errOut, code = run(t, nil, "--index", idx, "verify")
+	if code != 1 || !strings.Contains(out, "rows without records: 1") || !strings.Contains(errOut, "drifted") {
+		t.Errorf("verify with a lost record: exit %d\n%s%s", code, out, errOut)
 	}
 }

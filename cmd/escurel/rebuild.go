@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index"
@@ -11,47 +13,66 @@ import (
 	"github.com/escurel/escurel/rebuild"
 )
 
-// RebuildCommand is "escurel rebuild": re-derive the index from the blob
-// store, with new settings if given, and swap it in.
+// RebuildCommand is "escurel rebuild" and "escurel reembed": re-derive the
+// index, or its vectors, from the blob store into a new generation, with
+// new settings if given, and make it live.
 type RebuildCommand struct {
-	m *Main
-	g globals
+	m       *Main
+	g       globals
+	reembed bool
 }
 
 // Run rebuilds the index.
 func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
-	fs := c.m.newFlagSet("rebuild", &c.g)
-	contextualize := fs.String("contextualize", "", "structural or off (default: the index's)")
-	chunker := fs.String("chunker", "", "chunker, e.g. default or 'default(max_bytes=800)' (default: the index's)")
-	analyzer := fs.String("analyzer", "", "analyzer: simple (default: the index's)")
-	allowMissing := fs.Bool("allow-missing", false, "drop live documents that have no record in the blob store instead of refusing")
+	name := "rebuild"
+	if c.reembed {
+		name = "reembed"
+	}
+	fs := c.m.newFlagSet(name, &c.g)
+	var contextualize, chunker, analyzer *string
+	var allowMissing *bool
+	if !c.reembed {
+		contextualize = fs.String("contextualize", "", "structural or off (default: the index's)")
+		chunker = fs.String("chunker", "", "chunker, e.g. default or 'default(max_bytes=800)' (default: the index's)")
+		analyzer = fs.String("analyzer", "", "analyzer: standard or simple (default: the index's)")
+		allowMissing = fs.Bool("allow-missing", false, "drop live documents that have no record in the blob store instead of refusing")
+	}
+	keep := fs.Int("keep", rebuild.DefaultKeep, "generations to keep, the new live one included (for escurel rollback)")
 	args, err := c.m.parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(args) > 0 {
-		return usageError("rebuild: unexpected argument %q", args[0])
+		return usageError("%s: unexpected argument %q", name, args[0])
+	}
+	if *keep < 1 {
+		return usageError("%s: --keep %d: want at least 1", name, *keep)
+	}
+	if c.reembed && c.g.embedder == "" {
+		return usageError("reembed: --embedder SPEC is required (the model to re-embed with)")
 	}
 	opts, err := c.m.options(c.g)
 	if err != nil {
 		return err
 	}
-	if *contextualize != "" {
-		if opts.Contextualize, err = index.ParseContextualize(*contextualize); err != nil {
-			return usageError("rebuild: %v", err)
+	if !c.reembed {
+		if *contextualize != "" {
+			if opts.Contextualize, err = index.ParseContextualize(*contextualize); err != nil {
+				return usageError("rebuild: %v", err)
+			}
 		}
-	}
-	if *chunker != "" {
-		if _, err := chunk.ParseSpec(*chunker); err != nil {
-			return usageError("rebuild: %v", err)
+		if *chunker != "" {
+			if _, err := chunk.ParseSpec(*chunker); err != nil {
+				return usageError("rebuild: %v", err)
+			}
 		}
-	}
-	if *analyzer != "" {
-		if _, err := analysis.ByName(*analyzer); err != nil {
-			return usageError("rebuild: %v", err)
+		if *analyzer != "" {
+			if _, err := analysis.ByName(*analyzer); err != nil {
+				return usageError("rebuild: %v", err)
+			}
 		}
+		opts.Chunker, opts.Analyzer = *chunker, *analyzer
 	}
-	opts.Chunker, opts.Analyzer = *chunker, *analyzer
 	blobURL := c.g.blobURL
 	if blobURL == "" {
 		if blobURL, err = index.DefaultBlobURL(c.g.indexDir); err != nil {
@@ -63,7 +84,14 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer store.Close()
-	sum, err := rebuild.Run(ctx, rebuild.Options{Dir: c.g.indexDir, Blobs: store, Index: *opts, AllowMissing: *allowMissing})
+	ropts := rebuild.Options{Dir: c.g.indexDir, Blobs: store, Index: *opts, Keep: *keep, Progress: c.progress(name)}
+	var sum rebuild.Summary
+	if c.reembed {
+		sum, err = rebuild.Reembed(ctx, ropts)
+	} else {
+		ropts.AllowMissing = *allowMissing
+		sum, err = rebuild.Run(ctx, ropts)
+	}
 	if err != nil {
 		return err
 	}
@@ -71,7 +99,107 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 	if sum.Dropped > 0 {
 		fmt.Fprintf(c.m.Stdout, "dropped %d documents that have no record in %s\n", sum.Dropped, blobURL)
 	}
-	fmt.Fprintf(c.m.Stdout, "rebuilt %d documents, %d blocks from %s in %.2fs (embedder %s, chunker %s, analyzer %s, contextualize %s)\n",
-		sum.Documents, sum.Blocks, blobURL, sum.Elapsed.Seconds(), m.Embedder(), m.Chunker, m.Analyzer, m.Contextualize)
+	secs := sum.Elapsed.Seconds()
+	fmt.Fprintf(c.m.Stdout, "%s: %d documents, %d blocks, 0 failures from %s in %.2fs (%.0f docs/s, %.1f MB/s)\n",
+		name, sum.Documents, sum.Blocks, blobURL, secs, float64(sum.Documents)/secs, float64(sum.Bytes)/1e6/secs)
+	prev := sum.Previous
+	if prev == "" {
+		prev = "none"
+	}
+	fmt.Fprintf(c.m.Stdout, "live generation %s (was %s; %d removed); digest %s\n", sum.Generation, prev, sum.Removed, sum.Verify.Digest)
+	fmt.Fprintf(c.m.Stdout, "embedder %s, chunker %s, analyzer %s, contextualize %s\n",
+		m.Embedder(), m.Chunker, m.Analyzer, m.Contextualize)
 	return nil
 }
+
+// progress prints a line to stderr at most every two seconds.
+func (c *RebuildCommand) progress(name string) func(done, total int) {
+	start, last := time.Now(), time.Time{}
+	return func(done, total int) {
+		if time.Since(last) < 2*time.Second && done < total {
+			return
+		}
+		last = time.Now()
+		fmt.Fprintf(c.m.Stderr, "%s: %d/%d documents, %.1fs\n", name, done, total, time.Since(start).Seconds())
+	}
+}
+
+// RollbackCommand is "escurel rollback": make the previous generation live.
+type RollbackCommand struct {
+	m *Main
+	g globals
+}
+
+// Run rolls back.
+func (c *RollbackCommand) Run(ctx context.Context, args []string) error {
+	fs := c.m.newFlagSet("rollback", &c.g)
+	args, err := c.m.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(args) > 0 {
+		return usageError("rollback: unexpected argument %q", args[0])
+	}
+	from, to, err := index.Rollback(c.g.indexDir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.m.Stdout, "live generation %s (was %s)\n", to, from)
+	return nil
+}
+
+// VerifyCommand is "escurel verify": the digest of the derived rows and the
+// coverage checks against the blob store.
+type VerifyCommand struct {
+	m *Main
+	g globals
+}
+
+// Run verifies; exit status 1 when a coverage check fails.
+func (c *VerifyCommand) Run(ctx context.Context, args []string) error {
+	fs := c.m.newFlagSet("verify", &c.g)
+	asJSON := fs.Bool("json", false, "print the verification as one JSON object")
+	args, err := c.m.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(args) > 0 {
+		return usageError("verify: unexpected argument %q", args[0])
+	}
+	ix, err := c.m.openExisting(ctx, c.g)
+	if err != nil {
+		return err
+	}
+	defer ix.Close()
+	v, err := ix.Verify(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(c.m.Stdout)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+	} else {
+		w := c.m.Stdout
+		fmt.Fprintf(w, "generation %s\ndigest %s\n", v.Generation, v.Digest)
+		fmt.Fprintf(w, "%d documents, %d blocks, %d postings, %d vectors\n", v.Documents, v.Blocks, v.Postings, v.Vectors)
+		list := func(what string, n int, items any) {
+			if n > 0 {
+				fmt.Fprintf(w, "%s: %d: %v\n", what, n, items)
+			}
+		}
+		list("records without rows", len(v.RecordsWithoutRows), v.RecordsWithoutRows)
+		list("rows without records", len(v.RowsWithoutRecords), v.RowsWithoutRecords)
+		list("blocks without postings", len(v.BlocksWithoutPostings), v.BlocksWithoutPostings)
+		list("blocks without vectors", len(v.BlocksWithoutVectors), v.BlocksWithoutVectors)
+		list("orphan blobs (garbage, not drift)", len(v.OrphanBlobs), v.OrphanBlobs)
+	}
+	if !v.OK() {
+		fmt.Fprintf(c.m.Stderr, "escurel: verify: the index has drifted from the blob store; run escurel rebuild\n")
+		return errFailed
+	}
+	return nil
+}
+
