@@ -202,4 +202,3 @@ func (c *VerifyCommand) Run(ctx context.Context, args []string) error {
 	}
 	return nil
 }
-
