@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Embedder maps texts to vectors of Dim() float32 values, one per text, in
@@ -173,8 +174,10 @@ func (s Spec) IsZero() bool { return s == Spec{} }
 // providers, unknown options and out-of-range values are errors naming the
 // spec; nothing falls back to a default silently.
 func ParseSpec(s string) (Spec, error) {
-	s = strings.TrimSpace(s)
-	head, query, _ := strings.Cut(s, "?")
+	head, query, _ := strings.Cut(strings.TrimLeftFunc(s, unicode.IsSpace), "?")
+	if query == "" {
+		head = strings.TrimSpace(head)
+	}
 	bad := func(format string, args ...any) (Spec, error) {
 		return Spec{}, fmt.Errorf("embedder %q: "+format, append([]any{s}, args...)...)
 	}

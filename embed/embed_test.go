@@ -13,6 +13,7 @@ func TestParseSpec(t *testing.T) {
 	for in, want := range map[string]Spec{
 		"none": None, "hash": {Model: "hash", Dim: 384}, "hash/64": {Model: "hash", Dim: 64}, " hash/384 ": Default,
 		"hash?query_prefix=query%3A+":   {Model: "hash", Dim: 384, QueryPrefix: "query: "},
+		"hash?query_prefix=query: ":     {Model: "hash", Dim: 384, QueryPrefix: "query: "}, // a trailing space is the prefix's
 		"openai:text-embedding-3-small": {Model: "openai:text-embedding-3-small"},
 		"openai:BAAI/bge-small-en-v1.5?dim=384&url=http://127.0.0.1:8080/v1/&batch=8&timeout=2s&retries=-1&key_env=K": {
 			Model: "openai:BAAI/bge-small-en-v1.5", Dim: 384, URL: "http://127.0.0.1:8080/v1", Batch: 8, Timeout: 2e9, Retries: -1, KeyEnv: "K"},

@@ -2,7 +2,9 @@ package embed
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -32,6 +34,25 @@ func newRemote(spec Spec, base, path, keyEnv string, keyRequired bool) (*Remote,
 	_, name, _ := strings.Cut(spec.Model, ":")
 	return &Remote{spec: spec, name: name, url: base + path,
 		client: &Client{Name: "embedder " + spec.Model, Key: key, Timeout: spec.Timeout, Retries: spec.Retries}}, nil
+}
+
+// vector is a JSON array of numbers; a null component is an error, not 0.
+type vector []float32
+
+func (v *vector) UnmarshalJSON(b []byte) error {
+	var xs []*float32
+	if err := json.Unmarshal(b, &xs); err != nil {
+		return err
+	}
+	out := make([]float32, len(xs))
+	for i, x := range xs {
+		if x == nil {
+			return fmt.Errorf("vector component %d is null", i)
+		}
+		out[i] = *x
+	}
+	*v = out
+	return nil
 }
 
 // newOpenAI returns the embedder of an "openai:<model>" spec.
@@ -85,6 +106,9 @@ func (r *Remote) Embed(ctx context.Context, texts []string) ([][]float32, error)
 			if len(v) == 0 {
 				return nil, fmt.Errorf("embedder %s: POST %s: the server returned an empty vector", r.spec.Model, r.url)
 			}
+			if !slices.ContainsFunc(v, func(x float32) bool { return x != 0 }) {
+				return nil, fmt.Errorf("embedder %s: POST %s: the server returned an all-zero vector, which has no direction", r.spec.Model, r.url)
+			}
 			out = append(out, v)
 		}
 	}
@@ -99,12 +123,16 @@ func (r *Remote) embedBatch(ctx context.Context, texts []string) ([][]float32, e
 			Input []string `json:"input"`
 		}{r.name, texts}
 		var resp struct {
-			Embeddings [][]float32 `json:"embeddings"`
+			Embeddings []vector `json:"embeddings"`
 		}
 		if err := r.client.Post(ctx, r.url, req, &resp); err != nil {
 			return nil, err
 		}
-		return resp.Embeddings, nil
+		out := make([][]float32, len(resp.Embeddings))
+		for i, v := range resp.Embeddings {
+			out[i] = v
+		}
+		return out, nil
 	default: // openai
 		req := struct {
 			Model          string   `json:"model"`
@@ -117,8 +145,8 @@ func (r *Remote) embedBatch(ctx context.Context, texts []string) ([][]float32, e
 		}
 		var resp struct {
 			Data []struct {
-				Index     int       `json:"index"`
-				Embedding []float32 `json:"embedding"`
+				Index     int    `json:"index"`
+				Embedding vector `json:"embedding"`
 			} `json:"data"`
 		}
 		if err := r.client.Post(ctx, r.url, req, &resp); err != nil {

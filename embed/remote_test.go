@@ -3,6 +3,9 @@ package embed_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -138,6 +141,18 @@ func TestRemoteWrongDimension(t *testing.T) {
 	d, err := embed.Probe(context.Background(), remote(t, "ollama:m?url="+srv.URL))
 	if err != nil || d != 768 {
 		t.Errorf("Probe = %d, %v", d, err)
+	}
+}
+
+// Garbage a server may send: a null component, an all-zero vector.
+func TestRemoteRejectsNullAndZero(t *testing.T) {
+	for _, body := range []string{`{"embeddings":[[null,1]]}`, `{"embeddings":[[0,0]]}`} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body) }))
+		_, err := remote(t, "ollama:m?retries=-1&url="+srv.URL).Embed(context.Background(), texts(1))
+		srv.Close()
+		if err == nil || !(strings.Contains(err.Error(), "null") || strings.Contains(err.Error(), "all-zero")) {
+			t.Errorf("%s: err = %v", body, err)
+		}
 	}
 }
 

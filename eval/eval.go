@@ -130,6 +130,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			iopts.Embedder = embed.Default
 		}
 	}
+	if iopts.Embedder == embed.None && opts.Mode != index.ModeBM25 {
+		return nil, fmt.Errorf("eval: mode %s needs vectors: give an embedder other than none", opts.Mode)
+	}
 	ix, err := index.Open(ctx, dir, &iopts)
 	if err != nil {
 		return nil, err

@@ -96,7 +96,8 @@ type Index struct {
 	manifest  Manifest
 	chunker   chunk.Spec
 	analyzer  analysis.Analyzer
-	embedder  embed.Embedder // nil for embed.None
+	embedMu   sync.Mutex
+	embedder  embed.Embedder // built on first use (model); nil before and for embed.None
 	embedSpec embed.Spec     // the manifest's, with the configured reach
 	vec       *vectors       // the active embedding set; nil for embed.None
 	context   string         // ContextStructural or ContextOff
@@ -246,11 +247,13 @@ func (ix *Index) init(ctx context.Context, want settings) error {
 		if got, err = want.against(m, ix.path); err != nil {
 			return err
 		}
-		if from < SchemaVersion || m.SchemaVersion != SchemaVersion || m.EmbedderSpec != got.embedder.String() {
-			// An upgrade, or the model reached another way (a new url):
-			// record it, so the next open without settings does the same.
+		if from < SchemaVersion || m.SchemaVersion != SchemaVersion || m.EmbedderSpec == "" {
+			// An upgrade. A new way to reach the model (a url) is recorded
+			// only once it has worked (recordReach).
 			m.SchemaVersion, m.EscurelVersion, m.UpdatedAt = SchemaVersion, Version, now
-			m.EmbedderSpec = got.embedder.String()
+			if m.EmbedderSpec == "" {
+				m.EmbedderSpec = m.Embedder().String()
+			}
 			if err := writeManifest(ctx, ix.db, m); err != nil {
 				return err
 			}
@@ -262,8 +265,13 @@ func (ix *Index) init(ctx context.Context, want settings) error {
 	if ix.analyzer, err = analysis.ByID(got.analyzer); err != nil {
 		return err
 	}
-	if ix.embedder, err = embed.New(got.embedder); err != nil {
-		return err
+	if got.embedder != embed.None {
+		// Checked now, built on first use (model): an embedder that cannot
+		// be built (a key missing from the environment) fails dense search
+		// and ingest, not BM25 search, status or delete.
+		if _, err := embed.ParseSpec(got.embedder.String()); err != nil {
+			return fmt.Errorf("open %s: %w", ix.path, err)
+		}
 	}
 	ix.embedSpec = got.embedder
 	if ix.fts, err = fts.Load(ctx, ix.db); err != nil {
@@ -272,7 +280,7 @@ func (ix *Index) init(ctx context.Context, want settings) error {
 	if err := ix.reindex(ctx); err != nil {
 		return fmt.Errorf("open %s: %w", ix.path, err)
 	}
-	if ix.embedder != nil {
+	if got.embedder != embed.None {
 		if err := ix.openVectors(ctx); err != nil {
 			return fmt.Errorf("open %s: %w", ix.path, err)
 		}
@@ -381,7 +389,10 @@ func (ix *Index) switchTo(ctx context.Context, gen string) error {
 	old := ix.db
 	ix.db, ix.path, ix.gen, ix.manifest = n.db, n.path, n.gen, n.manifest
 	ix.chunker, ix.analyzer, ix.context = n.chunker, n.analyzer, n.context
-	ix.embedder, ix.embedSpec, ix.vec, ix.fts = n.embedder, n.embedSpec, n.vec, n.fts
+	ix.embedMu.Lock()
+	ix.embedder = n.embedder
+	ix.embedMu.Unlock()
+	ix.embedSpec, ix.vec, ix.fts = n.embedSpec, n.vec, n.fts
 	ix.langMu.Lock()
 	ix.langs = n.langs
 	ix.langMu.Unlock()

@@ -207,6 +207,11 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 	if err := ix.write(ctx, writes); err != nil {
 		return res, errs, fmt.Errorf("ingest: %w", err)
 	}
+	if ix.vec != nil {
+		if err := ix.recordReach(ctx); err != nil {
+			return res, errs, fmt.Errorf("ingest: %w", err)
+		}
+	}
 	return res, errs, nil
 }
 
@@ -367,7 +372,7 @@ func (ix *Index) derive(ctx context.Context, in Input, old *blobstore.Record) (p
 // embedAll embeds the blocks of docs, in batches across documents and
 // several batches at once (embedTexts). An embedder error fails them all.
 func (ix *Index) embedAll(ctx context.Context, docs []pending) error {
-	if ix.embedder == nil {
+	if ix.vec == nil {
 		return nil
 	}
 	var texts []string

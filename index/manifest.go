@@ -109,7 +109,7 @@ func parseOptions(opts *Options) (settings, error) {
 			return s, err
 		}
 		if spec != opts.Embedder {
-			return s, fmt.Errorf("embedder %v: unsupported dimension", opts.Embedder)
+			return s, fmt.Errorf("embedder %+v: not a valid setting (as a spec it reads back as %+v; build it with embed.ParseSpec)", opts.Embedder, spec)
 		}
 		s.embedder = spec
 	}
@@ -182,14 +182,7 @@ func (s settings) against(m Manifest, path string) (settings, error) {
 			Fix: fmt.Sprintf("escurel rebuild --%s '%s'", flag, value)}
 	}
 	if e := s.embedder; !e.IsZero() {
-		got, have := e.Identity(), m.Embedder().Identity()
-		// Identity fields left unset adopt the manifest's.
-		if got.Dim == 0 && got.Model != embed.None.Model {
-			got.Dim = have.Dim
-		}
-		if got.QueryPrefix == "" && got.DocumentPrefix == "" {
-			got.QueryPrefix, got.DocumentPrefix = have.QueryPrefix, have.DocumentPrefix
-		}
+		got, have := adopt(e.Identity(), m.Embedder().Identity()), m.Embedder().Identity()
 		if got != have {
 			if got.Model == have.Model && got.Dim != have.Dim {
 				return s, mismatch("embedder dimension", fmt.Sprint(have.Dim), fmt.Sprint(got.Dim), "embedder", e.String())
@@ -232,6 +225,34 @@ func (s settings) against(m Manifest, path string) (settings, error) {
 	return out, nil
 }
 
+// adopt returns the identity got with the fields it leaves unset (the
+// dimension, both prefixes) taken from have.
+func adopt(got, have embed.Spec) embed.Spec {
+	if got.Dim == 0 && got.Model != embed.None.Model {
+		got.Dim = have.Dim
+	}
+	if got.QueryPrefix == "" && got.DocumentPrefix == "" {
+		got.QueryPrefix, got.DocumentPrefix = have.QueryPrefix, have.DocumentPrefix
+	}
+	return got
+}
+
+// ResolveEmbedder returns the embedder a configuration asks of an index
+// built as m says: the manifest's when configured is zero or names the same
+// model (its unset dimension and prefixes are the manifest's), with
+// configured's ways to reach it; configured itself when it names another
+// model. Rebuild uses it so that "--embedder 'openai:m?url=NEW'" keeps the
+// recorded prefixes.
+func (m Manifest) ResolveEmbedder(configured embed.Spec) embed.Spec {
+	if configured.IsZero() {
+		return m.Embedder()
+	}
+	if adopt(configured.Identity(), m.Embedder().Identity()) == m.Embedder().Identity() {
+		return reach(m.Embedder(), configured)
+	}
+	return configured
+}
+
 // reach returns the manifest's embedder spec with the configured spec's
 // ways to reach the model (url, path, key_env, batch, timeout, retries)
 // where they are set: the identity is the manifest's, the server or the
@@ -242,6 +263,9 @@ func reach(m, configured embed.Spec) embed.Spec {
 	}
 	if configured.Path != "" {
 		m.Path = configured.Path
+	}
+	if configured.Dimensions {
+		m.Dimensions = true // ask the server for Dim (dimensions=N)
 	}
 	if configured.KeyEnv != "" {
 		m.KeyEnv = configured.KeyEnv

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -114,25 +115,29 @@ func (ix *Index) documentText(context, body string) string {
 // embedTexts embeds texts in batches of embedBatch, several at once,
 // and returns unit vectors in order.
 func (ix *Index) embedTexts(ctx context.Context, texts []string) ([][]float32, error) {
+	model, err := ix.model()
+	if err != nil {
+		return nil, err
+	}
 	out := make([][]float32, len(texts))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(2, runtime.GOMAXPROCS(0)))
 	for start := 0; start < len(texts); start += embedBatch {
 		end := min(start+embedBatch, len(texts))
 		g.Go(func() error {
-			vs, err := ix.embedder.Embed(gctx, texts[start:end])
+			vs, err := model.Embed(gctx, texts[start:end])
 			if err != nil {
 				return err
 			}
 			if len(vs) != end-start {
-				return fmt.Errorf("embedder %s: %d vectors for %d texts", ix.embedder.Model(), len(vs), end-start)
+				return fmt.Errorf("embedder %s: %d vectors for %d texts", model.Model(), len(vs), end-start)
 			}
 			for i, v := range vs {
 				if len(v) != ix.embedSpec.Dim {
-					return fmt.Errorf("embedder %s: a %d-dimensional vector, the index holds %d", ix.embedder.Model(), len(v), ix.embedSpec.Dim)
+					return fmt.Errorf("embedder %s: a %d-dimensional vector, the index holds %d", model.Model(), len(v), ix.embedSpec.Dim)
 				}
 				if out[start+i], err = embed.Normalize(v); err != nil {
-					return fmt.Errorf("embedder %s: %w", ix.embedder.Model(), err)
+					return fmt.Errorf("embedder %s: %w", model.Model(), err)
 				}
 			}
 			return nil
@@ -142,6 +147,44 @@ func (ix *Index) embedTexts(ctx context.Context, texts []string) ([][]float32, e
 		return nil, err
 	}
 	return out, nil
+}
+
+// model returns the embedder, building it on first use; a failure is
+// returned each time until the cause is fixed (a key set, a runtime
+// installed).
+func (ix *Index) model() (embed.Embedder, error) {
+	ix.embedMu.Lock()
+	defer ix.embedMu.Unlock()
+	if ix.embedder != nil {
+		return ix.embedder, nil
+	}
+	e, err := embed.New(ix.embedSpec)
+	if err != nil {
+		return nil, fmt.Errorf("index %s: %w", ix.path, err)
+	}
+	if e == nil {
+		return nil, fmt.Errorf("index %s: no embedder (none)", ix.path)
+	}
+	ix.embedder = e
+	return e, nil
+}
+
+// recordReach writes the embedder spec in use into the manifest when it
+// differs from the recorded one (a new url that has just worked for an
+// ingest), so that the next open without settings reaches the model the
+// same way. A search never records: a mistyped url must not stick.
+func (ix *Index) recordReach(ctx context.Context) error {
+	spec := ix.embedSpec.String()
+	if ix.manifest.EmbedderSpec == spec {
+		return nil
+	}
+	m := ix.manifest
+	m.EmbedderSpec, m.UpdatedAt = spec, ix.now().UTC().Truncate(time.Microsecond)
+	if err := writeManifest(ctx, ix.db, m); err != nil {
+		return err
+	}
+	ix.manifest = m
+	return nil
 }
 
 // embedQuery embeds a query with the query prefix, as a unit vector.

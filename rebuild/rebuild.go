@@ -180,8 +180,8 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 		return sum, fmt.Errorf("reembed: no index in %s to re-embed; use rebuild", opts.Dir)
 	}
 	if hasLive {
-		if settings.Embedder.IsZero() {
-			settings.Embedder = live.Embedder()
+		if !reembed {
+			settings.Embedder = live.ResolveEmbedder(settings.Embedder)
 		}
 		settings.Chunker = firstNonEmpty(settings.Chunker, live.Chunker)
 		settings.Analyzer = firstNonEmpty(settings.Analyzer, live.Analyzer)

@@ -124,6 +124,9 @@ func (h *HTTP) Rerank(ctx context.Context, query string, passages []string) ([]R
 	if err := h.client.Post(ctx, h.url, req, &resp); err != nil {
 		return nil, err
 	}
+	if len(resp.results) == 0 {
+		return nil, fmt.Errorf("reranker %s: no scores for %d passages (is it a rerank endpoint?)", h.url, len(passages))
+	}
 	return resp.results, nil
 }
 
@@ -144,12 +147,15 @@ func (a *answer) UnmarshalJSON(b []byte) error {
 		}
 	} else {
 		var wrapped struct {
-			Results []item `json:"results"`
+			Results *[]item `json:"results"`
 		}
 		if err := json.Unmarshal(b, &wrapped); err != nil {
 			return err
 		}
-		items = wrapped.Results
+		if wrapped.Results == nil {
+			return fmt.Errorf("answer has no results: %.100s", b)
+		}
+		items = *wrapped.Results
 	}
 	for _, it := range items {
 		s := it.Score

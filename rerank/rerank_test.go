@@ -44,6 +44,14 @@ func TestAnswerShapes(t *testing.T) {
 	if err := json.Unmarshal([]byte(`[{"index":0}]`), &a); err == nil {
 		t.Error("a result without a score was accepted")
 	}
+	for _, in := range []string{`{}`, `{"data":[{"index":0,"embedding":[1]}]}`, `null`} {
+		var a answer
+		if err := json.Unmarshal([]byte(in), &a); err == nil && len(a.results) > 0 {
+			t.Errorf("%s gave results %v", in, a.results)
+		} else if err == nil && in != "null" {
+			t.Errorf("%s accepted as an answer", in)
+		}
+	}
 	if _, err := NewHTTP("localhost:8080/rerank", Options{}); err == nil {
 		t.Error("a URL without a scheme was accepted")
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/internal/modelserver"
 	"github.com/escurel/escurel/internal/onnxtest"
+	"github.com/escurel/escurel/rebuild"
 	"github.com/escurel/escurel/rerank"
 )
 
@@ -228,7 +229,17 @@ func TestOpenAIEmbedderIndex(t *testing.T) {
 	if got := searchWith(t, e.ix, "alpha", index.SearchOptions{Mode: index.ModeDense, K: 1}); !strings.Contains(got[0].Body, "alpha") {
 		t.Errorf("after reopen: %+v", got)
 	}
-	// The server moved: a new url is the same model.
+	// A mistyped url fails the search and does not stick.
+	e.opts = index.Options{Embedder: mustSpec(t, "openai:test-model?retries=-1&url=http://127.0.0.1:1/v1")}
+	e.reopen()
+	if _, err := e.ix.Search(context.Background(), "alpha", &index.SearchOptions{Mode: index.ModeDense}); err == nil {
+		t.Error("a search through a dead url succeeded")
+	}
+	e.opts = index.Options{}
+	e.reopen()
+	searchWith(t, e.ix, "alpha", index.SearchOptions{Mode: index.ModeDense})
+	// The server moved: a new url is the same model, recorded once an
+	// ingest has used it.
 	srv2 := modelserver.Start(t)
 	srv2.Set(func(s *modelserver.Server) { s.Dim = 64 })
 	e.opts = index.Options{Embedder: mustSpec(t, "openai:test-model?url="+srv2.URL+"/v1")}
@@ -237,6 +248,7 @@ func TestOpenAIEmbedderIndex(t *testing.T) {
 	if len(srv2.Requests()) != 1 {
 		t.Errorf("the new server got %d requests", len(srv2.Requests()))
 	}
+	e.ingest("/c.md", "# Gamma\n\nThe gamma block.\n")
 	e.opts = index.Options{}
 	e.reopen()
 	if mustSpec(t, e.ix.Manifest().EmbedderSpec).URL != srv2.URL+"/v1" {
@@ -358,7 +370,8 @@ func TestDenseModeWithoutVectors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "rebuild --embedder hash") {
 		t.Errorf("err = %v", err)
 	}
-	for _, bad := range []index.SearchOptions{{Mode: "vector"}, {Fusion: "max"}, {Alpha: 1.5}, {Alpha: -1}, {RRFK: -1}, {Depth: -1}} {
+	for _, bad := range []index.SearchOptions{{Mode: "vector"}, {Fusion: "max"}, {Alpha: 1.5}, {Alpha: -1}, {RRFK: -1}, {Depth: -1},
+		{Fusion: index.FusionRRF}, {Mode: index.ModeBM25, Alpha: 0.3}} { // fusion settings outside hybrid mode
 		if _, err := e.ix.Search(context.Background(), "alpha", &bad); err == nil {
 			t.Errorf("options %+v accepted", bad)
 		}
@@ -390,5 +403,54 @@ func TestONNXEmbedderIndex(t *testing.T) {
 	}
 	if e.ix.DefaultMode() != index.ModeHybrid {
 		t.Errorf("default mode %s", e.ix.DefaultMode())
+	}
+}
+
+// An embedder that cannot be built (its key gone from the environment)
+// fails dense search and ingest, naming the variable, and nothing else.
+func TestEmbedderKeyMissing(t *testing.T) {
+	srv := modelserver.Start(t)
+	srv.Set(func(s *modelserver.Server) { s.Dim = 16 })
+	t.Setenv("ESCUREL_TEST_KEY", "sk-test")
+	e := newEnv(t, index.Options{Embedder: mustSpec(t, "openai:m?key_env=ESCUREL_TEST_KEY&url="+srv.URL+"/v1")})
+	e.ingest("/a.txt", "alpha beta")
+	os.Unsetenv("ESCUREL_TEST_KEY")
+	e.opts = index.Options{}
+	e.reopen()
+	if hits := searchWith(t, e.ix, "alpha", index.SearchOptions{Mode: index.ModeBM25}); len(hits) != 1 {
+		t.Errorf("bm25 without the key: %+v", hits)
+	}
+	if _, err := e.ix.Stats(context.Background()); err != nil {
+		t.Error(err)
+	}
+	_, err := e.ix.Search(context.Background(), "alpha", &index.SearchOptions{Mode: index.ModeDense})
+	if err == nil || !strings.Contains(err.Error(), "ESCUREL_TEST_KEY") {
+		t.Errorf("dense without the key: %v", err)
+	}
+	if _, err := e.ix.Ingest(context.Background(), index.Input{Source: "/b.txt", Data: []byte("gamma")}); err == nil {
+		t.Error("ingest without the key succeeded")
+	}
+}
+
+// A rebuild given only a new url for the same model keeps the recorded
+// prefixes and dimension.
+func TestRebuildKeepsEmbedderIdentity(t *testing.T) {
+	srv := modelserver.Start(t)
+	srv.Set(func(s *modelserver.Server) { s.Dim = 32 })
+	e := newEnv(t, index.Options{Embedder: mustSpec(t, "openai:m?query_prefix=q%3A+&document_prefix=p%3A+&url="+srv.URL+"/v1")})
+	e.ingest("/a.txt", "alpha beta")
+	e.ix.Close()
+	srv2 := modelserver.Start(t)
+	srv2.Set(func(s *modelserver.Server) { s.Dim = 32 })
+	_, err := rebuild.Run(context.Background(), rebuild.Options{Dir: e.dir, Blobs: blobsOf(e),
+		Index: index.Options{Embedder: mustSpec(t, "openai:m?url="+srv2.URL+"/v1"), Contextualize: index.ContextOff}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.opts = index.Options{}
+	e.open()
+	got := e.ix.Manifest().Embedder()
+	if got.QueryPrefix != "q: " || got.DocumentPrefix != "p: " || got.Dim != 32 || got.URL != srv2.URL+"/v1" {
+		t.Errorf("embedder after rebuild: %+v", got)
 	}
 }

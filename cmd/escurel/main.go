@@ -230,9 +230,12 @@ Global flags (also accepted after the command):
   --blobs URL             blob store URL, file:///path (env ESCUREL_BLOBS;
                           default file://<index dir>/blobs)
   --embedder SPEC         embedder (env ESCUREL_EMBEDDER): none, hash,
-                          hash/DIM, openai:MODEL?url=URL&dim=N or
-                          ollama:MODEL?url=URL, with options query_prefix,
-                          document_prefix, key_env, batch, timeout, retries;
+                          hash/DIM, openai:MODEL?url=URL&dim=N (or
+                          dimensions=N, sent to the server),
+                          ollama:MODEL?url=URL, onnx:NAME?path=DIR (with
+                          ESCUREL_ONNXRUNTIME_LIB), with options
+                          query_prefix, document_prefix, key_env, batch,
+                          timeout, retries;
                           fixed when the index is created (default hash/384),
                           changed by rebuild; the url may change any time
 
