@@ -55,6 +55,11 @@ type Input struct {
 	// IngestedAt, when not zero, is recorded instead of the current time
 	// (rebuild passes the record's time, so rebuilt rows equal ingested ones).
 	IngestedAt time.Time
+	// Rederive says the bytes and the record are already in the blob store
+	// (a rebuild reading them back): only the index rows are written. A
+	// rebuild must not write records, or it would bring back a document
+	// deleted from the live index while it ran.
+	Rederive bool
 }
 
 // Status says what Ingest did with a document.
@@ -171,18 +176,22 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 				res[i].Status = Unchanged
 				// The rows are current; make sure the blob store still
 				// holds what they derive from.
-				if err := ix.ensureStored(ctx, in.Data, old); err != nil {
-					return res, errs, err
+				if !in.Rederive {
+					if err := ix.ensureStored(ctx, in.Data, old); err != nil {
+						return res, errs, err
+					}
 				}
 				continue
 			}
 			res[i].Status = Replaced
 		}
-		if _, err := batch.Put(ctx, in.Data); err != nil {
-			return res, errs, fmt.Errorf("ingest %s: %w", in.Source, err)
-		}
-		if err := batch.PutRecord(ctx, p.rec); err != nil {
-			return res, errs, fmt.Errorf("ingest %s: %w", in.Source, err)
+		if !in.Rederive {
+			if _, err := batch.Put(ctx, in.Data); err != nil {
+				return res, errs, fmt.Errorf("ingest %s: %w", in.Source, err)
+			}
+			if err := batch.PutRecord(ctx, p.rec); err != nil {
+				return res, errs, fmt.Errorf("ingest %s: %w", in.Source, err)
+			}
 		}
 		if j, ok := slot[docID]; ok {
 			writes[j] = p

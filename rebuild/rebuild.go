@@ -363,7 +363,7 @@ func fill(ctx context.Context, ix *index.Index, recs []*blobstore.Record, opts O
 			}
 			sum.Bytes += int64(len(data))
 			ins[j] = index.Input{Source: rec.Source, MediaType: rec.MediaType, Data: data,
-				Language: rec.Language, Sensitivity: rec.Sensitivity, IngestedAt: rec.IngestedAt}
+				Language: rec.Language, Sensitivity: rec.Sensitivity, IngestedAt: rec.IngestedAt, Rederive: true}
 			if rec.TitleGiven {
 				ins[j].Title = rec.Title
 			}

@@ -22,6 +22,10 @@ func TestMain(m *testing.M) {
 		crashChild(dir)
 		return
 	}
+	if dir := os.Getenv("ESCUREL_REBUILD_CHILD"); dir != "" {
+		rebuildChild(dir)
+		return
+	}
 	os.Exit(m.Run())
 }
 
