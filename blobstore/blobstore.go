@@ -38,6 +38,7 @@ import (
 
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
+	"golang.org/x/sync/errgroup"
 )
 
 // ErrNotFound is returned, possibly wrapped, when a blob or record does not
@@ -245,7 +246,7 @@ func (s *Store) DeleteRecord(ctx context.Context, docID string) error {
 // are ignored; a record that does not decode is an error naming its key.
 func (s *Store) Records(ctx context.Context) ([]*Record, error) {
 	it := s.bucket.List(&blob.ListOptions{Prefix: "documents/"})
-	var recs []*Record
+	var ids []string
 	for {
 		obj, err := it.Next(ctx)
 		if err == io.EOF {
@@ -258,11 +259,25 @@ func (s *Store) Records(ctx context.Context) ([]*Record, error) {
 		if !ok || !docIDPattern.MatchString(id) {
 			continue
 		}
-		rec, err := s.GetRecord(ctx, id)
-		if err != nil {
-			return nil, fmt.Errorf("list records: %w", err)
-		}
-		recs = append(recs, rec)
+		ids = append(ids, id)
+	}
+	// Read them several at a time: each is a small object, and its cost is
+	// the round trip (a file open, an S3 GET).
+	recs := make([]*Record, len(ids))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i, id := range ids {
+		g.Go(func() error {
+			rec, err := s.GetRecord(gctx, id)
+			if err != nil {
+				return fmt.Errorf("list records: %w", err)
+			}
+			recs[i] = rec
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return recs, nil
 }

@@ -9,9 +9,9 @@ import (
 	"hash"
 	"math"
 	"sort"
-	"strconv"
 	"time"
 
+	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index/fts"
 )
 
@@ -64,13 +64,30 @@ func (d digester) str(s string) {
 	d.h.Write([]byte(s))
 }
 
-func (d digester) int(v int64) { d.str(strconv.FormatInt(v, 10)) }
+func (d digester) int(v int64) {
+	var n [binary.MaxVarintLen64]byte
+	d.h.Write(n[:binary.PutVarint(n[:], v)])
+}
+
+// VerifyOptions configure Verify. The zero value reads the records from
+// the blob store and lists its blobs.
+type VerifyOptions struct {
+	// Records, when not nil, are the blob store's records as the caller
+	// has just read them (a rebuild holding the lock), instead of reading
+	// them again.
+	Records []*blobstore.Record
+	// SkipOrphans leaves out the listing of blobs for OrphanBlobs.
+	SkipOrphans bool
+}
 
 // Verify computes the digest of the index's derived rows and checks them
 // against the blob store, from one snapshot. It holds back writes while it
 // runs. A failed check is reported in the result, not as an error; the
 // error is for a failure to read.
-func (ix *Index) Verify(ctx context.Context) (*Verification, error) {
+func (ix *Index) Verify(ctx context.Context, opts *VerifyOptions) (*Verification, error) {
+	if opts == nil {
+		opts = &VerifyOptions{}
+	}
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
 	ix.genMu.RLock()
@@ -95,9 +112,11 @@ func (ix *Index) Verify(ctx context.Context) (*Verification, error) {
 	}
 
 	// Documents, against the records.
-	recs, err := ix.blobs.Records(ctx)
-	if err != nil {
-		return fail("records", err)
+	recs := opts.Records
+	if recs == nil {
+		if recs, err = ix.blobs.Records(ctx); err != nil {
+			return fail("records", err)
+		}
 	}
 	byID := make(map[string]bool, len(recs))
 	referenced := map[string]bool{}
@@ -142,22 +161,22 @@ func (ix *Index) Verify(ctx context.Context) (*Verification, error) {
 	}
 	sort.Strings(v.RecordsWithoutRows)
 	sort.Strings(v.RowsWithoutRecords)
-	ids, err := ix.blobs.BlobIDs(ctx)
-	if err != nil {
-		return fail("blobs", err)
-	}
-	for _, id := range ids {
-		if !referenced[id] {
-			v.OrphanBlobs = append(v.OrphanBlobs, id)
+	if !opts.SkipOrphans {
+		ids, err := ix.blobs.BlobIDs(ctx)
+		if err != nil {
+			return fail("blobs", err)
+		}
+		for _, id := range ids {
+			if !referenced[id] {
+				v.OrphanBlobs = append(v.OrphanBlobs, id)
+			}
 		}
 	}
 
-	// Blocks, with their full-text lengths and level.
-	type key struct {
-		doc string
-		ord int32
-	}
-	keyOf := map[int64]key{}
+	// Blocks, with their full-text lengths and level. A block's position
+	// in this canonical order (doc id, ord) names it below.
+	posOf := []int32{} // by block id; -1: no row
+	blocks := int32(0)
 	rows, err = tx.QueryContext(ctx, `SELECT b.block_id, b.doc_id, b.ord, b.body, b.byte_start, b.byte_end, b.context,
 		b.heading_path, b.page, f.len_body, f.len_context, f.level
 		FROM blocks b LEFT JOIN fts_blocks f ON f.block_id = b.block_id ORDER BY b.doc_id, b.ord`)
@@ -174,7 +193,11 @@ func (ix *Index) Verify(ctx context.Context) (*Verification, error) {
 			rows.Close()
 			return fail("blocks", err)
 		}
-		keyOf[id] = key{doc, ord}
+		for int64(len(posOf)) <= id {
+			posOf = append(posOf, -1)
+		}
+		posOf[id] = blocks
+		blocks++
 		d.str(doc)
 		d.int(int64(ord))
 		d.str(body)
@@ -198,44 +221,70 @@ func (ix *Index) Verify(ctx context.Context) (*Verification, error) {
 		return fail("blocks", err)
 	}
 
-	// Postings, as (term, doc, position) → frequencies.
+	// Postings, as (term, block position) → frequencies, sorted by term
+	// text (term ids depend on the order documents arrived) and position.
 	type posting struct {
-		term string
-		k    key
-		tf   [fts.NumFields]uint32
+		term, block int32 // the term's rank in lexical order; the block's position
+		tf          [fts.NumFields]uint32
 	}
 	var ps []posting
+	var terms []string
 	err = ix.fts.View(func() error {
+		rank := map[string]int32{}
+		lastTerm, lastRank := "", int32(-1)
 		return ix.fts.ForEachPosting(ctx, tx, func(term string, p fts.Posting) error {
-			k, ok := keyOf[p.Block]
-			if !ok {
+			if p.Block < 0 || p.Block >= int64(len(posOf)) || posOf[p.Block] < 0 {
 				return fmt.Errorf("posting of term %q for block %d, which has no row", term, p.Block)
 			}
-			ps = append(ps, posting{term, k, p.TF})
+			if term != lastTerm || lastRank < 0 {
+				r, ok := rank[term]
+				if !ok {
+					r = int32(len(terms))
+					rank[term] = r
+					terms = append(terms, term)
+				}
+				lastTerm, lastRank = term, r
+			}
+			ps = append(ps, posting{lastRank, posOf[p.Block], p.TF})
 			return nil
 		})
 	})
 	if err != nil {
 		return fail("postings", err)
 	}
+	order := make([]int32, len(terms)) // first-seen rank → lexical rank
+	byText := make([]int32, len(terms))
+	for i := range byText {
+		byText[i] = int32(i)
+	}
+	sort.Slice(byText, func(i, j int) bool { return terms[byText[i]] < terms[byText[j]] })
+	for lex, r := range byText {
+		order[r] = int32(lex)
+	}
+	for i := range ps {
+		ps[i].term = order[ps[i].term]
+	}
 	sort.Slice(ps, func(i, j int) bool {
-		a, b := ps[i], ps[j]
-		if a.term != b.term {
-			return a.term < b.term
+		if ps[i].term != ps[j].term {
+			return ps[i].term < ps[j].term
 		}
-		if a.k.doc != b.k.doc {
-			return a.k.doc < b.k.doc
-		}
-		return a.k.ord < b.k.ord
+		return ps[i].block < ps[j].block
 	})
 	d.str("postings")
-	for _, p := range ps {
-		d.str(p.term)
-		d.str(p.k.doc)
-		d.int(int64(p.k.ord))
-		for _, tf := range p.tf {
-			d.int(int64(tf))
+	for i := 0; i < len(ps); {
+		j := i
+		for j < len(ps) && ps[j].term == ps[i].term {
+			j++
 		}
+		d.str(terms[byText[ps[i].term]]) // the term, its posting count, its postings
+		d.int(int64(j - i))
+		for _, p := range ps[i:j] {
+			d.int(int64(p.block))
+			for _, tf := range p.tf {
+				d.int(int64(tf))
+			}
+		}
+		i = j
 	}
 	v.Postings = int64(len(ps))
 

@@ -128,7 +128,7 @@ func TestRebuildWhileServing(t *testing.T) {
 		}()
 	}
 	var ingested atomic.Int64
-	sum, err := rebuild.Run(context.Background(), rebuild.Options{Dir: e.dir, Blobs: e.ix.Blobs(), Live: e.ix,
+	sum, err := rebuild.Run(context.Background(), rebuild.Options{Dir: e.dir, Blobs: e.ix.Blobs(), Live: e.ix, Batch: 64,
 		Index: index.Options{Contextualize: index.ContextOff},
 		Progress: func(done, total int) {
 			// Writes to the live index while the rebuild runs.
@@ -213,7 +213,7 @@ func rebuildChild(dir string) {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	_, err = rebuild.Run(context.Background(), rebuild.Options{Dir: dir, Blobs: store,
+	_, err = rebuild.Run(context.Background(), rebuild.Options{Dir: dir, Blobs: store, Batch: 16,
 		Index:    index.Options{Contextualize: index.ContextOff},
 		Progress: func(done, total int) { fmt.Printf("progress %d %d\n", done, total) }})
 	fmt.Println("error", err) // not reached when killed

@@ -123,7 +123,7 @@ func openStore(dir string) (*blobstore.Store, error) {
 // when its coverage checks fail.
 func (e *env) digest() string {
 	e.t.Helper()
-	v, err := e.ix.Verify(context.Background())
+	v, err := e.ix.Verify(context.Background(), nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}

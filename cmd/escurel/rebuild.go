@@ -171,7 +171,7 @@ func (c *VerifyCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer ix.Close()
-	v, err := ix.Verify(ctx)
+	v, err := ix.Verify(ctx, nil)
 	if err != nil {
 		return err
 	}
