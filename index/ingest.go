@@ -98,8 +98,10 @@ func (e *DocumentError) Unwrap() error { return e.Err }
 type block struct {
 	chunk.Block
 	body, context string
-	terms         [fts.NumFields][]string // analyzed body and context
-	vector        []float32               // unit length; nil without an embedder (set by embedAll)
+	// The small-to-big columns: "" without a window.
+	parentID, window, locator string
+	terms                     [fts.NumFields][]string // analyzed body and context
+	vector                    []float32               // unit length; nil without an embedder (set by embedAll)
 }
 
 // Ingest stores in's bytes and record in the blob store, durably, and then
@@ -364,10 +366,17 @@ func (ix *Index) derive(ctx context.Context, in Input, old *blobstore.Record) (p
 		IngestedAt: at.UTC().Truncate(time.Microsecond),
 	}
 
-	spans := chunk.Split(doc, ix.chunker.MaxBytes)
+	spans := ix.chunker.Chunker().Chunk(doc)
 	blocks := make([]block, len(spans))
 	for i, sp := range spans {
 		b := block{Block: sp, body: doc.Text[sp.Start:sp.End]}
+		if sp.HasWindow() {
+			b.window = doc.Text[sp.Window[0]:sp.Window[1]]
+			b.locator = locatorJSON(sp)
+			if sp.Parent >= 0 {
+				b.parentID = fmt.Sprintf("%s/p%d", rec.DocID, sp.Parent)
+			}
+		}
 		if ix.context == ContextStructural {
 			b.context = chunk.Context(doc.Title, sp.HeadingPath, sp.Page)
 		}

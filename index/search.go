@@ -157,6 +157,13 @@ type Hit struct {
 	// without changing it.
 	Score   float64  `json:"score"`
 	Explain *Explain `json:"explain,omitempty"` // with SearchOptions.Explain
+	// PromptText is the block's window, for generation: its parent
+	// section (parent_child) or the sentences around it (sentence_window),
+	// verbatim. Cite Body; give the generator PromptText. Empty, and absent
+	// from JSON, for the default chunker. It never took part in ranking.
+	PromptText string `json:"prompt_text,omitempty"`
+	// ParentLocator is where PromptText lies in the document.
+	ParentLocator *Locator `json:"parent_locator,omitempty"`
 }
 
 // Search ranks blocks for query in the mode opts asks for and returns the
@@ -523,7 +530,7 @@ func fillHits(ctx context.Context, q querier, hits []Hit, levels []string) ([]Hi
 		args[i] = h.BlockID
 	}
 	rows, err := q.QueryContext(ctx, `SELECT b.block_id, b.doc_id, d.source, d.title, b.body, b.context,
-		b.heading_path, b.page, b.byte_start, b.byte_end, d.sensitivity
+		b.heading_path, b.page, b.byte_start, b.byte_end, d.sensitivity, b.window_text, b.parent_locator
 		FROM blocks b JOIN documents d ON d.doc_id = b.doc_id
 		WHERE b.block_id IN (`+placeholders(len(hits))+`)`, args...)
 	if err != nil {
@@ -534,17 +541,30 @@ func fillHits(ctx context.Context, q querier, hits []Hit, levels []string) ([]Hi
 	visible := make([]bool, len(hits))
 	for rows.Next() {
 		var id int64
-		var path, sens string
+		var path, sens, window, locator string
 		var h Hit
-		if err := rows.Scan(&id, &h.DocID, &h.Source, &h.Title, &h.Body, &h.Context, &path, &h.Page, &h.ByteStart, &h.ByteEnd, &sens); err != nil {
+		if err := rows.Scan(&id, &h.DocID, &h.Source, &h.Title, &h.Body, &h.Context, &path, &h.Page, &h.ByteStart, &h.ByteEnd, &sens, &window, &locator); err != nil {
 			return nil, err
+		}
+		visible[pos[id]] = slices.Contains(levels, sens)
+		if !visible[pos[id]] {
+			// The output gate, before expansion: a block the caller may
+			// not see never has its window read into a hit.
+			found++
+			continue
+		}
+		if window != "" {
+			h.PromptText = window
+			h.ParentLocator = &Locator{}
+			if err := json.Unmarshal([]byte(locator), h.ParentLocator); err != nil {
+				return nil, fmt.Errorf("block %d: parent_locator %q: %w", id, locator, err)
+			}
 		}
 		h.BlockID, h.Score, h.Explain = id, hits[pos[id]].Score, hits[pos[id]].Explain
 		if h.HeadingPath, err = decodeHeadingPath(id, path); err != nil {
 			return nil, err
 		}
 		hits[pos[id]] = h
-		visible[pos[id]] = slices.Contains(levels, sens)
 		found++
 	}
 	if err := rows.Err(); err != nil {

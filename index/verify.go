@@ -21,8 +21,8 @@ type Verification struct {
 	// Digest is the SHA-256 (hex) of the derived rows in a canonical form
 	// and order: the manifest's settings (embedder identity, chunker,
 	// analyzer, contextualize; not its times), the documents by doc id,
-	// the blocks by (doc id, position) with their full-text lengths and
-	// level, the postings by (term, doc id, position), and the vectors by
+	// the blocks by (doc id, position) with their windows, full-text
+	// lengths and level, the postings by (term, doc id, position), and the vectors by
 	// (doc id, position). Blocks are named by document and position, not by
 	// block id: ids come from a sequence and differ between an ingest and
 	// a rebuild of the same documents, while everything they identify is
@@ -178,7 +178,7 @@ func (ix *Index) Verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	posOf := []int32{} // by block id; -1: no row
 	blocks := int32(0)
 	rows, err = tx.QueryContext(ctx, `SELECT b.block_id, b.doc_id, b.ord, b.body, b.byte_start, b.byte_end, b.context,
-		b.heading_path, b.page, f.len_body, f.len_context, f.level
+		b.heading_path, b.page, b.parent_id, b.heading, b.window_text, b.parent_locator, f.len_body, f.len_context, f.level
 		FROM blocks b LEFT JOIN fts_blocks f ON f.block_id = b.block_id ORDER BY b.doc_id, b.ord`)
 	if err != nil {
 		return fail("blocks", err)
@@ -186,10 +186,10 @@ func (ix *Index) Verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	d.str("blocks")
 	for rows.Next() {
 		var id, start, end int64
-		var doc, body, context, path string
+		var doc, body, context, path, parent, heading, window, locator string
 		var ord, page int32
 		var lenBody, lenContext, level *int64
-		if err := rows.Scan(&id, &doc, &ord, &body, &start, &end, &context, &path, &page, &lenBody, &lenContext, &level); err != nil {
+		if err := rows.Scan(&id, &doc, &ord, &body, &start, &end, &context, &path, &page, &parent, &heading, &window, &locator, &lenBody, &lenContext, &level); err != nil {
 			rows.Close()
 			return fail("blocks", err)
 		}
@@ -206,6 +206,9 @@ func (ix *Index) Verify(ctx context.Context, opts *VerifyOptions) (*Verification
 		d.str(context)
 		d.str(path)
 		d.int(int64(page))
+		for _, f := range []string{parent, heading, window, locator} {
+			d.str(f)
+		}
 		if lenBody == nil {
 			v.BlocksWithoutPostings = append(v.BlocksWithoutPostings, id)
 			d.str("-")

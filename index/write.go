@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/escurel/escurel/blobstore"
+	"github.com/escurel/escurel/index/chunk"
 	"github.com/escurel/escurel/index/dense"
 	"github.com/escurel/escurel/index/fts"
 	"github.com/escurel/escurel/internal/duck"
@@ -83,12 +84,14 @@ func (ix *Index) write(ctx context.Context, docs []pending) error {
 		return err
 	}
 	added := make([]fts.Block, 0, n)
-	err = duck.Append(ctx, tx.Conn, "blocks", []string{"block_id", "doc_id", "ord", "body", "byte_start", "byte_end", "context", "heading_path", "page"},
+	err = duck.Append(ctx, tx.Conn, "blocks", []string{"block_id", "doc_id", "ord", "body", "byte_start", "byte_end", "context", "heading_path", "page",
+		"parent_id", "heading", "window_text", "parent_locator"},
 		func(add func(...driver.Value) error) error {
 			i := 0
 			for _, d := range docs {
 				for ord, b := range d.blocks {
-					if err := add(ids[i], d.rec.DocID, int32(ord), b.body, int64(b.Start), int64(b.End), b.context, headingJSON(b.HeadingPath), int32(b.Page)); err != nil {
+					if err := add(ids[i], d.rec.DocID, int32(ord), b.body, int64(b.Start), int64(b.End), b.context, headingJSON(b.HeadingPath), int32(b.Page),
+						b.parentID, b.Heading, b.window, b.locator); err != nil {
 						return err
 					}
 					added = append(added, fts.Block{ID: ids[i], Level: level(d.rec.Sensitivity), Terms: b.terms})
@@ -293,6 +296,22 @@ func (ix *Index) analyzedBlocks(ctx context.Context, q querier, where string, ar
 		out = append(out, b)
 	}
 	return out, rows.Err()
+}
+
+// Locator is where a block's window lies in its document's text: a byte
+// range, and the range of content units (paragraphs, list items, code
+// blocks; 0-based, end exclusive) it covers.
+type Locator struct {
+	ByteStart      int64 `json:"byte_start"`
+	ByteEnd        int64 `json:"byte_end"`
+	ParagraphStart int   `json:"paragraph_start"`
+	ParagraphEnd   int   `json:"paragraph_end"`
+}
+
+// locatorJSON encodes a block's window as blocks.parent_locator stores it.
+func locatorJSON(b chunk.Block) string {
+	out, _ := json.Marshal(Locator{int64(b.Window[0]), int64(b.Window[1]), b.Units[0], b.Units[1]}) // a struct of ints always marshals
+	return string(out)
 }
 
 // headingJSON encodes a heading path as stored in blocks.heading_path: a JSON

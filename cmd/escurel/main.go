@@ -162,6 +162,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&RollbackCommand{m: m, g: g}).Run(ctx, rest)
 	case "verify":
 		return (&VerifyCommand{m: m, g: g}).Run(ctx, rest)
+	case "expand":
+		return (&ExpandCommand{m: m, g: g}).Run(ctx, rest)
 	case "eval":
 		return (&EvalCommand{m: m, g: g}).Run(ctx, rest)
 	case "delete":
@@ -200,6 +202,10 @@ Commands:
                           --rerank reorders the hits with a reranker;
                           --and requires every term; put -- before a
                           query that starts with -
+  expand [--json] [-n N] [--max-bytes B] [--clearance LEVEL] BLOCK_ID
+                          a block with N neighbours each side (default 2)
+                          and its window, at most B bytes (default 16 KiB);
+                          a block above LEVEL answers like a missing one
   delete SOURCE|DOC_ID... remove documents (and their records in the blob
                           store, so rebuild does not bring them back)
   compact                 merge the full-text segments, dropping the postings

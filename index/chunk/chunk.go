@@ -36,51 +36,166 @@ const DefaultMaxBytes = 1500
 // MinMaxBytes is the smallest MaxBytes a Spec accepts.
 const MinMaxBytes = 64
 
+// Chunker names, as Spec.Name.
+const (
+	// Default is the section-aware, size-bounded chunker described above.
+	Default = "default"
+	// ParentChild ("small_to_big") makes small child blocks inside
+	// parent sections: each child carries its parent's span (Block.Window)
+	// so that search can hand the generator the whole section while the
+	// citation stays on the child.
+	ParentChild = "parent_child"
+	// SentenceWindow makes one block per sentence, with the sentences
+	// around it as its window.
+	SentenceWindow = "sentence_window"
+)
+
+// Defaults of the chunkers' parameters.
+const (
+	DefaultChildMaxBytes  = 400  // parent_child: child bodies, bytes
+	DefaultParentMaxBytes = 4000 // parent_child: parent sections, bytes
+	DefaultWindow         = 3    // sentence_window: sentences each side
+)
+
 // Spec names a chunker and its parameters. Its String form is what the
 // index manifest records, e.g. "default(max_bytes=1500)".
 type Spec struct {
-	Name     string // "default"
-	MaxBytes int    // upper bound of a block body, bytes
+	Name string // Default, ParentChild or SentenceWindow
+	// MaxBytes bounds a block's body, in bytes of UTF-8 text: the block of
+	// default, the child of parent_child, the piece of a sentence longer
+	// than it in sentence_window.
+	MaxBytes int
+	// ParentMaxBytes bounds a parent of parent_child, in bytes: a heading
+	// section longer than it is split into several parents.
+	ParentMaxBytes int
+	// Window is the number of sentences each side of a sentence_window
+	// block that its window holds.
+	Window int
 }
 
 // DefaultSpec is the chunker used when none is configured.
-var DefaultSpec = Spec{Name: "default", MaxBytes: DefaultMaxBytes}
+var DefaultSpec = Spec{Name: Default, MaxBytes: DefaultMaxBytes}
 
-// String returns the canonical form, e.g. "default(max_bytes=1500)".
-func (s Spec) String() string { return fmt.Sprintf("%s(max_bytes=%d)", s.Name, s.MaxBytes) }
+// String returns the canonical form: "default(max_bytes=1500)",
+// "parent_child(max_bytes=400,parent_max_bytes=4000)",
+// "sentence_window(max_bytes=1500,window=3)".
+func (s Spec) String() string {
+	switch s.Name {
+	case ParentChild:
+		return fmt.Sprintf("%s(max_bytes=%d,parent_max_bytes=%d)", s.Name, s.MaxBytes, s.ParentMaxBytes)
+	case SentenceWindow:
+		return fmt.Sprintf("%s(max_bytes=%d,window=%d)", s.Name, s.MaxBytes, s.Window)
+	}
+	return fmt.Sprintf("%s(max_bytes=%d)", s.Name, s.MaxBytes)
+}
 
-var specPattern = regexp.MustCompile(`^([a-z_]+)(?:\(max_bytes=(\d+)\))?$`)
+var specPattern = regexp.MustCompile(`^([a-z_]+)(?:\(([a-z_]+=\d+(?:,[a-z_]+=\d+)*)?\))?$`)
 
-// ParseSpec parses "default" or "default(max_bytes=N)". A missing max_bytes
-// means DefaultMaxBytes. Unknown names and N below MinMaxBytes are errors.
+// ParseSpec parses NAME or NAME(param=N,...): "default" (max_bytes),
+// "parent_child" or its alias "small_to_big" (max_bytes of a child,
+// parent_max_bytes), "sentence_window" (max_bytes, window). Missing
+// parameters take their defaults. Unknown names or parameters, byte bounds
+// below MinMaxBytes, a parent bound below the child's and a window below 0
+// or above 50 are errors.
 func ParseSpec(s string) (Spec, error) {
 	m := specPattern.FindStringSubmatch(strings.TrimSpace(s))
 	if m == nil {
-		return Spec{}, fmt.Errorf("chunker %q: want NAME or NAME(max_bytes=N); chunkers: default", s)
+		return Spec{}, fmt.Errorf("chunker %q: want NAME or NAME(param=N,...); chunkers: default, parent_child, sentence_window", s)
 	}
-	if m[1] != "default" {
-		return Spec{}, fmt.Errorf("chunker %q: unknown; chunkers: default", m[1])
+	var spec Spec
+	allowed := map[string]bool{"max_bytes": true}
+	switch m[1] {
+	case Default:
+		spec = DefaultSpec
+	case ParentChild, "small_to_big":
+		spec = Spec{Name: ParentChild, MaxBytes: DefaultChildMaxBytes, ParentMaxBytes: DefaultParentMaxBytes}
+		allowed["parent_max_bytes"] = true
+	case SentenceWindow:
+		spec = Spec{Name: SentenceWindow, MaxBytes: DefaultMaxBytes, Window: DefaultWindow}
+		allowed["window"] = true
+	default:
+		return Spec{}, fmt.Errorf("chunker %q: unknown; chunkers: default, parent_child (small_to_big), sentence_window", m[1])
 	}
-	spec := Spec{Name: m[1], MaxBytes: DefaultMaxBytes}
+	seen := map[string]bool{}
 	if m[2] != "" {
-		n, err := strconv.Atoi(m[2])
-		if err != nil || n < MinMaxBytes {
-			return Spec{}, fmt.Errorf("chunker %q: max_bytes must be an integer ≥ %d", s, MinMaxBytes)
+		for _, kv := range strings.Split(m[2], ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			if !allowed[k] || seen[k] {
+				return Spec{}, fmt.Errorf("chunker %q: parameter %s unknown or repeated for %s", s, k, spec.Name)
+			}
+			seen[k] = true
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return Spec{}, fmt.Errorf("chunker %q: %s: %v", s, k, err)
+			}
+			switch k {
+			case "max_bytes":
+				spec.MaxBytes = n
+			case "parent_max_bytes":
+				spec.ParentMaxBytes = n
+			case "window":
+				spec.Window = n
+			}
 		}
-		spec.MaxBytes = n
+	}
+	if spec.MaxBytes < MinMaxBytes {
+		return Spec{}, fmt.Errorf("chunker %q: max_bytes must be an integer ≥ %d", s, MinMaxBytes)
+	}
+	if spec.Name == ParentChild && spec.ParentMaxBytes < spec.MaxBytes {
+		return Spec{}, fmt.Errorf("chunker %q: parent_max_bytes (%d) must be at least max_bytes (%d)", s, spec.ParentMaxBytes, spec.MaxBytes)
+	}
+	if spec.Name == SentenceWindow && (spec.Window < 0 || spec.Window > 50) {
+		return Spec{}, fmt.Errorf("chunker %q: window must be from 0 to 50 sentences", s)
 	}
 	return spec, nil
 }
+
+// Chunker splits an extracted document into blocks. Live ingest and
+// rebuild both call it (index derives every document through one
+// function), so a rebuild makes the blocks an ingest made.
+type Chunker interface {
+	Chunk(doc *extract.Doc) []Block
+}
+
+// Chunker returns the chunker s names.
+func (s Spec) Chunker() Chunker {
+	switch s.Name {
+	case ParentChild:
+		return parentChild{child: s.MaxBytes, parent: s.ParentMaxBytes}
+	case SentenceWindow:
+		return sentenceWindow{max: s.MaxBytes, window: s.Window}
+	}
+	return defaultChunker{max: s.MaxBytes}
+}
+
+type defaultChunker struct{ max int }
+
+func (c defaultChunker) Chunk(doc *extract.Doc) []Block { return Split(doc, c.max) }
 
 // Block is a span of a document's text with its place in the structure.
 type Block struct {
 	Start, End  int      // bytes into the document text, End exclusive
 	HeadingPath []string // headings open at Start, outermost first; nil when none
 	Page        int      // 1-based; 0 when the format has no pages
+	// The window of a small-to-big block: Window is the span of the text
+	// the generator should get (the parent section, or the sentences
+	// around), which contains [Start, End); Units the content units it
+	// covers, [first, last+1); Parent numbers the parent in the document
+	// (parent_child; -1 otherwise); Heading is the parent's innermost
+	// heading. All zero (Parent -1 is not set) for the default chunker:
+	// HasWindow tells.
+	Window  [2]int
+	Units   [2]int
+	Parent  int
+	Heading string
 }
+
+// HasWindow reports whether b carries a window.
+func (b Block) HasWindow() bool { return b.Window[1] > b.Window[0] }
 
 // Split cuts doc into blocks with the default chunker; see the package
 // documentation for the rules. maxBytes must be at least MinMaxBytes.
+// The blocks carry no window.
 func Split(doc *extract.Doc, maxBytes int) []Block {
 	var blocks []Block
 	cur := Block{Start: -1}

@@ -221,3 +221,43 @@ func TestParseSpec(t *testing.T) {
 		t.Errorf("DefaultSpec.String() = %q", s)
 	}
 }
+
+func TestParseSpecSmallToBig(t *testing.T) {
+	for in, want := range map[string]string{
+		"default":                     "default(max_bytes=1500)",
+		"parent_child":                "parent_child(max_bytes=400,parent_max_bytes=4000)",
+		"small_to_big(max_bytes=300)": "parent_child(max_bytes=300,parent_max_bytes=4000)",
+		"sentence_window":             "sentence_window(max_bytes=1500,window=3)",
+		"sentence_window(window=0)":   "sentence_window(max_bytes=1500,window=0)",
+		"parent_child(parent_max_bytes=900,max_bytes=100)": "parent_child(max_bytes=100,parent_max_bytes=900)",
+	} {
+		s, err := ParseSpec(in)
+		if err != nil || s.String() != want {
+			t.Errorf("ParseSpec(%q) = %q, %v; want %q", in, s, err, want)
+		}
+		if again, err := ParseSpec(s.String()); err != nil || again != s {
+			t.Errorf("%q does not read back: %v", s, err)
+		}
+	}
+	for _, in := range []string{"parent_child(window=2)", "default(parent_max_bytes=9)", "parent_child(max_bytes=500,parent_max_bytes=400)",
+		"sentence_window(window=99)", "default(max_bytes=1,max_bytes=2)", "fixed", "default(max_bytes=10)"} {
+		if _, err := ParseSpec(in); err == nil {
+			t.Errorf("ParseSpec(%q) succeeded", in)
+		}
+	}
+}
+
+func TestSentenceWindow(t *testing.T) {
+	doc := &extract.Doc{Text: "# H\n\nOne. Two! Three? Four.\n\n# K\n\nFive.\n",
+		Headings: []extract.Heading{{Level: 1, Text: "H", Start: 0, End: 3}, {Level: 1, Text: "K", Start: 29, End: 32}},
+		Units:    []extract.Unit{{Start: 5, End: 27}, {Start: 34, End: 39}}}
+	blocks := Spec{Name: SentenceWindow, MaxBytes: 100, Window: 1}.Chunker().Chunk(doc)
+	var got []string
+	for _, b := range blocks {
+		got = append(got, doc.Text[b.Start:b.End]+"|"+doc.Text[b.Window[0]:b.Window[1]])
+	}
+	want := []string{"One.|One. Two!", "Two!|One. Two! Three?", "Three?|Two! Three? Four.", "Four.|Three? Four.", "Five.|Five."} // no window across a heading
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("blocks:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

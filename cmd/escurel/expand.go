@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/escurel/escurel/index"
+)
+
+// ExpandCommand is "escurel expand": a block with its neighbours and its
+// window, bounded in size.
+type ExpandCommand struct {
+	m *Main
+	g globals
+}
+
+// Run expands the block named in args.
+func (c *ExpandCommand) Run(ctx context.Context, args []string) error {
+	fs := c.m.newFlagSet("expand", &c.g)
+	asJSON := fs.Bool("json", false, `print {"block":…,"before":[…],"after":[…],"bytes":N,"truncated":B} as JSON`)
+	n := fs.Int("n", index.DefaultNeighbours, "neighbouring blocks each side")
+	maxBytes := fs.Int("max-bytes", index.DefaultExpandBytes, "bound on the text returned, bytes")
+	clearance := fs.String("clearance", index.Public, "highest document sensitivity to return: public, internal or restricted")
+	args, err := c.m.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(args) != 1 {
+		return usageError("expand: want one BLOCK_ID")
+	}
+	id, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || id < 1 {
+		return usageError("expand: %q is not a block id (a positive integer, as search prints)", args[0])
+	}
+	if *n < 0 || *maxBytes < 1 {
+		return usageError("expand: -n must be ≥ 0 and --max-bytes ≥ 1")
+	}
+	ix, err := c.m.openExisting(ctx, c.g)
+	if err != nil {
+		return err
+	}
+	defer ix.Close()
+	before := *n
+	if before == 0 {
+		before = -1 // none
+	}
+	x, err := ix.Expand(ctx, id, &index.ExpandOptions{Before: before, After: before, MaxBytes: *maxBytes, Clearance: *clearance})
+	if errors.Is(err, index.ErrNotFound) {
+		return fmt.Errorf("no block %d", id)
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(c.m.Stdout)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(x)
+	}
+	w := c.m.Stdout
+	b := x.Block
+	fmt.Fprintf(w, "block %d  %s:%d-%d\n", b.BlockID, b.Source, b.ByteStart, b.ByteEnd)
+	if b.Context != "" {
+		fmt.Fprintf(w, "%s\n", b.Context)
+	}
+	for _, h := range x.Before {
+		fmt.Fprintf(w, "\n[before, block %d]\n%s\n", h.BlockID, h.Body)
+	}
+	fmt.Fprintf(w, "\n[block %d]\n%s\n", b.BlockID, b.Body)
+	for _, h := range x.After {
+		fmt.Fprintf(w, "\n[after, block %d]\n%s\n", h.BlockID, h.Body)
+	}
+	if b.PromptText != "" {
+		l := b.ParentLocator
+		fmt.Fprintf(w, "\n[window, bytes %d-%d, paragraphs %d-%d]\n%s\n", l.ByteStart, l.ByteEnd, l.ParagraphStart, l.ParagraphEnd, b.PromptText)
+	}
+	if x.Truncated {
+		fmt.Fprintf(w, "\n(cut to %d bytes; --max-bytes raises the bound)\n", *maxBytes)
+	}
+	return nil
+}

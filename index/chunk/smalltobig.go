@@ -1,0 +1,94 @@
+package chunk
+
+import (
+	"github.com/rivo/uniseg"
+
+	"github.com/escurel/escurel/index/extract"
+	"github.com/escurel/escurel/internal/span"
+)
+
+// parentChild is the small-to-big chunker. Parents are the blocks the
+// default chunker makes with ParentMaxBytes: heading sections, split where
+// longer. Children are the blocks the default chunker makes with MaxBytes
+// from the content units inside one parent, so a child never crosses its
+// parent. Every child's Window is its parent's span.
+type parentChild struct{ child, parent int }
+
+func (c parentChild) Chunk(doc *extract.Doc) []Block {
+	var out []Block
+	for pi, p := range Split(doc, c.parent) {
+		sub := *doc
+		sub.Units = nil
+		first, last := -1, -1
+		for ui, u := range doc.Units {
+			s, e := max(u.Start, p.Start), min(u.End, p.End)
+			if s >= e {
+				continue
+			}
+			sub.Units = append(sub.Units, extract.Unit{Start: s, End: e, Page: u.Page})
+			if first < 0 {
+				first = ui
+			}
+			last = ui
+		}
+		heading := ""
+		if len(p.HeadingPath) > 0 {
+			heading = p.HeadingPath[len(p.HeadingPath)-1]
+		}
+		for _, ch := range Split(&sub, c.child) {
+			ch.Window, ch.Units, ch.Parent, ch.Heading = [2]int{p.Start, p.End}, [2]int{first, last + 1}, pi, heading
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+// sentenceWindow makes one block per sentence (Unicode sentence boundaries,
+// UAX #29, github.com/rivo/uniseg) of each content unit, a sentence longer
+// than MaxBytes cut as the default chunker cuts a long unit. A block's
+// Window spans the Window sentences before it and after it that share its
+// section and page (a window never crosses a heading).
+type sentenceWindow struct{ max, window int }
+
+func (c sentenceWindow) Chunk(doc *extract.Doc) []Block {
+	type sentence struct {
+		start, end, unit, section, page int
+	}
+	var sents []sentence
+	section := 0
+	for ui, u := range doc.Units {
+		for section < len(doc.Headings) && doc.Headings[section].Start < u.Start {
+			section++
+		}
+		rest, state, off := doc.Text[u.Start:u.End], -1, u.Start
+		for len(rest) > 0 {
+			var sent string
+			sent, rest, state = uniseg.FirstSentenceInString(rest, state)
+			s, e := span.Trim(doc.Text, off, off+len(sent))
+			off += len(sent)
+			if s >= e {
+				continue
+			}
+			for _, p := range pieces(doc.Text, s, e, c.max) {
+				sents = append(sents, sentence{p[0], p[1], ui, section, u.Page})
+			}
+		}
+	}
+	out := make([]Block, len(sents))
+	for i, st := range sents {
+		lo, hi := i, i
+		for lo > 0 && i-lo < c.window && sents[lo-1].section == st.section && sents[lo-1].page == st.page {
+			lo--
+		}
+		for hi < len(sents)-1 && hi-i < c.window && sents[hi+1].section == st.section && sents[hi+1].page == st.page {
+			hi++
+		}
+		b := Block{Start: st.start, End: st.end, Page: st.page, HeadingPath: HeadingPath(doc.Headings, st.start),
+			Window: [2]int{sents[lo].start, sents[hi].end}, Units: [2]int{sents[lo].unit, sents[hi].unit + 1}, Parent: -1}
+		if len(b.HeadingPath) > 0 {
+			b.Heading = b.HeadingPath[len(b.HeadingPath)-1]
+		}
+		out[i] = b
+	}
+	return out
+}

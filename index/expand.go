@@ -1,0 +1,173 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// Defaults of ExpandOptions.
+const (
+	DefaultNeighbours  = 2        // blocks each side
+	DefaultExpandBytes = 16 << 10 // bytes of text in all
+)
+
+// ErrNotFound is returned, wrapped, by Expand for a block that does not
+// exist or that the caller's clearance does not reach: the two answer
+// alike, so a caller cannot learn that a restricted block exists.
+var ErrNotFound = errors.New("not found")
+
+// ExpandOptions configure Expand.
+type ExpandOptions struct {
+	// Before and After are how many neighbouring blocks of the same
+	// document to add each side: 0 means DefaultNeighbours, a negative
+	// number none.
+	Before, After int
+	// MaxBytes bounds the text returned in all (bodies and window); 0
+	// means DefaultExpandBytes. The block's own body is always returned;
+	// then its window, cut to fit (Truncated); then neighbours, nearest
+	// first, alternating before and after, while each fits whole.
+	MaxBytes int
+	// Clearance as in SearchOptions; "" is Public.
+	Clearance string
+}
+
+// Expansion is a block with what surrounds it, for a reader or a
+// generator that needs more than the hit.
+type Expansion struct {
+	Block     Hit   `json:"block"`  // PromptText holds the window, cut to the budget
+	Before    []Hit `json:"before"` // in document order, nearest last
+	After     []Hit `json:"after"`  // in document order, nearest first
+	Bytes     int   `json:"bytes"`  // text returned: bodies and window
+	Truncated bool  `json:"truncated"`
+}
+
+// Expand returns block id with its neighbours and its window, within the
+// byte budget. Errors: ErrNotFound (wrapped) for a block that does not
+// exist or is above the clearance; invalid options; storage errors.
+func (ix *Index) Expand(ctx context.Context, id int64, opts *ExpandOptions) (*Expansion, error) {
+	if opts == nil {
+		opts = &ExpandOptions{}
+	}
+	levels, err := allowed(opts.Clearance)
+	if err != nil {
+		return nil, fmt.Errorf("expand: %w", err)
+	}
+	budget := opts.MaxBytes
+	if budget == 0 {
+		budget = DefaultExpandBytes
+	}
+	if budget < 0 {
+		return nil, fmt.Errorf("expand: max bytes %d, want ≥ 0", budget)
+	}
+	before, after := neighbours(opts.Before), neighbours(opts.After)
+	ix.genMu.RLock()
+	defer ix.genMu.RUnlock()
+	tx, err := ix.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	args := []any{id}
+	for _, l := range levels {
+		args = append(args, l)
+	}
+	var doc string
+	var ord int
+	err = tx.QueryRowContext(ctx, `SELECT b.doc_id, b.ord FROM blocks b JOIN documents d ON d.doc_id = b.doc_id
+		WHERE b.block_id = ? AND d.sensitivity IN (`+placeholders(len(levels))+`)`, args...).Scan(&doc, &ord)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("expand: block %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("expand: block %d: %w", id, err)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT block_id, ord FROM blocks WHERE doc_id = ? AND ord BETWEEN ? AND ? ORDER BY ord`,
+		doc, ord-before, ord+after)
+	if err != nil {
+		return nil, fmt.Errorf("expand: block %d: %w", id, err)
+	}
+	var hits []Hit
+	var ords []int
+	for rows.Next() {
+		var h Hit
+		var o int
+		if err := rows.Scan(&h.BlockID, &o); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		hits, ords = append(hits, h), append(ords, o)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if hits, err = fillHits(ctx, tx, hits, levels); err != nil {
+		return nil, fmt.Errorf("expand: block %d: %w", id, err)
+	}
+	self := -1
+	for i, o := range ords {
+		if o == ord {
+			self = i
+		}
+	}
+	if self < 0 || self >= len(hits) {
+		return nil, fmt.Errorf("expand: block %d: %w", id, ErrNotFound)
+	}
+	x := &Expansion{Block: hits[self], Before: []Hit{}, After: []Hit{}}
+	x.Bytes = len(x.Block.Body)
+	if w := x.Block.PromptText; w != "" {
+		if room := budget - x.Bytes; len(w) > room {
+			x.Block.PromptText, x.Truncated = cutUTF8(w, max(room, 0)), true
+		}
+		x.Bytes += len(x.Block.PromptText)
+	}
+	// Neighbours, nearest first, alternating, while they fit whole.
+	var b, a []Hit
+	full := [2]bool{} // a side stops at its first neighbour that does not fit: no gaps
+	for d := 1; d <= max(before, after); d++ {
+		for side, i := range []int{self - d, self + d} {
+			if full[side] || i < 0 || i >= len(hits) || (i < self && self-i > before) || (i > self && i-self > after) {
+				continue
+			}
+			h := hits[i]
+			h.PromptText, h.ParentLocator = "", nil // a neighbour's window is the block's, or another's: not repeated
+			if x.Bytes+len(h.Body) > budget {
+				x.Truncated, full[side] = true, true
+				continue
+			}
+			x.Bytes += len(h.Body)
+			if i < self {
+				b = append([]Hit{h}, b...)
+			} else {
+				a = append(a, h)
+			}
+		}
+	}
+	x.Before, x.After = append(x.Before, b...), append(x.After, a...)
+	return x, nil
+}
+
+func neighbours(n int) int {
+	switch {
+	case n == 0:
+		return DefaultNeighbours
+	case n < 0:
+		return 0
+	}
+	return n
+}
+
+// cutUTF8 returns the longest prefix of s of at most n bytes that ends on
+// a rune boundary.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
