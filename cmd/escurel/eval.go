@@ -40,7 +40,6 @@ func (c *EvalCommand) Run(ctx context.Context, args []string) error {
 	fs.Float64Var(&p.Weight[fts.Body], "body-weight", p.Weight[fts.Body], "BM25F weight of the body")
 	fs.Float64Var(&p.Weight[fts.Context], "context-weight", p.Weight[fts.Context], "BM25F weight of the context")
 	and := fs.Bool("and", false, "require every query term (default: any)")
-	chunker := fs.String("chunker", "", "chunker of the evaluation index (default: default)")
 	analyzer := fs.String("analyzer", "", "analyzer of the evaluation index (default: standard)")
 	contextualize := fs.String("contextualize", "", "structural or off (default: structural)")
 	args, err := c.m.parse(fs, args)
@@ -62,7 +61,7 @@ func (c *EvalCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	opts := eval.Options{Dir: *dir, Split: *split, Mode: *mode, IndexDir: *keep, Depth: *depth,
-		Index: index.Options{Chunker: *chunker, Analyzer: *analyzer, Contextualize: *contextualize},
+		Index: index.Options{Chunker: c.g.chunker, Analyzer: *analyzer, Contextualize: *contextualize},
 		Search: index.SearchOptions{BM25: &p, Conjunctive: *and, Fusion: *fusion, Alpha: *alpha, RRFK: *rrfK,
 			Depth: *legDepth}}
 	if c.g.embedder != "" { // default: none for bm25, hash/384 otherwise

@@ -27,6 +27,7 @@ import (
 
 	"github.com/escurel/escurel/embed"
 	"github.com/escurel/escurel/index"
+	"github.com/escurel/escurel/index/chunk"
 	"github.com/escurel/escurel/rerank"
 )
 
@@ -77,6 +78,7 @@ type globals struct {
 	indexDir string
 	blobURL  string
 	embedder string // an embed.ParseSpec string; "" means the index's
+	chunker  string // a chunk.ParseSpec string; "" means the index's
 }
 
 // register adds the global flags to fs, with defaults from the environment.
@@ -84,6 +86,7 @@ func (m *Main) register(fs *flag.FlagSet, g *globals) {
 	fs.StringVar(&g.indexDir, "index", m.envOr("ESCUREL_INDEX", "./.escurel"), "index directory (env ESCUREL_INDEX)")
 	fs.StringVar(&g.blobURL, "blobs", m.Getenv("ESCUREL_BLOBS"), "blob store URL (env ESCUREL_BLOBS; default file://<index dir>/blobs)")
 	fs.StringVar(&g.embedder, "embedder", m.Getenv("ESCUREL_EMBEDDER"), "embedder spec (env ESCUREL_EMBEDDER; default: the index's, hash/384 for a new one)")
+	fs.StringVar(&g.chunker, "chunker", m.Getenv("ESCUREL_CHUNKER"), "chunker spec (env ESCUREL_CHUNKER; default: the index's, default for a new one)")
 }
 
 func (m *Main) envOr(key, def string) string {
@@ -106,6 +109,13 @@ func (m *Main) options(g globals) (*index.Options, error) {
 			return nil, usageError("%v", err)
 		}
 		opts.Embedder = spec
+	}
+	if g.chunker != "" {
+		spec, err := chunk.ParseSpec(g.chunker)
+		if err != nil {
+			return nil, usageError("%v", err)
+		}
+		opts.Chunker = spec.String()
 	}
 	if v := m.Getenv("ESCUREL_INGEST_CONTEXTUALIZE"); v != "" {
 		mode, err := index.ParseContextualize(v)
@@ -235,6 +245,12 @@ Global flags (also accepted after the command):
   --index DIR             index directory (env ESCUREL_INDEX; default ./.escurel)
   --blobs URL             blob store URL, file:///path (env ESCUREL_BLOBS;
                           default file://<index dir>/blobs)
+  --chunker SPEC          chunker (env ESCUREL_CHUNKER): default,
+                          parent_child (small_to_big) or sentence_window,
+                          with parameters, e.g.
+                          'parent_child(max_bytes=400,parent_max_bytes=4000)'
+                          or 'sentence_window(window=3)'; fixed when the
+                          index is created, changed by rebuild
   --embedder SPEC         embedder (env ESCUREL_EMBEDDER): none, hash,
                           hash/DIM, openai:MODEL?url=URL&dim=N (or
                           dimensions=N, sent to the server),
@@ -261,6 +277,7 @@ func (m *Main) newFlagSet(name string, g *globals) *flag.FlagSet {
 	fs.StringVar(&g.indexDir, "index", g.indexDir, "index directory")
 	fs.StringVar(&g.blobURL, "blobs", g.blobURL, "blob store URL")
 	fs.StringVar(&g.embedder, "embedder", g.embedder, "embedder spec")
+	fs.StringVar(&g.chunker, "chunker", g.chunker, "chunker spec")
 	return fs
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -320,5 +321,40 @@ func TestVerifyRollbackCLI(t *testing.T) {
 	out, errOut, code = run(t, nil, "--index", idx, "verify")
 	if code != 1 || !strings.Contains(out, "rows without records: 1") || !strings.Contains(errOut, "drifted") {
 		t.Errorf("verify with a lost record: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// ESCUREL_CHUNKER picks a small-to-big chunker: search --json gains
+// prompt_text and parent_locator, expand shows the block's surroundings,
+// and opening with another chunker names the rebuild that switches.
+func TestSmallToBigCLI(t *testing.T) {
+	idx := filepath.Join(t.TempDir(), "idx")
+	src := docs(t)
+	os.Remove(filepath.Join(src, "bad.md"))
+	env := map[string]string{"ESCUREL_CHUNKER": "sentence_window(window=1)"}
+	if _, errOut, code := run(t, env, "--index", idx, "ingest", src); code != 0 {
+		t.Fatal(errOut)
+	}
+	out, _, code := run(t, nil, "--index", idx, "search", "--json", "-k", "1", "bill", "sensors")
+	var doc struct {
+		Hits []map[string]any `json:"hits"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &doc) != nil || len(doc.Hits) != 1 {
+		t.Fatalf("search: %s", out)
+	}
+	h := doc.Hits[0]
+	if h["body"] != "Tune the bill sensors." || h["prompt_text"] != "Tune the bill sensors." || h["parent_locator"] == nil {
+		t.Errorf("hit %v", h)
+	}
+	id := fmt.Sprint(h["block_id"])
+	out, errOut, code := run(t, nil, "--index", idx, "expand", "--json", id)
+	if code != 0 || !strings.Contains(out, `"body":"Tune the bill sensors."`) {
+		t.Errorf("expand: exit %d %s %s", code, out, errOut)
+	}
+	if _, errOut, code := run(t, nil, "--index", idx, "expand", "424242"); code != 1 || !strings.Contains(errOut, "no block 424242") {
+		t.Errorf("expand of a missing block: exit %d %s", code, errOut)
+	}
+	if _, errOut, code := run(t, nil, "--index", idx, "--chunker", "default", "search", "bill"); code != 1 || !strings.Contains(errOut, "escurel rebuild --chunker") {
+		t.Errorf("another chunker: exit %d %s", code, errOut)
 	}
 }

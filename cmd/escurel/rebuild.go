@@ -9,7 +9,6 @@ import (
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/index/analysis"
-	"github.com/escurel/escurel/index/chunk"
 	"github.com/escurel/escurel/rebuild"
 )
 
@@ -29,11 +28,10 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 		name = "reembed"
 	}
 	fs := c.m.newFlagSet(name, &c.g)
-	var contextualize, chunker, analyzer *string
+	var contextualize, analyzer *string
 	var allowMissing *bool
 	if !c.reembed {
 		contextualize = fs.String("contextualize", "", "structural or off (default: the index's)")
-		chunker = fs.String("chunker", "", "chunker, e.g. default or 'default(max_bytes=800)' (default: the index's)")
 		analyzer = fs.String("analyzer", "", "analyzer: standard or simple (default: the index's)")
 		allowMissing = fs.Bool("allow-missing", false, "drop live documents that have no record in the blob store instead of refusing")
 	}
@@ -61,17 +59,12 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 				return usageError("rebuild: %v", err)
 			}
 		}
-		if *chunker != "" {
-			if _, err := chunk.ParseSpec(*chunker); err != nil {
-				return usageError("rebuild: %v", err)
-			}
-		}
 		if *analyzer != "" {
 			if _, err := analysis.ByName(*analyzer); err != nil {
 				return usageError("rebuild: %v", err)
 			}
 		}
-		opts.Chunker, opts.Analyzer = *chunker, *analyzer
+		opts.Analyzer = *analyzer
 	}
 	blobURL := c.g.blobURL
 	if blobURL == "" {
