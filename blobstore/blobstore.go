@@ -32,6 +32,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -269,6 +270,9 @@ func (s *Store) Records(ctx context.Context) ([]*Record, error) {
 	for i, id := range ids {
 		g.Go(func() error {
 			rec, err := s.GetRecord(gctx, id)
+			if errors.Is(err, ErrNotFound) {
+				return nil // deleted since the listing: not a record any more
+			}
 			if err != nil {
 				return fmt.Errorf("list records: %w", err)
 			}
@@ -279,7 +283,7 @@ func (s *Store) Records(ctx context.Context) ([]*Record, error) {
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	return recs, nil
+	return slices.DeleteFunc(recs, func(r *Record) bool { return r == nil }), nil
 }
 
 // BlobIDs returns the ids ("sha256:<hex>") of every blob in the store,

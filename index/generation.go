@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/escurel/escurel/blobstore"
 )
 
 // An index directory holds generations: gen-000001/index.duckdb,
@@ -189,7 +191,8 @@ func Prune(dir string, keep int) ([]string, error) {
 // resolve returns the live generation of dir for Open. A directory in the
 // layout of schema ≤ 7 releases (dir/index.duckdb) is moved into
 // gen-000001; a directory without an index gets gen-000001, made current
-// by Open once the file is initialised (created true). The caller holds the
+// by Open once the file is initialised (created true); a lone generation
+// without CURRENT is adopted; several are refused. The caller holds the
 // directory's lock.
 func resolve(dir string) (gen string, created bool, err error) {
 	if gen, ok, err := Current(dir); err != nil || ok {
@@ -209,18 +212,23 @@ func resolve(dir string) (gen string, created bool, err error) {
 		}
 		return gen, false, SetCurrent(dir, gen)
 	}
-	// No CURRENT: any generation here is an unfinished creation.
+	// No CURRENT. One generation: a creation or a layout upgrade that
+	// crashed before writing CURRENT; it is the index (Open completes an
+	// unfinished creation). Several: CURRENT was lost, and guessing could
+	// serve an old or unfinished one.
 	gens, err := Generations(dir)
 	if err != nil {
 		return "", false, err
 	}
-	for _, g := range gens {
-		if err := os.RemoveAll(filepath.Join(dir, g)); err != nil {
-			return "", false, err
-		}
+	switch len(gens) {
+	case 0:
+		gen = genName(1)
+		return gen, true, os.Mkdir(filepath.Join(dir, gen), 0o755)
+	case 1:
+		return gens[0], false, SetCurrent(dir, gens[0])
 	}
-	gen = genName(1)
-	return gen, true, os.Mkdir(filepath.Join(dir, gen), 0o755)
+	return "", false, fmt.Errorf("%s has generations %s but no %s: write the live one's name into it (echo %s > %s), or run escurel rebuild",
+		dir, strings.Join(gens, ", "), CurrentName, gens[len(gens)-1], filepath.Join(dir, CurrentName))
 }
 
 // livePath returns the index file Inspect reads: the live generation's, or
@@ -275,12 +283,26 @@ func UpgradeLayout(dir string) error {
 	return err
 }
 
+// RollbackOptions configure Rollback.
+type RollbackOptions struct {
+	// Blobs, when not nil, is the blob store: the generation rolled back
+	// to must verify against its records (Verify), or the rollback is
+	// refused. A document deleted or made restricted since that generation
+	// was built would otherwise be served again as it was.
+	Blobs *blobstore.Store
+	// Force rolls back although the generation does not verify.
+	Force bool
+}
+
 // Rollback makes the generation before the live one live again and returns
 // both names. It takes the directory's lock, so no process may have the
 // index open; a process that has it open switches with Index.Reload. The
 // generation rolled back from stays on disk until the next rebuild removes
 // it.
-func Rollback(dir string) (from, to string, err error) {
+func Rollback(ctx context.Context, dir string, opts *RollbackOptions) (from, to string, err error) {
+	if opts == nil {
+		opts = &RollbackOptions{}
+	}
 	lock, err := LockDir(dir)
 	if err != nil {
 		return "", "", err
@@ -300,7 +322,31 @@ func Rollback(dir string) (from, to string, err error) {
 	if !ok {
 		return "", "", fmt.Errorf("rollback %s: no generation older than %s; nothing to roll back to", dir, from)
 	}
+	if opts.Blobs != nil && !opts.Force {
+		ix, err := OpenGeneration(ctx, dir, to, &Options{Blobs: opts.Blobs})
+		if err != nil {
+			return "", "", fmt.Errorf("rollback %s to %s: %w", dir, to, err)
+		}
+		v, err := ix.Verify(ctx, &VerifyOptions{SkipOrphans: true})
+		ix.Close()
+		if err != nil {
+			return "", "", fmt.Errorf("rollback %s to %s: %w", dir, to, err)
+		}
+		if !v.OK() {
+			return "", "", fmt.Errorf("rollback %s to %s: refused: %d documents changed in the blob store since %s was built (deleted, re-ingested or re-classified; first: %s), and rolling back would serve them as they were; run escurel rebuild, or force the rollback",
+				dir, to, len(v.RowsWithoutRecords)+len(v.RecordsWithoutRows), to, firstOf(v.RowsWithoutRecords, v.RecordsWithoutRows))
+		}
+	}
 	return from, to, SetCurrent(dir, to)
+}
+
+func firstOf(lists ...[]string) string {
+	for _, l := range lists {
+		if len(l) > 0 {
+			return l[0]
+		}
+	}
+	return ""
 }
 
 // Documents returns the index's documents, doc id → source.

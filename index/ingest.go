@@ -174,7 +174,9 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 		p.exists = exists
 		res[i].Title, res[i].Blocks, res[i].Status = p.rec.Title, len(p.blocks), Added
 		if old != nil {
-			if sameDocument(old, p.rec) {
+			// A rebuild's catch-up re-derives a document re-ingested with
+			// the same bytes: its rows must take the record's new time.
+			if sameDocument(old, p.rec) && (!in.Rederive || old.IngestedAt.Equal(p.rec.IngestedAt)) {
 				res[i].Status = Unchanged
 				// The rows are current; make sure the blob store still
 				// holds what they derive from.

@@ -124,7 +124,7 @@ func (ix *Index) Verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	for _, r := range recs {
 		byID[r.DocID] = true
 		referenced[r.BlobID] = true
-		recOf[r.DocID] = r.BlobID + "\x00" + r.Sensitivity + "\x00" + r.Language + "\x00" + r.IngestedAt.UTC().Format(time.RFC3339Nano)
+		recOf[r.DocID] = r.Source + "\x00" + r.MediaType + "\x00" + r.Title + "\x00" + r.BlobID + "\x00" + r.Sensitivity + "\x00" + r.Language + "\x00" + r.IngestedAt.UTC().Format(time.RFC3339Nano)
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT doc_id, source, media_type, title, title_from, sensitivity, blob_id, language, ingested_at
 		FROM documents ORDER BY doc_id`)
@@ -146,7 +146,7 @@ func (ix *Index) Verify(ctx context.Context, opts *VerifyOptions) (*Verification
 		}
 		v.Documents++
 		seen[id] = true
-		if recOf[id] != blobID+"\x00"+sens+"\x00"+lang+"\x00"+stamp {
+		if recOf[id] != src+"\x00"+mt+"\x00"+title+"\x00"+blobID+"\x00"+sens+"\x00"+lang+"\x00"+stamp {
 			v.RowsWithoutRecords = append(v.RowsWithoutRecords, src)
 		}
 	}

@@ -34,6 +34,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -201,16 +202,42 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 	if err != nil {
 		return sum, fmt.Errorf("%s: %w", what, err)
 	}
-	if sum.Dropped, err = checkCoverage(recs, liveDocs, opts); err != nil {
-		return sum, err
+	// The coverage check guards against a mistyped blob store; the live
+	// index's own store is right by construction, and with writers running
+	// its records and the index's documents are read at different moments.
+	if opts.Live == nil || opts.Blobs != opts.Live.Blobs() {
+		if sum.Dropped, err = checkCoverage(recs, liveDocs, opts); err != nil {
+			return sum, err
+		}
+	}
+	if reembed {
+		// The copy holds the live rows; records without rows (an ingest
+		// killed between its blobs and its rows) would make it fail to
+		// verify, after all the embedding.
+		var lacking []string
+		for _, r := range recs {
+			if _, ok := liveDocs[r.DocID]; !ok {
+				lacking = append(lacking, r.Source)
+			}
+		}
+		if len(lacking) > 0 && opts.Live == nil {
+			sort.Strings(lacking)
+			return sum, fmt.Errorf("reembed: %d documents of the blob store have no rows in the live index (an interrupted ingest?), first %s: run escurel rebuild instead, which derives them", len(lacking), lacking[0])
+		}
+		// With Live, the catch-up derives them: leave them out of the
+		// snapshot, so that they count as new.
+		recs = slices.DeleteFunc(slices.Clone(recs), func(r *blobstore.Record) bool { _, ok := liveDocs[r.DocID]; return !ok })
 	}
 	// Generations newer than the live one are unfinished rebuilds: we hold
-	// the lock, so no one is writing them.
-	removed, err := index.Prune(opts.Dir, math.MaxInt)
-	if err != nil {
-		return sum, fmt.Errorf("%s: %w", what, err)
+	// the lock, so no one is writing them. When the live generation itself
+	// is lost they may be the intact ones (after a rollback): keep them.
+	if hasLive {
+		removed, err := index.Prune(opts.Dir, math.MaxInt)
+		if err != nil {
+			return sum, fmt.Errorf("%s: %w", what, err)
+		}
+		sum.Removed = len(removed)
 	}
-	sum.Removed = len(removed)
 	gen, err := index.NewGeneration(opts.Dir)
 	if err != nil {
 		return sum, fmt.Errorf("%s: %w", what, err)
@@ -280,6 +307,10 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 	}
 	if err != nil {
 		return sum, err
+	}
+	if !hasLive {
+		sum.Elapsed = time.Since(start)
+		return sum, nil // a lost live generation: leave the others for the operator
 	}
 	removed, perr := index.Prune(opts.Dir, opts.Keep)
 	sum.Removed += len(removed)

@@ -12,7 +12,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/embed"
 	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/rebuild"
@@ -85,7 +87,7 @@ func TestRollback(t *testing.T) {
 	e.rebuild(index.Options{Contextualize: index.ContextOff})
 	after := e.digest()
 	e.ix.Close()
-	from, to, err := index.Rollback(e.dir)
+	from, to, err := index.Rollback(context.Background(), e.dir, &index.RollbackOptions{Blobs: blobsOf(e)})
 	if err != nil || from != "gen-000002" || to != "gen-000001" {
 		t.Fatalf("rollback: %s → %s, %v", from, to, err)
 	}
@@ -271,6 +273,121 @@ func TestRebuildKilled(t *testing.T) {
 	}
 	if sum.Verify.Digest != live || sum.Removed == 0 {
 		t.Errorf("the rebuild after the kills: %+v", sum)
+	}
+	e.open()
+}
+
+// CURRENT lost: one generation is adopted; several are refused with the
+// fix, and nothing is deleted.
+func TestLostCurrent(t *testing.T) {
+	e := newEnv(t, index.Options{})
+	seed(e)
+	before := e.digest()
+	e.ix.Close()
+	current := filepath.Join(e.dir, index.CurrentName)
+	os.Remove(current)
+	e.open() // one generation: adopted
+	if got := e.digest(); got != before || e.ix.Generation() != "gen-000001" {
+		t.Fatalf("adopted %s with digest %s", e.ix.Generation(), got)
+	}
+	e.rebuild(index.Options{})
+	e.ix.Close()
+	os.Remove(current)
+	_, err := index.Open(context.Background(), e.dir, nil)
+	if err == nil || !strings.Contains(err.Error(), "gen-000001, gen-000002 but no CURRENT") {
+		t.Fatalf("open with two generations and no CURRENT: %v", err)
+	}
+	if gens, _ := index.Generations(e.dir); len(gens) != 2 {
+		t.Fatalf("generations left: %v", gens)
+	}
+	os.WriteFile(current, []byte("gen-000002\n"), 0o644)
+	e.open()
+}
+
+// A live generation lost after a rollback: the rebuild keeps the newer,
+// intact generation instead of removing it as unfinished.
+func TestRebuildKeepsGenerationsWhenLiveIsLost(t *testing.T) {
+	e := newEnv(t, index.Options{})
+	seed(e)
+	e.rebuild(index.Options{Contextualize: index.ContextOff})
+	e.ix.Close()
+	if _, _, err := index.Rollback(context.Background(), e.dir, &index.RollbackOptions{Blobs: blobsOf(e)}); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(filepath.Join(e.dir, "gen-000001")) // the live one
+	sum, err := rebuild.Run(context.Background(), rebuild.Options{Dir: e.dir, Blobs: blobsOf(e)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gens, _ := index.Generations(e.dir); sum.Generation != "gen-000003" || len(gens) != 2 || gens[0] != "gen-000002" {
+		t.Errorf("rebuild made %s; generations %v", sum.Generation, gens)
+	}
+	e.open()
+}
+
+// Rollback refuses a generation that no longer matches the blob store (a
+// document deleted or re-classified since), unless forced.
+func TestRollbackRefusesStaleGeneration(t *testing.T) {
+	e := newEnv(t, index.Options{})
+	seed(e)
+	e.rebuild(index.Options{Contextualize: index.ContextOff})
+	if _, err := e.ix.Delete(context.Background(), "/docs/notes.txt"); err != nil {
+		t.Fatal(err)
+	}
+	e.ix.Close()
+	_, _, err := index.Rollback(context.Background(), e.dir, &index.RollbackOptions{Blobs: blobsOf(e)})
+	if err == nil || !strings.Contains(err.Error(), "refused") || !strings.Contains(err.Error(), "notes.txt") {
+		t.Fatalf("rollback over a deleted document: %v", err)
+	}
+	if gen, _, _ := index.Current(e.dir); gen != "gen-000002" {
+		t.Errorf("a refused rollback moved CURRENT to %s", gen)
+	}
+	if _, to, err := index.Rollback(context.Background(), e.dir, &index.RollbackOptions{Blobs: blobsOf(e), Force: true}); err != nil || to != "gen-000001" {
+		t.Errorf("forced rollback: %s %v", to, err)
+	}
+	e.open()
+}
+
+// Live catch-up of a document deleted and re-ingested with the same bytes
+// during the rebuild: the new generation takes the record's new time and
+// verifies.
+func TestLiveCatchUpSameBytes(t *testing.T) {
+	e := newEnv(t, index.Options{})
+	seed(e)
+	fastAPI(e)
+	once := false
+	_, err := rebuild.Run(context.Background(), rebuild.Options{Dir: e.dir, Blobs: e.ix.Blobs(), Live: e.ix, Batch: 32,
+		Progress: func(done, total int) {
+			if once {
+				return
+			}
+			once = true
+			e.ix.Delete(context.Background(), "/docs/notes.txt")
+			e.ingest("/docs/notes.txt", "Plain notes.\n\nSecond paragraph of notes.\n")
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.digest()
+}
+
+// Reembed refuses, before embedding anything, a live index whose blob
+// store holds documents it has no rows for.
+func TestReembedRefusesRecordsWithoutRows(t *testing.T) {
+	e := newEnv(t, index.Options{})
+	seed(e)
+	ctx := context.Background()
+	data := []byte("# Orphan\n\nA record without rows.\n")
+	id, _ := e.ix.Blobs().Put(ctx, data)
+	rec := &blobstore.Record{DocID: blobstore.DocID("/orphan.md"), Source: "/orphan.md", MediaType: "text/markdown", Title: "Orphan",
+		Sensitivity: index.Public, BlobID: id, Language: "en", IngestedAt: time.Now().UTC().Truncate(time.Microsecond)}
+	if err := e.ix.Blobs().PutRecord(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	e.ix.Close()
+	_, err := rebuild.Reembed(ctx, rebuild.Options{Dir: e.dir, Blobs: blobsOf(e), Index: index.Options{Embedder: embed.Spec{Model: "hash", Dim: 32}}})
+	if err == nil || !strings.Contains(err.Error(), "run escurel rebuild instead") {
+		t.Fatalf("reembed: %v", err)
 	}
 	e.open()
 }

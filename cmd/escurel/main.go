@@ -129,6 +129,9 @@ func (m *Main) options(g globals) (*index.Options, error) {
 
 // openExisting opens the index in g.indexDir, which must exist.
 func (m *Main) openExisting(ctx context.Context, g globals) (*index.Index, error) {
+	if _, _, err := index.Current(g.indexDir); err != nil {
+		return nil, err // CURRENT damaged or naming a lost generation: say so
+	}
 	if !index.Exists(g.indexDir) {
 		return nil, fmt.Errorf("no index in %s (create one with: escurel --index %s ingest PATH...)", g.indexDir, g.indexDir)
 	}
@@ -231,7 +234,9 @@ Commands:
   reembed --embedder SPEC [--keep N]
                           give the index a new embedding set in a new
                           generation, without re-extracting, and make it live
-  rollback                make the previous generation live again
+  rollback [--force]      make the previous generation live again; refused
+                          when documents changed in the blob store since it
+                          was built, unless --force
   verify [--json]         digest of every derived row, and coverage checks
                           against the blob store; exit 1 on drift
   eval --beir DIR [--split test] [--mode MODE] [--fusion F] [--rerank URL]

@@ -126,6 +126,7 @@ type RollbackCommand struct {
 // Run rolls back.
 func (c *RollbackCommand) Run(ctx context.Context, args []string) error {
 	fs := c.m.newFlagSet("rollback", &c.g)
+	force := fs.Bool("force", false, "roll back although the previous generation no longer matches the blob store")
 	args, err := c.m.parse(fs, args)
 	if err != nil {
 		return err
@@ -133,7 +134,18 @@ func (c *RollbackCommand) Run(ctx context.Context, args []string) error {
 	if len(args) > 0 {
 		return usageError("rollback: unexpected argument %q", args[0])
 	}
-	from, to, err := index.Rollback(c.g.indexDir)
+	blobURL := c.g.blobURL
+	if blobURL == "" {
+		if blobURL, err = index.DefaultBlobURL(c.g.indexDir); err != nil {
+			return err
+		}
+	}
+	store, err := blobstore.Open(ctx, blobURL)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	from, to, err := index.Rollback(ctx, c.g.indexDir, &index.RollbackOptions{Blobs: store, Force: *force})
 	if err != nil {
 		return err
 	}
