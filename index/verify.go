@@ -40,6 +40,10 @@ type Verification struct {
 	RowsWithoutRecords    []string `json:"rows_without_records"`    // documents whose record is gone or differs
 	BlocksWithoutPostings []int64  `json:"blocks_without_postings"` // no full-text entry
 	BlocksWithoutVectors  []int64  `json:"blocks_without_vectors"`  // none in the active embedding set
+	// RecordsWithoutBlobs are records whose bytes the blob store lacks:
+	// the index may serve them, but no rebuild can (not checked with
+	// VerifyOptions.SkipOrphans).
+	RecordsWithoutBlobs []string `json:"records_without_blobs"`
 	// OrphanBlobs are blobs no record names: the old bytes of a replaced
 	// or deleted document, kept because content-addressed blobs may be
 	// shared. They are garbage, not drift, and do not fail OK.
@@ -51,7 +55,7 @@ type Verification struct {
 // postings and (with an embedder) its vector.
 func (v *Verification) OK() bool {
 	return len(v.RecordsWithoutRows)+len(v.RowsWithoutRecords)+len(v.BlocksWithoutPostings)+
-		len(v.BlocksWithoutVectors) == 0
+		len(v.BlocksWithoutVectors)+len(v.RecordsWithoutBlobs) == 0
 }
 
 // digester writes length-prefixed fields into a hash, so that no two row
@@ -166,11 +170,19 @@ func (ix *Index) Verify(ctx context.Context, opts *VerifyOptions) (*Verification
 		if err != nil {
 			return fail("blobs", err)
 		}
+		have := make(map[string]bool, len(ids))
 		for _, id := range ids {
+			have[id] = true
 			if !referenced[id] {
 				v.OrphanBlobs = append(v.OrphanBlobs, id)
 			}
 		}
+		for _, r := range recs {
+			if !have[r.BlobID] {
+				v.RecordsWithoutBlobs = append(v.RecordsWithoutBlobs, r.Source)
+			}
+		}
+		sort.Strings(v.RecordsWithoutBlobs)
 	}
 
 	// Blocks, with their full-text lengths and level. A block's position

@@ -315,6 +315,14 @@ func TestVerifyRollbackCLI(t *testing.T) {
 	if _, errOut, code := run(t, nil, "--index", idx, "rollback"); code != 1 || !strings.Contains(errOut, "no generation older than gen-000001") {
 		t.Errorf("second rollback: exit %d %s", code, errOut)
 	}
+	// Drift: a blob lost; then a record removed behind the index's back.
+	blobs, _ := filepath.Glob(filepath.Join(idx, "blobs", "blobs", "sha256", "*"))
+	os.Rename(blobs[0], blobs[0]+".away")
+	out, _, code = run(t, nil, "--index", idx, "verify")
+	if code != 1 || !strings.Contains(out, "records without blobs (cannot be rebuilt): 1") {
+		t.Errorf("verify with a lost blob: exit %d\n%s", code, out)
+	}
+	os.Rename(blobs[0]+".away", blobs[0])
 	// Drift: a record removed behind the index's back.
 	recs, _ := filepath.Glob(filepath.Join(idx, "blobs", "documents", "*.json"))
 	os.Remove(recs[0])

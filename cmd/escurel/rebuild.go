@@ -199,6 +199,7 @@ func (c *VerifyCommand) Run(ctx context.Context, args []string) error {
 		list("rows without records", len(v.RowsWithoutRecords), v.RowsWithoutRecords)
 		list("blocks without postings", len(v.BlocksWithoutPostings), v.BlocksWithoutPostings)
 		list("blocks without vectors", len(v.BlocksWithoutVectors), v.BlocksWithoutVectors)
+		list("records without blobs (cannot be rebuilt)", len(v.RecordsWithoutBlobs), v.RecordsWithoutBlobs)
 		list("orphan blobs (garbage, not drift)", len(v.OrphanBlobs), v.OrphanBlobs)
 	}
 	if !v.OK() {
