@@ -113,6 +113,11 @@ func TestUpgradeOlderFile(t *testing.T) {
 	if body != "old body" || context != "" || path2 != "[]" || page != 0 {
 		t.Errorf("old row reads back as body %q context %q heading_path %v page %d", body, context, path2, page)
 	}
+	var parent, heading, window, locator string
+	if err := ix.db.QueryRow(`SELECT parent_id, heading, window_text, parent_locator FROM blocks`).Scan(&parent, &heading, &window, &locator); err != nil ||
+		parent+heading+window+locator != "" {
+		t.Errorf("old row's small-to-big columns: %q %q %q %q, %v", parent, heading, window, locator, err)
+	}
 	// The old block had no full-text rows: Open indexed it.
 	if hits, err := ix.Search(ctx, "old body", nil); err != nil || len(hits) != 1 || hits[0].Body != "old body" {
 		t.Errorf("old block after upgrade: %+v, %v", hits, err)
