@@ -206,12 +206,7 @@ func (d *duckDense) Search(q string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		n++
-	}
-	return n, rows.Err()
+	return count(rows)
 }
 
 func (d *duckDense) Delete(id string) error {
@@ -220,6 +215,16 @@ func (d *duckDense) Delete(id string) error {
 }
 
 func (d *duckDense) Close() error { return d.db.Close() }
+
+// count counts and closes rows.
+func count(rows *sql.Rows) (int, error) {
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	return n, rows.Err()
+}
 
 // bleve: default mapping, English analyzer, BM25 scoring, match query on
 // the composite _all field (title and body).
@@ -323,12 +328,7 @@ func (s *sqliteEngine) Search(q string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		n++
-	}
-	return n, rows.Err()
+	return count(rows)
 }
 
 func (s *sqliteEngine) Delete(id string) error {

@@ -66,13 +66,7 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 		}
 		opts.Analyzer = *analyzer
 	}
-	blobURL := c.g.blobURL
-	if blobURL == "" {
-		if blobURL, err = index.DefaultBlobURL(c.g.indexDir); err != nil {
-			return err
-		}
-	}
-	store, err := blobstore.Open(ctx, blobURL)
+	store, blobURL, err := c.m.openBlobs(ctx, c.g)
 	if err != nil {
 		return err
 	}
@@ -105,6 +99,20 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 	return nil
 }
 
+// openBlobs opens the blob store of the globals: --blobs, or the index
+// directory's own. It returns the store and its URL.
+func (m *Main) openBlobs(ctx context.Context, g globals) (*blobstore.Store, string, error) {
+	blobURL := g.blobURL
+	if blobURL == "" {
+		var err error
+		if blobURL, err = index.DefaultBlobURL(g.indexDir); err != nil {
+			return nil, "", err
+		}
+	}
+	store, err := blobstore.Open(ctx, blobURL)
+	return store, blobURL, err
+}
+
 // progress prints a line to stderr at most every two seconds.
 func (c *RebuildCommand) progress(name string) func(done, total int) {
 	start, last := time.Now(), time.Time{}
@@ -134,13 +142,7 @@ func (c *RollbackCommand) Run(ctx context.Context, args []string) error {
 	if len(args) > 0 {
 		return usageError("rollback: unexpected argument %q", args[0])
 	}
-	blobURL := c.g.blobURL
-	if blobURL == "" {
-		if blobURL, err = index.DefaultBlobURL(c.g.indexDir); err != nil {
-			return err
-		}
-	}
-	store, err := blobstore.Open(ctx, blobURL)
+	store, _, err := c.m.openBlobs(ctx, c.g)
 	if err != nil {
 		return err
 	}
