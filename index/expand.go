@@ -26,9 +26,11 @@ type ExpandOptions struct {
 	// number none.
 	Before, After int
 	// MaxBytes bounds the text returned in all (bodies and window); 0
-	// means DefaultExpandBytes. The block's own body is always returned;
-	// then its window, cut to fit (Truncated); then neighbours, nearest
-	// first, alternating before and after, while each fits whole.
+	// means DefaultExpandBytes. The block's own body is always returned
+	// whole (Truncated when it alone exceeds the bound); then its window,
+	// cut around the body to fit (Truncated, ParentLocator then the range
+	// kept); then neighbours, nearest first, alternating before and after,
+	// while each fits whole.
 	MaxBytes int
 	// Clearance as in SearchOptions; "" is Public.
 	Clearance string
@@ -63,6 +65,9 @@ func (ix *Index) Expand(ctx context.Context, id int64, opts *ExpandOptions) (*Ex
 		return nil, fmt.Errorf("expand: max bytes %d, want ≥ 0", budget)
 	}
 	before, after := neighbours(opts.Before), neighbours(opts.After)
+	if before < 0 || after < 0 {
+		return nil, fmt.Errorf("expand: %d and %d neighbours, want ≥ 0", before, after)
+	}
 	ix.genMu.RLock()
 	defer ix.genMu.RUnlock()
 	tx, err := ix.db.BeginTx(ctx, nil)
@@ -84,6 +89,13 @@ func (ix *Index) Expand(ctx context.Context, id int64, opts *ExpandOptions) (*Ex
 	if err != nil {
 		return nil, fmt.Errorf("expand: block %d: %w", id, err)
 	}
+	// A document has fewer blocks than any huge count asked for: bound the
+	// range by what exists (and keep ord±n from overflowing).
+	var last int
+	if err := tx.QueryRowContext(ctx, `SELECT max(ord) FROM blocks WHERE doc_id = ?`, doc).Scan(&last); err != nil {
+		return nil, fmt.Errorf("expand: block %d: %w", id, err)
+	}
+	before, after = min(before, ord), min(after, last-ord)
 	rows, err := tx.QueryContext(ctx, `SELECT block_id, ord FROM blocks WHERE doc_id = ? AND ord BETWEEN ? AND ? ORDER BY ord`,
 		doc, ord-before, ord+after)
 	if err != nil {
@@ -118,11 +130,15 @@ func (ix *Index) Expand(ctx context.Context, id int64, opts *ExpandOptions) (*Ex
 	}
 	x := &Expansion{Block: hits[self], Before: []Hit{}, After: []Hit{}}
 	x.Bytes = len(x.Block.Body)
-	if w := x.Block.PromptText; w != "" {
-		if room := budget - x.Bytes; len(w) > room {
-			x.Block.PromptText, x.Truncated = cutUTF8(w, max(room, 0)), true
+	if x.Bytes > budget {
+		x.Truncated = true // the body is returned whole all the same
+	}
+	if b := &x.Block; b.PromptText != "" {
+		if room := budget - x.Bytes; len(b.PromptText) > room {
+			x.Truncated = true
+			cutWindow(b, room)
 		}
-		x.Bytes += len(x.Block.PromptText)
+		x.Bytes += len(b.PromptText)
 	}
 	// Neighbours, nearest first, alternating, while they fit whole.
 	var b, a []Hit
@@ -160,14 +176,32 @@ func neighbours(n int) int {
 	return n
 }
 
-// cutUTF8 returns the longest prefix of s of at most n bytes that ends on
-// a rune boundary.
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
+// cutWindow cuts h's window to at most room bytes around its body, on rune
+// boundaries, and makes ParentLocator's byte range that of the text kept
+// (its paragraph range still names the paragraphs the whole window spans).
+// A room smaller than the body drops the window.
+func cutWindow(h *Hit, room int) {
+	w, l := h.PromptText, h.ParentLocator
+	if l == nil {
+		h.PromptText = ""
+		return
 	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
+	bodyStart, bodyEnd := int(h.ByteStart-l.ByteStart), int(h.ByteEnd-l.ByteStart)
+	if room < bodyEnd-bodyStart || bodyStart < 0 || bodyEnd > len(w) {
+		h.PromptText, h.ParentLocator = "", nil
+		return
 	}
-	return s[:n]
+	extra := room - (bodyEnd - bodyStart)
+	start := max(0, bodyStart-extra/2)
+	end := min(len(w), start+room)
+	start = max(0, end-room)
+	for start < bodyStart && !utf8.RuneStart(w[start]) {
+		start++
+	}
+	for end > bodyEnd && end < len(w) && !utf8.RuneStart(w[end]) {
+		end--
+	}
+	cut := *l
+	cut.ByteStart, cut.ByteEnd = l.ByteStart+int64(start), l.ByteStart+int64(end)
+	h.PromptText, h.ParentLocator = w[start:end], &cut
 }

@@ -235,3 +235,51 @@ func TestExpand(t *testing.T) {
 		t.Errorf("with clearance: %+v %v", x, err)
 	}
 }
+
+// From review: a huge neighbour count is bounded by the document, and a
+// window cut to the budget stays around the block, with its locator the
+// range kept.
+func TestExpandBounds(t *testing.T) {
+	e := newEnv(t, index.Options{Chunker: "parent_child(max_bytes=64,parent_max_bytes=4000)"})
+	ctx := context.Background()
+	var b strings.Builder
+	b.WriteString("# Long section\n\n")
+	for i := range 30 {
+		fmt.Fprintf(&b, "Paragraph number %02d of the long section, with words.\n\n", i)
+	}
+	text := b.String()
+	e.ingest("/long.md", text)
+	hit := searchWith(t, e.ix, "28", index.SearchOptions{K: 1})[0]
+	x, err := e.ix.Expand(ctx, hit.BlockID, &index.ExpandOptions{Before: 1 << 62, After: 1 << 62, MaxBytes: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := x.Block.ParentLocator
+	if !x.Truncated || l == nil || text[l.ByteStart:l.ByteEnd] != x.Block.PromptText || !strings.Contains(x.Block.PromptText, x.Block.Body) || x.Bytes > 300 {
+		t.Errorf("cut window %q at %+v (body %q), %d bytes", x.Block.PromptText, l, x.Block.Body, x.Bytes)
+	}
+	tiny, err := e.ix.Expand(ctx, hit.BlockID, &index.ExpandOptions{MaxBytes: 10})
+	if err != nil || tiny.Block.PromptText != "" || tiny.Block.ParentLocator != nil || !tiny.Truncated || tiny.Block.Body != hit.Body {
+		t.Errorf("a budget below the body: %+v, %v", tiny, err)
+	}
+}
+
+// From review: hard-wrapped prose is not cut at its line breaks, and a
+// fenced code block is one block.
+func TestSentenceWindowLineBreaks(t *testing.T) {
+	e := newEnv(t, index.Options{Chunker: "sentence_window(window=1)"})
+	e.ingest("/wrap.md", "# Wrap\n\nThe first sentence\ncontinues on the next line and ends here. The second\nsentence also wraps.\n\n```go\nfunc main() {\n}\n```\n")
+	var bodies []string
+	for _, h := range searchWith(t, e.ix, "sentence continues wraps func main", index.SearchOptions{K: 10}) {
+		bodies = append(bodies, h.Body)
+	}
+	want := map[string]bool{"The first sentence\ncontinues on the next line and ends here.": true, "The second\nsentence also wraps.": true, "```go\nfunc main() {\n}\n```": true}
+	if len(bodies) != 3 {
+		t.Fatalf("blocks %q", bodies)
+	}
+	for _, b := range bodies {
+		if !want[b] {
+			t.Errorf("block %q", b)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package chunk
 
 import (
+	"strings"
+
 	"github.com/rivo/uniseg"
 
 	"github.com/escurel/escurel/index/extract"
@@ -45,9 +47,12 @@ func (c parentChild) Chunk(doc *extract.Doc) []Block {
 
 // sentenceWindow makes one block per sentence (Unicode sentence boundaries,
 // UAX #29, github.com/rivo/uniseg) of each content unit, a sentence longer
-// than MaxBytes cut as the default chunker cuts a long unit. A block's
-// Window spans the Window sentences before it and after it that share its
-// section and page (a window never crosses a heading).
+// than MaxBytes cut as the default chunker cuts a long unit. Line breaks
+// inside a unit are read as spaces (UAX #29 ends a sentence at every line
+// break, which would cut hard-wrapped prose mid-sentence), and a fenced
+// code block is one unit, not sentences. A block's Window spans the Window
+// sentences before it and after it that share its section and page (a
+// window never crosses a heading).
 type sentenceWindow struct{ max, window int }
 
 func (c sentenceWindow) Chunk(doc *extract.Doc) []Block {
@@ -60,7 +65,21 @@ func (c sentenceWindow) Chunk(doc *extract.Doc) []Block {
 		for section < len(doc.Headings) && doc.Headings[section].Start < u.Start {
 			section++
 		}
-		rest, state, off := doc.Text[u.Start:u.End], -1, u.Start
+		text := doc.Text[u.Start:u.End]
+		if strings.HasPrefix(text, "```") || strings.HasPrefix(text, "~~~") {
+			for _, p := range pieces(doc.Text, u.Start, u.End, c.max) {
+				sents = append(sents, sentence{p[0], p[1], ui, section, u.Page})
+			}
+			continue
+		}
+		// The same bytes with line breaks as spaces: offsets stay valid.
+		flat := strings.Map(func(r rune) rune {
+			if r == '\n' || r == '\r' {
+				return ' '
+			}
+			return r
+		}, text)
+		rest, state, off := flat, -1, u.Start
 		for len(rest) > 0 {
 			var sent string
 			sent, rest, state = uniseg.FirstSentenceInString(rest, state)
