@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"time"
+
+	"github.com/cheggaaa/pb/v3"
+	"golang.org/x/term"
 
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index"
@@ -113,8 +117,21 @@ func (m *Main) openBlobs(ctx context.Context, g globals) (*blobstore.Store, stri
 	return store, blobURL, err
 }
 
-// progress prints a line to stderr at most every two seconds.
+// progress shows a progress bar (github.com/cheggaaa/pb/v3) when stderr is
+// a terminal, else prints a line to stderr at most every two seconds.
 func (c *RebuildCommand) progress(name string) func(done, total int) {
+	if f, ok := c.m.Stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		var bar *pb.ProgressBar
+		return func(done, total int) {
+			if bar == nil {
+				bar = pb.New(total).SetWriter(f).Set("prefix", name+" ").Start()
+			}
+			bar.SetCurrent(int64(done))
+			if done >= total {
+				bar.Finish()
+			}
+		}
+	}
 	start, last := time.Now(), time.Time{}
 	return func(done, total int) {
 		if time.Since(last) < 2*time.Second && done < total {
