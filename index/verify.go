@@ -44,6 +44,9 @@ type Verification struct {
 	// the index may serve them, but no rebuild can (not checked with
 	// VerifyOptions.SkipOrphans).
 	RecordsWithoutBlobs []string `json:"records_without_blobs"`
+	// DuplicatePostings counts (term, block) pairs posted more than once
+	// among live blocks: a full-text index that would count a term twice.
+	DuplicatePostings int `json:"duplicate_postings"`
 	// OrphanBlobs are blobs no record names: the old bytes of a replaced
 	// or deleted document, kept because content-addressed blobs may be
 	// shared. They are garbage, not drift, and do not fail OK.
@@ -55,7 +58,7 @@ type Verification struct {
 // postings and (with an embedder) its vector.
 func (v *Verification) OK() bool {
 	return len(v.RecordsWithoutRows)+len(v.RowsWithoutRecords)+len(v.BlocksWithoutPostings)+
-		len(v.BlocksWithoutVectors)+len(v.RecordsWithoutBlobs) == 0
+		len(v.BlocksWithoutVectors)+len(v.RecordsWithoutBlobs)+v.DuplicatePostings == 0
 }
 
 // digester writes length-prefixed fields into a hash, so that no two row
@@ -293,7 +296,10 @@ func (ix *Index) Verify(ctx context.Context, opts *VerifyOptions) (*Verification
 		}
 		d.str(terms[byText[ps[i].term]]) // the term, its posting count, its postings
 		d.int(int64(j - i))
-		for _, p := range ps[i:j] {
+		for k, p := range ps[i:j] {
+			if k > 0 && p.block == ps[i+k-1].block {
+				v.DuplicatePostings++
+			}
 			d.int(int64(p.block))
 			for _, tf := range p.tf {
 				d.int(int64(tf))

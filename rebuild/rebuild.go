@@ -291,8 +291,8 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 			return "", fmt.Errorf("%s: %w", what, err)
 		}
 		if !v.OK() {
-			return "", fmt.Errorf("%s: the new generation %s does not verify against the blob store (records without rows %d, rows without records %d, blocks without postings %d, without vectors %d); the live index was kept",
-				what, gen, len(v.RecordsWithoutRows), len(v.RowsWithoutRecords), len(v.BlocksWithoutPostings), len(v.BlocksWithoutVectors))
+			return "", fmt.Errorf("%s: the new generation %s does not verify against the blob store (records without rows %d, rows without records %d, blocks without postings %d, without vectors %d, duplicate postings %d); the live index was kept",
+				what, gen, len(v.RecordsWithoutRows), len(v.RowsWithoutRecords), len(v.BlocksWithoutPostings), len(v.BlocksWithoutVectors), v.DuplicatePostings)
 		}
 		sum.Verify, sum.Manifest = v, ix.Manifest()
 		sum.Documents, sum.Blocks = int(v.Documents), int(v.Blocks)

@@ -219,6 +219,9 @@ func (c *VerifyCommand) Run(ctx context.Context, args []string) error {
 		list("blocks without postings", len(v.BlocksWithoutPostings), v.BlocksWithoutPostings)
 		list("blocks without vectors", len(v.BlocksWithoutVectors), v.BlocksWithoutVectors)
 		list("records without blobs (cannot be rebuilt)", len(v.RecordsWithoutBlobs), v.RecordsWithoutBlobs)
+		if v.DuplicatePostings > 0 {
+			fmt.Fprintf(w, "duplicate postings: %d\n", v.DuplicatePostings)
+		}
 		list("orphan blobs (garbage, not drift)", len(v.OrphanBlobs), v.OrphanBlobs)
 	}
 	if !v.OK() {
