@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sync"
 	"time"
 
@@ -75,6 +76,10 @@ type Options struct {
 	// drops the other sets and records the embedder in the manifest. Only
 	// for a generation no one serves yet (rebuild.Reembed works on a copy).
 	Reembed bool
+	// Workers is how many documents are derived (extracted, chunked,
+	// analyzed) at once, and how many embedding calls run at once. 0 means
+	// GOMAXPROCS. Not recorded: it changes speed, never rows.
+	Workers int
 	// MemoryLimit caps DuckDB's buffer pool, in DuckDB's notation ("512MB",
 	// "4GB"). Default DefaultMemoryLimit; DuckDB's own default is 80% of
 	// the machine's memory, which an embedded library should not claim.
@@ -109,6 +114,7 @@ type Index struct {
 	writeMu  sync.Mutex   // one writer at a time; taken before genMu
 	genMu    sync.RWMutex // read-held by every use of the generation's state; held by Reload to switch it
 	memLimit string       // DuckDB memory_limit, for the generations Reload opens
+	workers  int          // Options.Workers, resolved
 	now      func() time.Time
 }
 
@@ -182,6 +188,10 @@ func open(ctx context.Context, dir, gen string, opts *Options) (_ *Index, err er
 	}
 	ix.path = GenerationPath(dir, ix.gen)
 	ix.memLimit = want.memoryLimit
+	ix.workers = opts.Workers
+	if ix.workers <= 0 {
+		ix.workers = runtime.GOMAXPROCS(0)
+	}
 	if ix.db, err = sql.Open("duckdb", dsn(ix.path)+"&memory_limit="+want.memoryLimit); err == nil {
 		err = ix.db.PingContext(ctx)
 	}
@@ -377,7 +387,7 @@ func (ix *Index) SwapGeneration(ctx context.Context, prepare func(ctx context.Co
 // switchTo opens generation gen and moves its state into ix, closing the
 // old database. The caller holds writeMu and genMu.
 func (ix *Index) switchTo(ctx context.Context, gen string) error {
-	opts := &Options{Blobs: ix.blobs, Embedder: ix.embedSpec, MemoryLimit: ix.memLimit}
+	opts := &Options{Blobs: ix.blobs, Embedder: ix.embedSpec, MemoryLimit: ix.memLimit, Workers: ix.workers}
 	n, err := open(ctx, ix.dir, gen, opts)
 	if errors.Is(err, ErrManifestMismatch) { // another model (a re-embed): adopt it
 		opts.Embedder = embed.Spec{}

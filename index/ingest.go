@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -258,7 +257,7 @@ func (ix *Index) deriveAll(ctx context.Context, ins []Input, ids []string, curre
 	}
 	var wg sync.WaitGroup
 	next := make(chan int)
-	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+	for w := 0; w < ix.workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

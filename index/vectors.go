@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql/driver"
 	"fmt"
-	"runtime"
 	"sync"
 	"time"
 
@@ -121,7 +120,7 @@ func (ix *Index) embedTexts(ctx context.Context, texts []string) ([][]float32, e
 	}
 	out := make([][]float32, len(texts))
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(2, runtime.GOMAXPROCS(0)))
+	g.SetLimit(max(2, ix.workers))
 	for start := 0; start < len(texts); start += embedBatch {
 		end := min(start+embedBatch, len(texts))
 		g.Go(func() error {

@@ -225,7 +225,7 @@ Commands:
                           of deleted blocks (also automatic past 20% dead)
   status [--json]         schema version, manifest and counts
   rebuild [--contextualize MODE] [--chunker SPEC] [--embedder SPEC]
-          [--analyzer NAME] [--allow-missing] [--keep N]
+          [--analyzer NAME] [--allow-missing] [--keep N] [--workers N]
                           re-derive the index from the blob store into a new
                           generation, with new settings if given, verify it
                           and make it live; keeps N generations (default 2);

@@ -40,6 +40,7 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 		allowMissing = fs.Bool("allow-missing", false, "drop live documents that have no record in the blob store instead of refusing")
 	}
 	keep := fs.Int("keep", rebuild.DefaultKeep, "generations to keep, the new live one included (for escurel rollback)")
+	workers := fs.Int("workers", 0, "documents derived and embedding calls run at once (default: the number of CPUs)")
 	args, err := c.m.parse(fs, args)
 	if err != nil {
 		return err
@@ -49,6 +50,9 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 	}
 	if *keep < 1 {
 		return usageError("%s: --keep %d: want at least 1", name, *keep)
+	}
+	if *workers < 0 {
+		return usageError("%s: --workers %d: want at least 1", name, *workers)
 	}
 	if c.reembed && c.g.embedder == "" {
 		return usageError("reembed: --embedder SPEC is required (the model to re-embed with)")
@@ -75,6 +79,7 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer store.Close()
+	opts.Workers = *workers
 	ropts := rebuild.Options{Dir: c.g.indexDir, Blobs: store, Index: *opts, Keep: *keep, Progress: c.progress(name)}
 	var sum rebuild.Summary
 	if c.reembed {
