@@ -260,6 +260,15 @@ func (ix *Index) reindex(ctx context.Context) error {
 	if err != nil || len(blocks) == 0 {
 		return err
 	}
+	if ix.fts.Stats().Segments > 0 {
+		// A block can lack its fts_blocks row and still have postings in
+		// the segments (the row alone was lost): a compaction keeps only
+		// live blocks' postings, so adding the block again cannot post it
+		// twice.
+		if err := ix.fts.Compact(ctx, ix.db); err != nil {
+			return fmt.Errorf("reindex: %w", err)
+		}
+	}
 	tx, err := duck.Begin(ctx, ix.db)
 	if err != nil {
 		return err
