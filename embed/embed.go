@@ -70,6 +70,10 @@ type Spec struct {
 	// block texts before embedding (E5 wants "query: " and "passage: ",
 	// nomic-embed "search_query: " and "search_document: ").
 	QueryPrefix, DocumentPrefix string
+	// Fingerprint, for onnx, identifies the model files
+	// (FingerprintONNX): an index records it when it is created, and the
+	// embedder refuses model files that differ. Option sha256=<hex>.
+	Fingerprint string
 
 	// URL is the server's base URL: for openai the part before
 	// "/embeddings" (default DefaultOpenAIURL), for ollama the part before
@@ -119,9 +123,9 @@ func (s Spec) Provider() string {
 }
 
 // Identity returns s with only the fields that decide the vectors: Model,
-// Dim and the prefixes.
+// Dim, the prefixes and, for onnx, the model files' Fingerprint.
 func (s Spec) Identity() Spec {
-	return Spec{Model: s.Model, Dim: s.Dim, QueryPrefix: s.QueryPrefix, DocumentPrefix: s.DocumentPrefix}
+	return Spec{Model: s.Model, Dim: s.Dim, QueryPrefix: s.QueryPrefix, DocumentPrefix: s.DocumentPrefix, Fingerprint: s.Fingerprint}
 }
 
 // String returns the spec in the form ParseSpec reads: "none", "hash/384",
@@ -145,6 +149,7 @@ func (s Spec) String() string {
 	}
 	set("query_prefix", s.QueryPrefix)
 	set("document_prefix", s.DocumentPrefix)
+	set("sha256", s.Fingerprint)
 	set("url", s.URL)
 	set("path", s.Path)
 	set("key_env", s.KeyEnv)
@@ -240,6 +245,11 @@ func ParseSpec(s string) (Spec, error) {
 				return bad("option path applies to onnx models only")
 			}
 			spec.Path = v
+		case "sha256":
+			if spec.Provider() != "onnx" || !fingerprintPattern.MatchString(v) {
+				return bad("option sha256 is an onnx model's fingerprint: 16 lower-case hex digits")
+			}
+			spec.Fingerprint = v
 		case "url", "key_env", "batch", "timeout", "retries":
 			onnx := spec.Provider() == "onnx"
 			if !remote || (onnx && k != "batch") {
@@ -274,7 +284,7 @@ func ParseSpec(s string) (Spec, error) {
 				spec.Retries = n
 			}
 		default:
-			return bad("unknown option %s; options: dim, dimensions, query_prefix, document_prefix, url, key_env, batch, timeout, retries, path", k)
+			return bad("unknown option %s; options: dim, dimensions, query_prefix, document_prefix, url, key_env, batch, timeout, retries, path, sha256", k)
 		}
 	}
 	return spec, nil

@@ -3,11 +3,15 @@ package embed
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"unicode"
@@ -85,6 +89,32 @@ func initRuntime() error {
 	return ortInit.err
 }
 
+var fingerprintPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
+
+// FingerprintONNX identifies the model files of an onnx model directory:
+// the first 16 hex digits of the SHA-256 of model.onnx's and
+// tokenizer.json's lengths and bytes. Another model, or another tokenizer,
+// of the same dimension gives another fingerprint.
+func FingerprintONNX(dir string) (string, error) {
+	h := sha256.New()
+	for _, name := range []string{"model.onnx", "tokenizer.json"} {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			return "", err
+		}
+		fi, err := f.Stat()
+		if err == nil {
+			fmt.Fprintf(h, "%s %d\n", name, fi.Size())
+			_, err = io.Copy(h, f)
+		}
+		f.Close()
+		if err != nil {
+			return "", fmt.Errorf("fingerprint %s: %w", dir, err)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
 // RuntimeAvailable reports whether the ONNX Runtime library can be loaded,
 // and why not.
 func RuntimeAvailable() error { return initRuntime() }
@@ -96,6 +126,14 @@ func newONNX(spec Spec) (*ONNX, error) {
 	}
 	if spec.Path == "" {
 		return fail(errors.New("give the model directory: onnx:<name>?path=<dir holding model.onnx and tokenizer.json>"))
+	}
+	fp, err := FingerprintONNX(spec.Path)
+	if err != nil {
+		return fail(err)
+	}
+	if spec.Fingerprint != "" && spec.Fingerprint != fp {
+		return fail(fmt.Errorf("the model files in %s (sha256 %s) are not the ones the index was built with (sha256 %s): point path at those, or re-embed with escurel reembed --embedder 'onnx:NAME?path=%s'",
+			spec.Path, fp, spec.Fingerprint, spec.Path))
 	}
 	if err := initRuntime(); err != nil {
 		return fail(err)

@@ -96,7 +96,7 @@ func TestONNXBadModelDirectory(t *testing.T) {
 		t.Skipf("ONNX Runtime not available (%v)", err)
 	}
 	spec, _ := embed.ParseSpec("onnx:m?path=" + t.TempDir())
-	if _, err := embed.New(spec); err == nil || !strings.Contains(err.Error(), "tokenizer.json") {
+	if _, err := embed.New(spec); err == nil || !strings.Contains(err.Error(), "model.onnx") {
 		t.Errorf("empty directory: %v", err)
 	}
 	spec, _ = embed.ParseSpec("onnx:m")

@@ -317,8 +317,16 @@ func (ix *Index) init(ctx context.Context, want settings) error {
 }
 
 // probed returns spec with its dimension asked of the model when the spec
-// gives none (a remote or onnx model).
+// gives none (a remote or onnx model), and an onnx model's fingerprint, for
+// a new index or a re-embed to record.
 func probed(ctx context.Context, spec embed.Spec) (embed.Spec, error) {
+	if spec.Provider() == "onnx" && spec.Fingerprint == "" && spec.Path != "" {
+		fp, err := embed.FingerprintONNX(spec.Path)
+		if err != nil {
+			return spec, err
+		}
+		spec.Fingerprint = fp
+	}
 	if spec.Dim != 0 || spec == embed.None {
 		return spec, nil
 	}

@@ -234,6 +234,9 @@ func adopt(got, have embed.Spec) embed.Spec {
 	if got.QueryPrefix == "" && got.DocumentPrefix == "" {
 		got.QueryPrefix, got.DocumentPrefix = have.QueryPrefix, have.DocumentPrefix
 	}
+	if got.Fingerprint == "" {
+		got.Fingerprint = have.Fingerprint // checked against the files when the model is loaded
+	}
 	return got
 }
 

@@ -454,3 +454,39 @@ func TestRebuildKeepsEmbedderIdentity(t *testing.T) {
 		t.Errorf("embedder after rebuild: %+v", got)
 	}
 }
+
+// The onnx model's files are part of its identity: an index records their
+// fingerprint, and a path to other files of the same dimension fails
+// dense search and ingest, naming both fingerprints, while BM25 works.
+func TestONNXFingerprint(t *testing.T) {
+	if err := embed.RuntimeAvailable(); err != nil {
+		t.Skipf("ONNX Runtime not available (%v): run `make onnxruntime` and set %s", err, embed.OnnxRuntimeEnv)
+	}
+	dir, other := t.TempDir(), t.TempDir()
+	if err := onnxtest.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := onnxtest.Write(other); err != nil {
+		t.Fatal(err)
+	}
+	// Another tokenizer: the same vocabulary, one word renamed.
+	tok, _ := os.ReadFile(filepath.Join(other, "tokenizer.json"))
+	os.WriteFile(filepath.Join(other, "tokenizer.json"), []byte(strings.Replace(string(tok), `"ocelot"`, `"jaguar"`, 1)), 0o644)
+	e := newEnv(t, index.Options{Embedder: mustSpec(t, "onnx:test-model?path="+dir)})
+	if fp := e.ix.Manifest().Embedder().Fingerprint; len(fp) != 16 {
+		t.Fatalf("no fingerprint recorded: %+v", e.ix.Manifest())
+	}
+	e.ingest("/a.txt", "feed the ocelot")
+	e.opts = index.Options{Embedder: mustSpec(t, "onnx:test-model?path="+other)}
+	e.reopen()
+	if hits := searchWith(t, e.ix, "ocelot", index.SearchOptions{Mode: index.ModeBM25}); len(hits) != 1 {
+		t.Errorf("bm25: %+v", hits)
+	}
+	_, err := e.ix.Search(context.Background(), "ocelot", &index.SearchOptions{Mode: index.ModeDense})
+	if err == nil || !strings.Contains(err.Error(), "not the ones the index was built with") {
+		t.Errorf("dense with other model files: %v", err)
+	}
+	e.opts = index.Options{Embedder: mustSpec(t, "onnx:test-model?path="+dir)}
+	e.reopen()
+	searchWith(t, e.ix, "ocelot", index.SearchOptions{Mode: index.ModeDense})
+}
