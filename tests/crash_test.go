@@ -29,6 +29,22 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// startChild starts this test binary as a child (see TestMain) with
+// env=dir, and returns it with a scanner of its standard output.
+func startChild(t *testing.T, env, dir string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env+"="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, bufio.NewScanner(out)
+}
+
 // crashChild ingests batches of 64 documents into dir until it is killed,
 // printing "committed N" after each batch commits.
 func crashChild(dir string) {
@@ -70,16 +86,7 @@ func TestCrashDuringIngest(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	committed := 0
 	for round := 0; round < 4; round++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "ESCUREL_CRASH_CHILD="+dir)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(out)
+		cmd, sc := startChild(t, "ESCUREL_CRASH_CHILD", dir)
 		target := committed + 3 + rng.IntN(4)
 		for sc.Scan() {
 			line := sc.Text()

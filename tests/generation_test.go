@@ -1,12 +1,10 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -234,16 +232,7 @@ func TestRebuildKilled(t *testing.T) {
 	live := e.digest()
 	e.ix.Close()
 	for round, at := range []int{1, 2} { // killed after the first and the second progress line
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "ESCUREL_REBUILD_CHILD="+e.dir)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(out)
+		cmd, sc := startChild(t, "ESCUREL_REBUILD_CHILD", e.dir)
 		seen := 0
 		for sc.Scan() {
 			line := sc.Text()

@@ -1,0 +1,236 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/escurel/escurel/index/dense"
+	"github.com/escurel/escurel/index/fts"
+)
+
+// candidate is a ranked block before its row is read.
+type candidate struct {
+	id      int64
+	score   float64
+	explain *Explain
+}
+
+// plan is a validated search.
+type plan struct {
+	k, depth    int
+	mode        string
+	fusion      string
+	rrfK, alpha float64
+	explain     bool
+	levels      []string
+	terms       []string  // the BM25 leg's query terms
+	vector      []float32 // the dense leg's query vector
+	bm25        fts.Query
+}
+
+// plan validates opts and analyzes and embeds the query. The embedding
+// happens here, outside any lock: a remote model may take its time.
+func (ix *Index) plan(ctx context.Context, query string, opts *SearchOptions) (*plan, error) {
+	if opts == nil {
+		opts = &SearchOptions{}
+	}
+	p := &plan{k: DefaultK, mode: opts.Mode, fusion: opts.Fusion, depth: opts.Depth, rrfK: opts.RRFK, alpha: opts.Alpha, explain: opts.Explain}
+	if opts.K != 0 {
+		p.k = opts.K
+	}
+	if p.k < 0 {
+		return nil, fmt.Errorf("k = %d, want ≥ 0", p.k)
+	}
+	var err error
+	if p.levels, err = allowed(opts.Clearance); err != nil {
+		return nil, err
+	}
+	if p.mode == "" {
+		p.mode = ix.defaultMode()
+	}
+	switch p.mode {
+	case ModeBM25:
+	case ModeDense, ModeHybrid:
+		if ix.vec == nil {
+			return nil, fmt.Errorf("mode %s needs vectors, and this index has none (embedder none): "+
+				"use mode bm25, or run `escurel rebuild --embedder hash` to add them", p.mode)
+		}
+	default:
+		return nil, fmt.Errorf("mode %q: want %s, %s or %s", p.mode, ModeBM25, ModeDense, ModeHybrid)
+	}
+	if p.mode != ModeHybrid && (opts.Fusion != "" || opts.Alpha != 0 || opts.RRFK != 0 || opts.Depth != 0) {
+		return nil, fmt.Errorf("fusion, alpha, rrf k and depth apply to mode %s, not %s", ModeHybrid, p.mode)
+	}
+	switch p.fusion {
+	case "":
+		p.fusion = FusionRRF
+	case FusionRRF, FusionConvex:
+	default:
+		return nil, fmt.Errorf("fusion %q: want %s or %s", p.fusion, FusionRRF, FusionConvex)
+	}
+	if p.depth == 0 {
+		p.depth = DefaultDepth
+	}
+	if p.depth < 0 {
+		return nil, fmt.Errorf("depth = %d, want ≥ 0", p.depth)
+	}
+	p.depth = max(p.depth, p.k)
+	if p.rrfK == 0 {
+		p.rrfK = DefaultRRFK
+	}
+	if !(p.rrfK > 0) || math.IsInf(p.rrfK, 0) {
+		return nil, fmt.Errorf("rrf k = %v, want > 0", p.rrfK)
+	}
+	if p.alpha == 0 {
+		p.alpha = DefaultAlpha
+	}
+	if !(p.alpha > 0 && p.alpha <= 1) {
+		return nil, fmt.Errorf("alpha = %v, want in (0, 1]", p.alpha)
+	}
+	params := fts.DefaultParams
+	if opts.BM25 != nil {
+		params = *opts.BM25
+	}
+	if err := params.Validate(); err != nil {
+		return nil, err
+	}
+	if p.mode != ModeDense {
+		if p.terms, err = ix.queryTerms(query, opts.Language); err != nil {
+			return nil, err
+		}
+		n := p.k
+		if p.mode == ModeHybrid {
+			n = p.depth
+		}
+		p.bm25 = fts.Query{Terms: p.terms, MaxLevel: uint8(len(p.levels) - 1), K: n, Params: params, Conjunctive: opts.Conjunctive}
+	}
+	if p.mode != ModeBM25 {
+		if p.vector, err = ix.embedQuery(ctx, query); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// ranked plans the search, runs its legs and fusion, and calls use with
+// the ranking inside the read transaction it came from.
+func (ix *Index) ranked(ctx context.Context, query string, opts *SearchOptions, use func(querier, []candidate, []string) error) error {
+	ix.genMu.RLock()
+	defer ix.genMu.RUnlock()
+	p, err := ix.plan(ctx, query, opts)
+	if err != nil {
+		return fmt.Errorf("search %q: %w", query, err)
+	}
+	if p.k == 0 {
+		return nil
+	}
+	err = ix.fts.View(func() error {
+		// One transaction, begun when first needed (a query on cached
+		// terms needs none): posting lists, vectors and hit rows come from
+		// one snapshot, the one the in-memory indexes describe, as no
+		// write commits while View holds its lock.
+		tx := &lazyTx{db: ix.db}
+		defer tx.rollback()
+		var lex []fts.Hit
+		var den []dense.Hit
+		if p.mode != ModeDense && len(p.terms) > 0 {
+			if lex, err = ix.fts.Search(ctx, tx, p.bm25); err != nil {
+				return err
+			}
+		}
+		if p.mode != ModeBM25 {
+			d, err := ix.denseIndex(ctx, tx)
+			if err != nil {
+				return err
+			}
+			n := p.k
+			if p.mode == ModeHybrid {
+				n = p.depth
+			}
+			if den, err = d.Search(ctx, p.vector, n, uint8(len(p.levels)-1)); err != nil {
+				return err
+			}
+		}
+		return use(tx, fuse(p, lex, den), p.levels)
+	})
+	if err != nil {
+		return fmt.Errorf("search %q: %w", query, err)
+	}
+	return nil
+}
+
+// fuse turns the legs' rankings into the search's: one leg as it is, or
+// both fused as p.fusion says, best first, ties by block id, at most p.k.
+func fuse(p *plan, lex []fts.Hit, den []dense.Hit) []candidate {
+	type leg struct {
+		ids    []int64
+		scores []float64
+	}
+	legs := [2]leg{}
+	for _, h := range lex {
+		legs[0].ids, legs[0].scores = append(legs[0].ids, h.Block), append(legs[0].scores, h.Score)
+	}
+	for _, h := range den {
+		legs[1].ids, legs[1].scores = append(legs[1].ids, h.Block), append(legs[1].scores, h.Score)
+	}
+	byID := map[int64]*candidate{}
+	var out []candidate
+	get := func(id int64) *candidate {
+		c, ok := byID[id]
+		if !ok {
+			c = &candidate{id: id}
+			if p.explain {
+				c.explain = &Explain{}
+			}
+			byID[id] = c
+		}
+		return c
+	}
+	for l, lg := range legs {
+		weight := 1 - p.alpha
+		if l == 1 {
+			weight = p.alpha
+		}
+		lo, hi := 0.0, 0.0
+		if p.mode == ModeHybrid && p.fusion == FusionConvex && len(lg.scores) > 0 {
+			lo, hi = slices.Min(lg.scores), slices.Max(lg.scores)
+		}
+		for i, id := range lg.ids {
+			c := get(id)
+			s := lg.scores[i]
+			switch {
+			case p.mode != ModeHybrid:
+				c.score = s
+			case p.fusion == FusionRRF:
+				c.score += weight / (p.rrfK + float64(i+1))
+			default: // convex; all equal: each is the leg's best
+				norm := 1.0
+				if hi > lo {
+					norm = (s - lo) / (hi - lo)
+				}
+				c.score += weight * norm
+			}
+			if c.explain != nil {
+				r := &LegRank{Rank: i + 1, Score: s}
+				if l == 0 {
+					c.explain.BM25 = r
+				} else {
+					c.explain.Dense = r
+				}
+			}
+		}
+	}
+	for _, c := range byID {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].score != out[j].score {
+			return out[i].score > out[j].score
+		}
+		return out[i].id < out[j].id
+	})
+	return out[:min(len(out), p.k)]
+}
