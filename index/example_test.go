@@ -6,7 +6,7 @@ import (
 	"log"
 	"os"
 
-	_ "gocloud.dev/blob/memblob" // registers mem:// for the blob store
+	_ "gocloud.dev/blob/fileblob" // registers file:// for the blob store
 
 	"github.com/escurel/escurel/index"
 )
@@ -16,7 +16,7 @@ func Example() {
 	dir, _ := os.MkdirTemp("", "escurel-example")
 	defer os.RemoveAll(dir)
 
-	ix, err := index.Open(ctx, dir, &index.Options{BlobURL: "mem://"})
+	ix, err := index.Open(ctx, dir, nil) // blobs in dir/blobs
 	if err != nil {
 		log.Fatal(err)
 	}

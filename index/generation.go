@@ -333,7 +333,7 @@ func Rollback(ctx context.Context, dir string, opts *RollbackOptions) (from, to 
 			return "", "", fmt.Errorf("rollback %s to %s: %w", dir, to, err)
 		}
 		if !v.OK() {
-			return "", "", fmt.Errorf("rollback %s to %s: refused: %d documents changed in the blob store since %s was built (deleted, re-ingested or re-classified; first: %s), and rolling back would serve them as they were; run escurel rebuild, or force the rollback",
+			return "", "", fmt.Errorf("rollback %s to %s: refused: %d documents changed in the blob store since %s was built (deleted, re-ingested or re-classified; first: %s), and rolling back would serve them as they were; run escurel rebuild, or force the rollback (escurel rollback --force; RollbackOptions.Force)",
 				dir, to, len(v.RowsWithoutRecords)+len(v.RecordsWithoutRows), to, firstOf(v.RowsWithoutRecords, v.RecordsWithoutRows))
 		}
 	}

@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -167,16 +168,29 @@ func open(ctx context.Context, dir, gen string, opts *Options) (_ *Index, err er
 	}
 	// The blob store first: a bad URL fails before any index file exists.
 	if ix.blobs == nil {
+		recorded, err := StoreURL(dir)
+		if err != nil {
+			return nil, fmt.Errorf("open index: %w", err)
+		}
 		blobURL := opts.BlobURL
-		if blobURL == "" {
-			if blobURL, err = DefaultBlobURL(dir); err != nil {
-				return nil, fmt.Errorf("open index: %w", err)
-			}
+		switch {
+		case blobURL == "":
+			blobURL = recorded
+		case blobURL != recorded && !strings.HasPrefix(blobURL, "mem:") && Exists(dir):
+			return nil, fmt.Errorf("open index %s: it derives from the blob store %s, not %s; give that store (or none), or rebuild from the other one with escurel rebuild --blobs",
+				dir, recorded, blobURL)
 		}
 		if ix.blobs, err = blobstore.Open(ctx, blobURL); err != nil {
 			return nil, err
 		}
 		ix.ownBlobs = true
+		if gen == "" && !Exists(dir) && blobURL != recorded && !strings.HasPrefix(blobURL, "mem:") {
+			// A new index on a store of its own choosing: remember it, so
+			// that later commands without --blobs use it.
+			if err := os.WriteFile(filepath.Join(dir, BlobsName), []byte(blobURL+"\n"), 0o644); err != nil {
+				return nil, fmt.Errorf("open index %s: %w", dir, err)
+			}
+		}
 	}
 	ix.gen = gen
 	if gen == "" {
@@ -456,6 +470,44 @@ func (ix *Index) Dir() string { return ix.dir }
 func (ix *Index) Blobs() *blobstore.Store { return ix.blobs }
 
 var memoryLimit = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$`)
+
+// BlobsName is the file of an index directory that records its blob store
+// when it is not the default (DefaultBlobURL).
+const BlobsName = "BLOBS"
+
+// StoreURL returns the blob store an index directory derives from: the URL
+// its BLOBS file records, or DefaultBlobURL.
+func StoreURL(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, BlobsName))
+	if err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	return DefaultBlobURL(dir)
+}
+
+// RecordStore records url as the blob store dir derives from (a rebuild
+// from another store): the BLOBS file, removed when url is the default. A
+// mem:// store is never recorded. The caller holds the directory's lock.
+func RecordStore(dir, url string) error {
+	if strings.HasPrefix(url, "mem:") {
+		return nil
+	}
+	def, err := DefaultBlobURL(dir)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, BlobsName)
+	if url == def {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return os.WriteFile(path, []byte(url+"\n"), 0o644)
+}
 
 // DefaultBlobURL returns the blob store of an index directory when none is
 // configured: file://<absolute dir>/blobs.

@@ -62,7 +62,7 @@ func (ix *Index) plan(ctx context.Context, query string, opts *SearchOptions) (*
 		return nil, fmt.Errorf("mode %q: want %s, %s or %s", p.mode, ModeBM25, ModeDense, ModeHybrid)
 	}
 	if p.mode != ModeHybrid && (opts.Fusion != "" || opts.Alpha != 0 || opts.RRFK != 0 || opts.Depth != 0) {
-		return nil, fmt.Errorf("fusion, alpha, rrf k and depth apply to mode %s, not %s", ModeHybrid, p.mode)
+		return nil, fmt.Errorf("fusion, alpha, rrf k and depth apply to mode %s, not %s: search in mode %s (--mode %s)", ModeHybrid, p.mode, ModeHybrid, ModeHybrid)
 	}
 	switch p.fusion {
 	case "":

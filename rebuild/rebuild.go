@@ -308,6 +308,9 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 	if err != nil {
 		return sum, err
 	}
+	if err := index.RecordStore(opts.Dir, opts.Blobs.URL()); err != nil {
+		return sum, fmt.Errorf("%s: swapped in %s, but recording the blob store failed: %w", what, gen, err)
+	}
 	if !hasLive {
 		sum.Elapsed = time.Since(start)
 		return sum, nil // a lost live generation: leave the others for the operator
@@ -388,7 +391,7 @@ func checkCoverage(recs []*blobstore.Record, live map[string]string, opts Option
 	if len(missing) > 0 && !opts.AllowMissing {
 		sort.Strings(missing)
 		return 0, fmt.Errorf("%w: %s has no record of %d of the live index's %d documents (first: %s); "+
-			"check the blob store URL, or allow the rebuild to drop them", ErrMissing, opts.Blobs.URL(), len(missing), len(live), missing[0])
+			"check the blob store URL, or allow the rebuild to drop them (escurel rebuild --allow-missing; Options.AllowMissing)", ErrMissing, opts.Blobs.URL(), len(missing), len(live), missing[0])
 	}
 	return len(missing), nil
 }

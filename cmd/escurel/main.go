@@ -84,7 +84,7 @@ type globals struct {
 // register adds the global flags to fs, with defaults from the environment.
 func (m *Main) register(fs *flag.FlagSet, g *globals) {
 	fs.StringVar(&g.indexDir, "index", m.envOr("ESCUREL_INDEX", "./.escurel"), "index directory (env ESCUREL_INDEX)")
-	fs.StringVar(&g.blobURL, "blobs", m.Getenv("ESCUREL_BLOBS"), "blob store URL (env ESCUREL_BLOBS; default file://<index dir>/blobs)")
+	fs.StringVar(&g.blobURL, "blobs", m.Getenv("ESCUREL_BLOBS"), "blob store URL (env ESCUREL_BLOBS; default: the one the index was created with, file://<index dir>/blobs for a new one)")
 	fs.StringVar(&g.embedder, "embedder", m.Getenv("ESCUREL_EMBEDDER"), "embedder spec (env ESCUREL_EMBEDDER; default: the index's, hash/384 for a new one)")
 	fs.StringVar(&g.chunker, "chunker", m.Getenv("ESCUREL_CHUNKER"), "chunker spec (env ESCUREL_CHUNKER; default: the index's, default for a new one)")
 }
@@ -209,7 +209,9 @@ Commands:
          [--explain] [--rerank URL] [--and] [--lang TAG] [--] QUERY
                           rank blocks: MODE bm25 (BM25F over body and
                           context), dense (vectors) or hybrid (both fused by
-                          rrf or convex; the default with vectors); blocks
+                          rrf or convex; the default with a trained
+                          embedder, bm25 with hash); --alpha weighs the
+                          dense leg, --depth its candidates; blocks
                           of documents above LEVEL (default public) never
                           appear; --explain shows each leg's rank and score;
                           --rerank reorders the hits with a reranker;
@@ -217,7 +219,8 @@ Commands:
                           query that starts with -
   expand [--json] [-n N] [--max-bytes B] [--clearance LEVEL] BLOCK_ID
                           a block with N neighbours each side (default 2)
-                          and its window, at most B bytes (default 16 KiB);
+                          and its window, at most B bytes (default 16 KiB)
+                          besides the block's own body, always whole;
                           a block above LEVEL answers like a missing one
   delete SOURCE|DOC_ID... remove documents (and their records in the blob
                           store, so rebuild does not bring them back)

@@ -366,3 +366,29 @@ func TestSmallToBigCLI(t *testing.T) {
 		t.Errorf("another chunker: exit %d %s", code, errOut)
 	}
 }
+
+// An index created on a blob store of its own remembers it: later commands
+// without --blobs use it, and another store is refused.
+func TestIndexRemembersBlobStore(t *testing.T) {
+	root := t.TempDir()
+	idx, store := filepath.Join(root, "idx"), filepath.Join(root, "store")
+	src := docs(t)
+	os.Remove(filepath.Join(src, "bad.md"))
+	env := map[string]string{"ESCUREL_INDEX": idx, "ESCUREL_BLOBS": "file://" + store}
+	if _, errOut, code := run(t, env, "ingest", src); code != 0 {
+		t.Fatal(errOut)
+	}
+	out, _, code := run(t, nil, "--index", idx, "status")
+	if code != 0 || !strings.Contains(out, "file://"+store) {
+		t.Errorf("status without --blobs: %s", out)
+	}
+	if _, errOut, code := run(t, nil, "--index", idx, "verify"); code != 0 {
+		t.Errorf("verify without --blobs: exit %d %s", code, errOut)
+	}
+	if _, errOut, code := run(t, nil, "--index", idx, "--blobs", "file://"+filepath.Join(root, "other"), "search", "bill"); code != 1 || !strings.Contains(errOut, "derives from the blob store") {
+		t.Errorf("another store: exit %d %s", code, errOut)
+	}
+	if _, errOut, code := run(t, nil, "--index", idx, "rebuild"); code != 0 {
+		t.Errorf("rebuild without --blobs: exit %d %s", code, errOut)
+	}
+}

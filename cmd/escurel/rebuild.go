@@ -114,7 +114,7 @@ func (m *Main) openBlobs(ctx context.Context, g globals) (*blobstore.Store, stri
 	blobURL := g.blobURL
 	if blobURL == "" {
 		var err error
-		if blobURL, err = index.DefaultBlobURL(g.indexDir); err != nil {
+		if blobURL, err = index.StoreURL(g.indexDir); err != nil {
 			return nil, "", err
 		}
 	}

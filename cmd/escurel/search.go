@@ -76,7 +76,11 @@ func (c *SearchCommand) Run(ctx context.Context, args []string) error {
 			fmt.Fprintf(c.m.Stdout, "    %s\n", h.Context)
 		}
 		if e := h.Explain; e != nil {
-			fmt.Fprintf(c.m.Stdout, "    bm25 %s  dense %s  rerank %s\n", legText(e.BM25), legText(e.Dense), legText(e.Rerank))
+			line := fmt.Sprintf("    bm25 %s  dense %s", legText(e.BM25), legText(e.Dense))
+			if reranker != nil {
+				line += "  rerank " + legText(e.Rerank)
+			}
+			fmt.Fprintln(c.m.Stdout, line)
 		}
 		fmt.Fprintf(c.m.Stdout, "    %s\n\n", snippet(h.Body, 240))
 	}
