@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 )
 
 // DeleteCommand is "escurel delete": remove documents from the index and
@@ -27,7 +30,20 @@ func (c *DeleteCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer ix.Close()
-	done, err := ix.Delete(ctx, args...)
+	names := make([]string, len(args))
+	for i, a := range args {
+		names[i] = a
+		// A file named as ingest named it: its real absolute path (a
+		// relative path or a symbolic link would miss the document).
+		if _, err := os.Stat(a); err == nil && !strings.Contains(a, "://") {
+			if abs, err := filepath.Abs(a); err == nil {
+				if real, err := filepath.EvalSymlinks(abs); err == nil {
+					names[i] = real
+				}
+			}
+		}
+	}
+	done, err := ix.Delete(ctx, names...)
 	fmt.Fprintf(c.m.Stdout, "deleted %d documents\n", len(done))
 	return err
 }

@@ -392,3 +392,19 @@ func TestIndexRemembersBlobStore(t *testing.T) {
 		t.Errorf("rebuild without --blobs: exit %d %s", code, errOut)
 	}
 }
+
+// delete takes a file as ingest took it: a relative path finds the
+// document ingested by its absolute path.
+func TestDeleteRelativePath(t *testing.T) {
+	idx := filepath.Join(t.TempDir(), "idx")
+	src := docs(t)
+	os.Remove(filepath.Join(src, "bad.md"))
+	if _, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 0 {
+		t.Fatal(errOut)
+	}
+	t.Chdir(src)
+	out, errOut, code := run(t, nil, "--index", idx, "delete", "notes.txt")
+	if code != 0 || !strings.Contains(out, "deleted 1 documents") {
+		t.Errorf("delete notes.txt: exit %d %s %s", code, out, errOut)
+	}
+}
