@@ -25,9 +25,9 @@ import (
 // both the title context and the body is not counted twice as it would be
 // by adding two BM25 scores. The idf is Lucene's non-negative variant.
 type Params struct {
-	K1     float64            // saturation, ≥ 0
-	B      [NumFields]float64 // length normalisation per field, 0 to 1
-	Weight [NumFields]float64 // field weights, ≥ 0
+	K1     float64            `json:"k1"`     // saturation, ≥ 0
+	B      [NumFields]float64 `json:"b"`      // length normalisation per field (body, context), 0 to 1
+	Weight [NumFields]float64 `json:"weight"` // field weights (body, context), ≥ 0
 }
 
 // DefaultParams: K1 1.2, B 0.75 for both fields, body weight 1, context
