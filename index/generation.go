@@ -117,9 +117,14 @@ func SetCurrent(dir, gen string) error {
 	return syncDir(dir)
 }
 
+// lastGenName is the file recording the highest generation number ever
+// made in a directory, so that a number is never given twice (a
+// generation rolled back from, then pruned, had content of its own).
+const lastGenName = "LASTGEN"
+
 // NewGeneration creates the directory of the next generation of dir, one
-// past the highest there, and returns its name. The caller holds the
-// directory's lock.
+// past the highest there or ever made there, and returns its name. The
+// caller holds the directory's lock.
 func NewGeneration(dir string) (string, error) {
 	gens, err := Generations(dir)
 	if err != nil {
@@ -129,7 +134,15 @@ func NewGeneration(dir string) (string, error) {
 	if len(gens) > 0 {
 		n = genNumber(gens[len(gens)-1]) + 1
 	}
+	if b, err := os.ReadFile(filepath.Join(dir, lastGenName)); err == nil {
+		if last, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && last >= n {
+			n = last + 1
+		}
+	}
 	gen := genName(n)
+	if err := os.WriteFile(filepath.Join(dir, lastGenName), []byte(strconv.Itoa(n)+"\n"), 0o644); err != nil {
+		return "", err
+	}
 	if err := os.Mkdir(filepath.Join(dir, gen), 0o755); err != nil {
 		return "", err
 	}

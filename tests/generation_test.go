@@ -95,9 +95,10 @@ func TestRollback(t *testing.T) {
 	if got := e.digest(); got != before || got == after {
 		t.Errorf("after rollback: digest %s, want %s", got, before)
 	}
-	// The next rebuild removes the generation rolled back from.
+	// The next rebuild removes the generation rolled back from, and does
+	// not give its number to new content.
 	sum := e.rebuild(index.Options{})
-	if gens, _ := index.Generations(e.dir); sum.Generation != "gen-000002" || len(gens) != 2 {
+	if gens, _ := index.Generations(e.dir); sum.Generation != "gen-000003" || len(gens) != 2 || gens[0] != "gen-000001" {
 		t.Errorf("rebuild after rollback: %s, generations %v", sum.Generation, gens)
 	}
 }
