@@ -41,6 +41,16 @@ func docs(t *testing.T) string {
 	return dir
 }
 
+// goodDocs is docs without the file that fails.
+func goodDocs(t *testing.T) string {
+	t.Helper()
+	src := docs(t)
+	if err := os.Remove(filepath.Join(src, "bad.md")); err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
 func TestIngestSearchStatus(t *testing.T) {
 	idx := filepath.Join(t.TempDir(), "idx")
 	src := docs(t)
@@ -224,8 +234,7 @@ func TestDeleteCompact(t *testing.T) {
 func TestSearchModesCLI(t *testing.T) {
 	srv := modelserver.Start(t)
 	idx := filepath.Join(t.TempDir(), "idx")
-	src := docs(t)
-	os.Remove(filepath.Join(src, "bad.md"))
+	src := goodDocs(t)
 	env := map[string]string{"ESCUREL_EMBEDDER": "ollama:m?dim=384&url=" + srv.URL}
 	if out, errOut, code := run(t, env, "--index", idx, "ingest", src); code != 0 {
 		t.Fatalf("ingest: exit %d\n%s%s", code, out, errOut)
@@ -282,8 +291,7 @@ func TestSearchModesCLI(t *testing.T) {
 // generation before the rebuild, and verify agrees with its digest.
 func TestVerifyRollbackCLI(t *testing.T) {
 	idx := filepath.Join(t.TempDir(), "idx")
-	src := docs(t)
-	os.Remove(filepath.Join(src, "bad.md"))
+	src := goodDocs(t)
 	if _, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 0 {
 		t.Fatal(errOut)
 	}
@@ -337,8 +345,7 @@ func TestVerifyRollbackCLI(t *testing.T) {
 // and opening with another chunker names the rebuild that switches.
 func TestSmallToBigCLI(t *testing.T) {
 	idx := filepath.Join(t.TempDir(), "idx")
-	src := docs(t)
-	os.Remove(filepath.Join(src, "bad.md"))
+	src := goodDocs(t)
 	env := map[string]string{"ESCUREL_CHUNKER": "sentence_window(window=1)"}
 	if _, errOut, code := run(t, env, "--index", idx, "ingest", src); code != 0 {
 		t.Fatal(errOut)
@@ -372,8 +379,7 @@ func TestSmallToBigCLI(t *testing.T) {
 func TestIndexRemembersBlobStore(t *testing.T) {
 	root := t.TempDir()
 	idx, store := filepath.Join(root, "idx"), filepath.Join(root, "store")
-	src := docs(t)
-	os.Remove(filepath.Join(src, "bad.md"))
+	src := goodDocs(t)
 	env := map[string]string{"ESCUREL_INDEX": idx, "ESCUREL_BLOBS": "file://" + store}
 	if _, errOut, code := run(t, env, "ingest", src); code != 0 {
 		t.Fatal(errOut)
@@ -397,8 +403,7 @@ func TestIndexRemembersBlobStore(t *testing.T) {
 // document ingested by its absolute path.
 func TestDeleteRelativePath(t *testing.T) {
 	idx := filepath.Join(t.TempDir(), "idx")
-	src := docs(t)
-	os.Remove(filepath.Join(src, "bad.md"))
+	src := goodDocs(t)
 	if _, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 0 {
 		t.Fatal(errOut)
 	}
