@@ -335,7 +335,7 @@ func (ix *Index) derive(ctx context.Context, in Input, old *blobstore.Record) (p
 		}
 		mediaType = mt
 	}
-	doc, err := extract.Extract(mediaType, name, in.Data)
+	doc, err := extract.Extract(ctx, mediaType, name, in.Data, extract.Limits{})
 	if err != nil {
 		return bad(err)
 	}

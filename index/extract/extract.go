@@ -4,15 +4,20 @@
 //
 // For Markdown and plain text the text is the raw bytes themselves, so every
 // span indexes the blob directly: text[u.Start:u.End] is verbatim source.
+// For HTML, DOCX and PDF the text is built by the extractor (Doc.Text) and
+// the spans index it; the index keeps that text beside the blocks.
 // Extraction is deterministic: the same bytes and name give the same Doc.
 package extract
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"path"
+	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -20,6 +25,9 @@ import (
 const (
 	MediaMarkdown = "text/markdown"
 	MediaText     = "text/plain"
+	MediaHTML     = "text/html"
+	MediaPDF      = "application/pdf"
+	MediaDOCX     = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 )
 
 // Errors for input that cannot be indexed. They are returned wrapped with
@@ -30,7 +38,49 @@ var (
 	ErrBinary      = errors.New("binary content")
 	ErrInvalidUTF8 = errors.New("invalid UTF-8")
 	ErrFrontMatter = errors.New("invalid front matter")
+	// ErrCorrupt: the bytes are not a readable document of their format
+	// (a truncated PDF, a DOCX that is not a zip, malformed XML).
+	ErrCorrupt = errors.New("corrupt document")
+	// ErrEncrypted: the document needs a password.
+	ErrEncrypted = errors.New("encrypted document")
+	// ErrTooLarge: decompressing the document would exceed
+	// Limits.MaxDecompressedBytes (a zip bomb, or simply a huge DOCX).
+	ErrTooLarge = errors.New("document too large")
+	// ErrTimeout: extraction ran longer than Limits.Timeout.
+	ErrTimeout = errors.New("extraction time limit exceeded")
+	// ErrPanic: the extractor panicked; the panic was recovered.
+	ErrPanic = errors.New("extractor failed")
 )
+
+// Defaults of Limits.
+const (
+	DefaultMaxDecompressedBytes = 256 << 20 // 256 MiB
+	DefaultTimeout              = time.Minute
+)
+
+// Limits bound the resources one extraction may use. The zero value means
+// the defaults.
+type Limits struct {
+	// MaxDecompressedBytes caps the bytes read out of a compressed
+	// container (the parts of a DOCX zip), in total. A document that
+	// decompresses past it fails with ErrTooLarge. 0 means
+	// DefaultMaxDecompressedBytes.
+	MaxDecompressedBytes int64
+	// Timeout caps the wall time of one extraction; past it the
+	// extraction fails with ErrTimeout. 0 means DefaultTimeout.
+	Timeout time.Duration
+}
+
+// withDefaults returns l with zero fields set to the defaults.
+func (l Limits) withDefaults() Limits {
+	if l.MaxDecompressedBytes <= 0 {
+		l.MaxDecompressedBytes = DefaultMaxDecompressedBytes
+	}
+	if l.Timeout <= 0 {
+		l.Timeout = DefaultTimeout
+	}
+	return l
+}
 
 // Doc is an extracted document.
 type Doc struct {
@@ -41,6 +91,8 @@ type Doc struct {
 	Units    []Unit    // content spans in document order, not overlapping, never empty
 	// Sensitivity is the front-matter "sensitivity", or "" when not given.
 	Sensitivity string
+	// Pages is the number of pages of a paged format (PDF), else 0.
+	Pages int
 }
 
 // Heading is a section heading. Headings inside lists, block quotes or code
@@ -60,30 +112,148 @@ type Unit struct {
 }
 
 // MediaType returns the media type for a file name by its extension:
-// .md and .markdown are Markdown, .txt is plain text. Other names fail with
-// ErrUnsupported.
+// .md and .markdown are Markdown, .txt is plain text, .html, .htm and .xhtml
+// are HTML, .pdf is PDF and .docx is DOCX. Other names fail with
+// ErrUnsupported. A directory walk reads the files it accepts; Detect then
+// looks at their bytes.
 func MediaType(name string) (string, error) {
 	switch strings.ToLower(path.Ext(name)) {
 	case ".md", ".markdown":
 		return MediaMarkdown, nil
 	case ".txt":
 		return MediaText, nil
+	case ".html", ".htm", ".xhtml":
+		return MediaHTML, nil
+	case ".pdf":
+		return MediaPDF, nil
+	case ".docx":
+		return MediaDOCX, nil
 	}
-	return "", fmt.Errorf("%w: %q (escurel reads .md, .markdown and .txt)", ErrUnsupported, path.Ext(name))
+	return "", fmt.Errorf("%w: %q (escurel reads .md, .markdown, .txt, .html, .htm, .xhtml, .pdf and .docx)", ErrUnsupported, path.Ext(name))
+}
+
+// Detect returns the media type of data, whose file name is name. The
+// content decides where it is unambiguous: "%PDF-" in the first 1024 bytes
+// (where PDF readers look for it) is PDF, and a zip holding
+// word/document.xml is DOCX, whatever the extension. Otherwise the
+// extension decides (MediaType), so a .pdf that is not a PDF is detected as
+// PDF and fails extraction as corrupt, with the bytes kept.
+func Detect(name string, data []byte) (string, error) {
+	if bytes.Contains(data[:min(len(data), 1024)], []byte("%PDF-")) {
+		return MediaPDF, nil
+	}
+	if bytes.HasPrefix(data, []byte("PK\x03\x04")) && isDOCX(data) {
+		return MediaDOCX, nil
+	}
+	return MediaType(name)
+}
+
+// Extractor extracts one media type. Its ID, name and version, is stored
+// with every document it extracted and in the index manifest, so that an
+// index knows which documents a newer extractor would read differently.
+type Extractor struct {
+	MediaType string
+	Name      string // short format name: "markdown", "text", "html", "docx", "pdf"
+	// Version counts changes of output: the same bytes extract to the same
+	// Doc under one version, and may not under the next.
+	Version int
+	fn      func(ctx context.Context, name string, data []byte, lim Limits) (*Doc, error)
+}
+
+// ID is "<name>/<version>", e.g. "pdf/1".
+func (e *Extractor) ID() string { return fmt.Sprintf("%s/%d", e.Name, e.Version) }
+
+// extractors, by media type.
+var extractors = map[string]*Extractor{
+	MediaMarkdown: {MediaMarkdown, "markdown", 1, func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
+		return Markdown(name, data)
+	}},
+	MediaText: {MediaText, "text", 1, func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
+		return Text(name, data)
+	}},
+	MediaHTML: {MediaHTML, "html", 1, func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
+		return HTML(name, data)
+	}},
+	MediaDOCX: {MediaDOCX, "docx", 1, func(_ context.Context, name string, data []byte, lim Limits) (*Doc, error) {
+		return DOCX(name, data, lim)
+	}},
+	MediaPDF: {MediaPDF, "pdf", 1, pdfExtract},
+}
+
+// For returns the extractor of a media type, or an error wrapping
+// ErrUnsupported.
+func For(mediaType string) (*Extractor, error) {
+	if e, ok := extractors[mediaType]; ok {
+		return e, nil
+	}
+	return nil, fmt.Errorf("%w: media type %q", ErrUnsupported, mediaType)
+}
+
+// IDs lists the ID of every extractor, sorted and space separated, e.g.
+// "docx/1 html/1 markdown/1 pdf/1 text/1": what the manifest records.
+func IDs() string {
+	ids := make([]string, 0, len(extractors))
+	for _, e := range extractors {
+		ids = append(ids, e.ID())
+	}
+	sort.Strings(ids)
+	return strings.Join(ids, " ")
 }
 
 // Extract extracts data of the given media type. name is the document's file
 // name (or last path segment); it supplies the title when the content has
-// none. Errors wrap ErrUnsupported, ErrEmpty, ErrBinary, ErrInvalidUTF8 or
-// ErrFrontMatter and say where the problem is.
-func Extract(mediaType, name string, data []byte) (*Doc, error) {
-	switch mediaType {
-	case MediaMarkdown:
-		return Markdown(name, data)
-	case MediaText:
-		return Text(name, data)
+// none.
+//
+// The extraction runs under lim: past lim.Timeout it fails with
+// ErrTimeout, and a panic inside an extractor is recovered and returned as
+// ErrPanic, so that one bad document never takes the process down. Errors
+// wrap ErrUnsupported, ErrEmpty, ErrBinary, ErrInvalidUTF8, ErrFrontMatter,
+// ErrCorrupt, ErrEncrypted, ErrTooLarge, ErrTimeout or ErrPanic and say
+// where the problem is, or are ctx's error when ctx ends first.
+func Extract(ctx context.Context, mediaType, name string, data []byte, lim Limits) (*Doc, error) {
+	e, err := For(mediaType)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("%w: media type %q", ErrUnsupported, mediaType)
+	lim = lim.withDefaults()
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
+	defer cancel()
+	type result struct {
+		doc *Doc
+		err error
+	}
+	done := make(chan result, 1) // buffered: an abandoned extraction never blocks
+	go func() {
+		var r result
+		defer func() {
+			if p := recover(); p != nil {
+				r = result{nil, fmt.Errorf("%w: %s extractor panicked: %v", ErrPanic, e.ID(), p)}
+			}
+			done <- r
+		}()
+		r.doc, r.err = e.fn(ctx, name, data, lim)
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil && parent.Err() != nil {
+			return nil, parent.Err()
+		}
+		if r.err != nil && ctx.Err() != nil && !errors.Is(r.err, ErrPanic) {
+			// The extractor saw the deadline and gave up.
+			return nil, timeoutError(lim)
+		}
+		return r.doc, r.err
+	case <-ctx.Done():
+		if err := parent.Err(); err != nil {
+			return nil, err
+		}
+		return nil, timeoutError(lim)
+	}
+}
+
+func timeoutError(lim Limits) error {
+	return fmt.Errorf("%w (%s)", ErrTimeout, lim.Timeout)
 }
 
 // checkText rejects bytes that are not text: empty or white space only, a NUL

@@ -1,6 +1,7 @@
 package extract
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -145,13 +146,13 @@ func TestBadInput(t *testing.T) {
 		{"onlyfm.md", "---\ntitle: x\n---\n\n<!-- nothing -->\n", ErrEmpty, "no text"},
 	} {
 		mt, _ := MediaType(tc.name)
-		_, err := Extract(mt, tc.name, []byte(tc.data))
+		_, err := Extract(context.Background(), mt, tc.name, []byte(tc.data), Limits{})
 		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%s: err = %v, want %v mentioning %q", tc.name, err, tc.want, tc.msg)
 		}
 	}
-	if _, err := MediaType("x.pdf"); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("MediaType(x.pdf) err = %v", err)
+	if _, err := MediaType("x.odt"); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("MediaType(x.odt) err = %v", err)
 	}
 }
 
