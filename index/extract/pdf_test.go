@@ -1,0 +1,331 @@
+package extract
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+)
+
+// sharedDocs returns ../shared/data/documents, skipping the test when the
+// folder is absent (a clone outside the workspace).
+func sharedDocs(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("../../../shared/data/documents")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("test data not found at %s (../shared/data beside the checkout): %v", dir, err)
+	}
+	return dir
+}
+
+// extractFile detects and extracts a file with the default limits.
+func extractFile(t *testing.T, path string) (*Doc, error) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt, err := Detect(path, data)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return Extract(context.Background(), mt, filepath.Base(path), data, Limits{})
+}
+
+// checkSpans fails the test unless every unit and heading is a trimmed,
+// ordered span of d.Text and every unit of a paged document has a page.
+func checkSpans(t *testing.T, name string, d *Doc) {
+	t.Helper()
+	end := 0
+	for i, u := range d.Units {
+		if u.Start < end || u.End <= u.Start || u.End > len(d.Text) {
+			t.Fatalf("%s: unit %d [%d,%d) out of order or range (text %d bytes)", name, i, u.Start, u.End, len(d.Text))
+		}
+		s := d.Text[u.Start:u.End]
+		if strings.TrimSpace(s) != s {
+			t.Fatalf("%s: unit %d %q not trimmed", name, i, s)
+		}
+		if d.Pages > 0 && (u.Page < 1 || u.Page > d.Pages) {
+			t.Fatalf("%s: unit %d page %d, want 1..%d", name, i, u.Page, d.Pages)
+		}
+		end = u.End
+	}
+	for i, h := range d.Headings {
+		if h.Start > h.End || h.End > len(d.Text) || (i > 0 && h.Start < d.Headings[i-1].Start) {
+			t.Fatalf("%s: heading %d %+v out of order or range", name, i, h)
+		}
+	}
+}
+
+// wordsOf returns the case-folded words (runs of letters and digits) of s.
+func wordsOf(s string) []string {
+	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsNumber(r)
+	})
+}
+
+// coverage is the share of want's words (with repeats) found among got's.
+func coverage(want, got string) (float64, []string) {
+	have := map[string]bool{}
+	for _, w := range wordsOf(got) {
+		have[w] = true
+	}
+	ws := wordsOf(want)
+	found, missing := 0, map[string]bool{}
+	for _, w := range ws {
+		if have[w] {
+			found++
+		} else {
+			missing[w] = true
+		}
+	}
+	var miss []string
+	for w := range missing {
+		miss = append(miss, w)
+	}
+	if len(ws) == 0 {
+		return 1, nil
+	}
+	return float64(found) / float64(len(ws)), miss
+}
+
+func TestPDFRealFiles(t *testing.T) {
+	dir := sharedDocs(t)
+	for _, tc := range []struct {
+		file     string
+		pages    int
+		title    string
+		expected string // file in expected/, "" for none
+	}{
+		{"amt_handbook_sample.pdf", 1, "AMT General Handbook", "amt_handbook_sample.md"},
+		{"bookmark_sample.pdf", 3, "bookmark_sample", ""},
+		{"multi_page.pdf", 5, "multi_page", "multi_page.md"},
+		{"normal_4pages.pdf", 4, "코로나-19 관련 보험약관상 재해보험금 지급문제 및 개선과제", "normal_4pages.md"},
+		{"redp5110_sampled.pdf", 18, "redp5110_sampled", "redp5110_sampled.md"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			d, err := extractFile(t, filepath.Join(dir, "pdf", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSpans(t, tc.file, d)
+			if d.Pages != tc.pages || d.Title != tc.title {
+				t.Errorf("pages %d title %q, want %d %q", d.Pages, d.Title, tc.pages, tc.title)
+			}
+			if last := d.Units[len(d.Units)-1].Page; last != tc.pages {
+				t.Errorf("last unit on page %d, want %d", last, tc.pages)
+			}
+			if tc.expected == "" {
+				return
+			}
+			want, err := os.ReadFile(filepath.Join(dir, "expected", tc.expected))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cov, miss := coverage(string(want), d.Text)
+			t.Logf("%s: %d pages, %d units, %.1f%% of the expected words", tc.file, d.Pages, len(d.Units), 100*cov)
+			if cov < 0.95 {
+				t.Errorf("%.1f%% of the expected words, want ≥ 95%%; missing e.g. %q", 100*cov, miss[:min(len(miss), 20)])
+			}
+		})
+	}
+}
+
+func TestPDFOutlineHeadings(t *testing.T) {
+	d, err := extractFile(t, filepath.Join(sharedDocs(t), "pdf", "bookmark_sample.pdf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, h := range d.Headings {
+		got = append(got, fmt.Sprintf("%d %s", h.Level, h.Text))
+		if line := d.Text[h.Start:h.End]; line != h.Text {
+			t.Errorf("heading %q spans %q", h.Text, line)
+		}
+	}
+	want := []string{"1 PART I - DEFINITIONS", "2 1. Interpretation", "2 2. Construction of Terms",
+		"1 PART II - OBLIGATIONS", "2 3. Payment Terms", "3 3.1 Payment Schedule", "2 4. Termination",
+		"1 PART III - MISCELLANEOUS"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("headings\n got %q\nwant %q", got, want)
+	}
+	// A heading line is not a unit; the text under it is.
+	for _, u := range d.Units {
+		if strings.HasPrefix(d.Text[u.Start:u.End], "PART") {
+			t.Errorf("heading line in unit %q", d.Text[u.Start:u.End])
+		}
+	}
+}
+
+func TestPDFDamaged(t *testing.T) {
+	dir := filepath.Join(sharedDocs(t), "corrupt")
+	for _, f := range []string{"qpdf_bad-xref-entry.pdf", "qpdf_bad-xref.pdf", "qpdf_damaged-stream.pdf", "qpdf_eof-reading-token.pdf"} {
+		d, err := extractFile(t, filepath.Join(dir, f))
+		if err != nil {
+			t.Errorf("%s: %v, want PDFium to repair it", f, err)
+			continue
+		}
+		if !strings.Contains(d.Text, "Potato") {
+			t.Errorf("%s: text %q, want the page's word", f, d.Text)
+		}
+	}
+	for _, f := range []string{"derived_truncated_4KiB_employee_handbook.pdf", "derived_truncated_60pct_Northwind_Standard_Benefits_Details.pdf"} {
+		_, err := extractFile(t, filepath.Join(dir, f))
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "truncated") {
+			t.Errorf("%s: err = %v, want ErrCorrupt saying truncated", f, err)
+		}
+	}
+}
+
+// testPDF writes a PDF of the given pages, each one text line per string
+// (no text layer when a page is ""). With encrypt, the trailer names a
+// standard security handler whose user password is not empty.
+func testPDF(pages []string, encrypt bool) []byte {
+	var b bytes.Buffer
+	var offs []int
+	obj := func(body string) int {
+		offs = append(offs, b.Len())
+		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", len(offs), body)
+		return len(offs)
+	}
+	b.WriteString("%PDF-1.4\n")
+	obj("<< /Type /Catalog /Pages 2 0 R >>")
+	kids := make([]string, len(pages))
+	for i := range pages {
+		kids[i] = fmt.Sprintf("%d 0 R", 4+2*i)
+	}
+	obj(fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", strings.Join(kids, " "), len(pages)))
+	obj("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+	for _, p := range pages {
+		stream := ""
+		if p != "" {
+			stream = "BT /F1 12 Tf 72 720 Td (" + p + ") Tj ET"
+		}
+		obj(fmt.Sprintf("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>", len(offs)+2))
+		obj(fmt.Sprintf("<< /Length %d >>\nstream\n%s\nendstream", len(stream), stream))
+	}
+	trailer := fmt.Sprintf("/Size %d /Root 1 0 R", len(offs)+1)
+	if encrypt {
+		id := strings.Repeat("ab", 16)
+		enc := obj("<< /Filter /Standard /V 1 /R 2 /Length 40 /P -4 /O <" + strings.Repeat("11", 32) + "> /U <" + strings.Repeat("22", 32) + "> >>")
+		trailer = fmt.Sprintf("/Size %d /Root 1 0 R /Encrypt %d 0 R /ID [<%s> <%s>]", len(offs)+1, enc, id, id)
+	}
+	xref := b.Len()
+	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(offs)+1)
+	for _, o := range offs {
+		fmt.Fprintf(&b, "%010d 00000 n \n", o)
+	}
+	fmt.Fprintf(&b, "trailer\n<< %s >>\nstartxref\n%d\n%%%%EOF\n", trailer, xref)
+	return b.Bytes()
+}
+
+func TestPDFBuilt(t *testing.T) {
+	ctx := context.Background()
+	d, err := Extract(ctx, MediaPDF, "built.pdf", testPDF([]string{"Hello page one.", "", "Third page text."}, false), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSpans(t, "built.pdf", d)
+	if got := units(d); strings.Join(got, "|") != "Hello page one.|Third page text." || d.Units[1].Page != 3 || d.Pages != 3 {
+		t.Errorf("units %q pages %+v of %d", got, d.Units, d.Pages)
+	}
+	if d.Title != "built" {
+		t.Errorf("title %q, want the file name", d.Title)
+	}
+
+	_, err = Extract(ctx, MediaPDF, "locked.pdf", testPDF([]string{"secret"}, true), Limits{})
+	if !errors.Is(err, ErrEncrypted) {
+		t.Errorf("encrypted: err = %v, want ErrEncrypted", err)
+	}
+	_, err = Extract(ctx, MediaPDF, "scan.pdf", testPDF([]string{"", ""}, false), Limits{})
+	if !errors.Is(err, ErrEmpty) || !strings.Contains(err.Error(), "2 pages") {
+		t.Errorf("no text layer: err = %v, want ErrEmpty naming the pages", err)
+	}
+	_, err = Extract(ctx, MediaPDF, "fake.pdf", []byte("this is not a PDF at all"), Limits{})
+	if !errors.Is(err, ErrCorrupt) {
+		t.Errorf("not a PDF: err = %v, want ErrCorrupt", err)
+	}
+}
+
+// TestPDFTimeout checks that an extraction past its time limit fails with
+// ErrTimeout promptly, and that the engine still works afterwards (the
+// instance that was stopped is replaced).
+func TestPDFTimeout(t *testing.T) {
+	ctx := context.Background()
+	pages := make([]string, 3000)
+	for i := range pages {
+		pages[i] = fmt.Sprintf("Page %d of a long document about timeouts.", i+1)
+	}
+	big := testPDF(pages, false)
+	if _, err := Extract(ctx, MediaPDF, "warm.pdf", testPDF([]string{"warm"}, false), Limits{}); err != nil {
+		t.Fatal(err) // start the engine outside the measured call
+	}
+	start := time.Now()
+	_, err := Extract(ctx, MediaPDF, "big.pdf", big, Limits{Timeout: 20 * time.Millisecond})
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("timed out after %v, want about the limit", el)
+	}
+	for i := 0; i < 3; i++ { // every instance of the pool still serves
+		d, err := Extract(ctx, MediaPDF, "after.pdf", testPDF([]string{"still working"}, false), Limits{})
+		if err != nil || !strings.Contains(d.Text, "still working") {
+			t.Fatalf("after a timeout: %v", err)
+		}
+	}
+	d, err := Extract(ctx, MediaPDF, "big.pdf", big, Limits{})
+	if err != nil || d.Pages != len(pages) {
+		t.Fatalf("big PDF without a tight limit: %v", err)
+	}
+}
+
+func TestDetect(t *testing.T) {
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		{"a.md", "# hi", MediaMarkdown},
+		{"report", "%PDF-1.7\n...", MediaPDF},
+		{"report.txt", "\x00\x00%PDF-1.4", MediaPDF}, // junk before the header, as readers allow
+		{"x.pdf", "not a pdf", MediaPDF},
+		{"x.docx", "not a zip", MediaDOCX},
+		{"page.HTM", "<p>x", MediaHTML},
+	} {
+		got, err := Detect(tc.name, []byte(tc.data))
+		if err != nil || got != tc.want {
+			t.Errorf("Detect(%q) = %q, %v; want %q", tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := Detect("x.odt", []byte("PK\x03\x04")); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("odt: err = %v, want ErrUnsupported", err)
+	}
+}
+
+func TestExtractRecoversPanics(t *testing.T) {
+	saved := extractors[MediaText]
+	defer func() { extractors[MediaText] = saved }()
+	extractors[MediaText] = &Extractor{MediaText, "text", 1, func(context.Context, string, []byte, Limits) (*Doc, error) {
+		var m map[string]int
+		m["boom"]++ // a nil map write: a runtime panic
+		return nil, nil
+	}}
+	_, err := Extract(context.Background(), MediaText, "x.txt", []byte("x"), Limits{})
+	if !errors.Is(err, ErrPanic) || !strings.Contains(err.Error(), "text/1") {
+		t.Errorf("err = %v, want ErrPanic naming the extractor", err)
+	}
+}
+
+func TestIDs(t *testing.T) {
+	if got := IDs(); got != "docx/1 html/1 markdown/1 pdf/1 text/1" {
+		t.Errorf("IDs() = %q", got)
+	}
+}
