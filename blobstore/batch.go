@@ -173,7 +173,7 @@ func encodeRecord(rec *Record) (string, []byte, error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("put record: %w", err)
 	}
-	if _, err := BlobKey(rec.BlobID); err != nil {
+	if err := checkBlobRef(rec); err != nil {
 		return "", nil, fmt.Errorf("put record %s: %w", rec.DocID, err)
 	}
 	data, err := json.MarshalIndent(rec, "", "  ")

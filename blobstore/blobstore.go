@@ -60,9 +60,24 @@ type Record struct {
 	Title       string    `json:"title"`                 // as extracted at ingest, or as given (TitleGiven)
 	TitleGiven  bool      `json:"title_given,omitempty"` // the ingest caller set Title, over extraction
 	Sensitivity string    `json:"sensitivity"`           // "public", "internal" or "restricted"
-	BlobID      string    `json:"blob_id"`               // "sha256:<64 hex>"
+	BlobID      string    `json:"blob_id"`               // "sha256:<64 hex>"; "" only with Error
 	Language    string    `json:"language"`              // BCP 47 tag, e.g. "en"
 	IngestedAt  time.Time `json:"ingested_at"`           // when this version of the document was ingested
+	// Error says why the document's bytes were never stored (a file over
+	// the ingest size cap); BlobID is then "". A document whose bytes are
+	// stored but fail extraction has no Error here: whether bytes extract
+	// is derived, by the index, and retried by a rebuild.
+	Error string `json:"error,omitempty"`
+}
+
+// checkBlobRef accepts a record's BlobID: a blob id, or "" when the
+// record carries an Error instead of bytes.
+func checkBlobRef(rec *Record) error {
+	if rec.BlobID == "" && rec.Error != "" {
+		return nil
+	}
+	_, err := BlobKey(rec.BlobID)
+	return err
 }
 
 // Store is a blob bucket holding escurel's blobs and document records. It is
@@ -318,7 +333,7 @@ func decodeRecord(data []byte) (*Record, error) {
 	if _, err := RecordKey(rec.DocID); err != nil {
 		return nil, fmt.Errorf("%v: %w", err, ErrCorrupt)
 	}
-	if _, err := BlobKey(rec.BlobID); err != nil {
+	if err := checkBlobRef(&rec); err != nil {
 		return nil, fmt.Errorf("%v: %w", err, ErrCorrupt)
 	}
 	return &rec, nil

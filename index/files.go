@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -25,6 +26,9 @@ type IngestOptions struct {
 	// MaxFileBytes caps a file's size; a larger file fails unread.
 	// 0 means DefaultMaxFileBytes.
 	MaxFileBytes int64
+	// Listed, when not nil, is called once the paths are walked, with the
+	// number of files found (the total Progress counts up to).
+	Listed func(files int)
 	// Progress, when not nil, is called after each file, from the calling
 	// goroutine.
 	Progress func(FileResult)
@@ -41,11 +45,26 @@ type FileResult struct {
 // Summary totals an IngestFiles call.
 type Summary struct {
 	Added, Replaced, Unchanged int
-	Failed                     []FileResult // files that could not be ingested, in walk order
-	Skipped                    []string     // in directories: hidden entries, symlinked directories, other extensions
-	Blocks                     int          // blocks of the added and replaced documents
-	Bytes                      int64        // bytes read
-	Elapsed                    time.Duration
+	// Failed lists the files that are not searchable, in walk order: those
+	// stored as failed (Result.Status Failed) and those of which nothing
+	// was stored (Status "").
+	Failed []FileResult
+	// Formats totals the files read, by format name (extract.Extractor
+	// Name: "markdown", "pdf", …).
+	Formats map[string]*FormatSummary
+	Skipped []string // in directories: hidden entries, symlinked directories, other extensions
+	Blocks  int      // blocks of the added and replaced documents
+	Bytes   int64    // bytes read
+	Elapsed time.Duration
+}
+
+// FormatSummary totals the files of one format in an IngestFiles call.
+type FormatSummary struct {
+	Documents int           `json:"documents"`  // files read, failed ones included
+	Pages     int           `json:"pages"`      // pages of the paged ones (PDF)
+	Blocks    int           `json:"blocks"`     // blocks they have now (unchanged ones included)
+	Failed    int           `json:"failed"`     // files not searchable
+	Extract   time.Duration `json:"extract_ns"` // extraction wall time, summed over files
 }
 
 // IngestFiles ingests files and directories (recursively, in lexical order).
@@ -56,10 +75,14 @@ type Summary struct {
 // directories (not followed) and files with an extension escurel does not
 // read are skipped and listed in Summary.Skipped.
 //
-// A bad file is recorded in Summary.Failed and the batch goes on: an
-// unreadable file or directory, one that is not a regular file (a FIFO, a
-// device), one over the size cap, a named file with an unsupported
-// extension (never read), and the extraction errors of Ingest. The returned
+// A bad file is recorded in Summary.Failed and the batch goes on. Files
+// whose bytes fail extraction (Ingest) and files over the size cap are
+// also stored as failed documents, listed by Index.Failed (over the cap,
+// with a record but no blob: the bytes are never read). Of an unreadable
+// file or directory, one that is not a regular file (a FIFO, a device),
+// or a named file whose type escurel does not read, nothing is stored. A
+// named file is read whatever its extension, and its content decides its
+// type (extract.Detect). The returned
 // error is for what stops the batch: a cancelled ctx, a path argument that
 // does not exist, a storage failure. Summary counts what was done before it.
 func (ix *Index) IngestFiles(ctx context.Context, paths []string, opts IngestOptions) (sum Summary, err error) {
@@ -71,6 +94,9 @@ func (ix *Index) IngestFiles(ctx context.Context, paths []string, opts IngestOpt
 	files, err := listFiles(ctx, paths, &sum)
 	if err != nil {
 		return sum, err
+	}
+	if opts.Listed != nil {
+		opts.Listed(len(files))
 	}
 	for len(files) > 0 {
 		n, size := 0, int64(0)
@@ -201,16 +227,22 @@ func (ix *Index) ingestFileBatch(ctx context.Context, files []fileEntry, opts In
 		if out[i].Err = f.err; f.err != nil {
 			continue
 		}
+		in := Input{Source: filepath.ToSlash(f.real), Name: filepath.Base(f.real), Language: opts.Language, Sensitivity: opts.Sensitivity}
 		data, err := readFile(f, opts.MaxFileBytes)
-		if err != nil {
+		switch {
+		case errors.Is(err, errTooLarge):
+			if _, mtErr := extract.MediaType(f.path); mtErr != nil {
+				out[i].Err = &DocumentError{Source: f.real, Err: err}
+				continue
+			}
+			in.Failure = err.Error()
+		case err != nil:
 			out[i].Err = &DocumentError{Source: f.real, Err: err}
 			continue
 		}
 		out[i].Bytes = int64(len(data))
-		ins = append(ins, Input{
-			Source: filepath.ToSlash(f.real), Name: filepath.Base(f.real), Data: data,
-			Language: opts.Language, Sensitivity: opts.Sensitivity,
-		})
+		in.Data = data
+		ins = append(ins, in)
 		at = append(at, i)
 	}
 	res, errs, err := ix.IngestBatch(ctx, ins)
@@ -222,6 +254,27 @@ func (ix *Index) ingestFileBatch(ctx context.Context, files []fileEntry, opts In
 	}
 	for _, fr := range out {
 		sum.Bytes += fr.Bytes
+		if fr.MediaType != "" {
+			if sum.Formats == nil {
+				sum.Formats = map[string]*FormatSummary{}
+			}
+			name := fr.MediaType
+			if e, err := extract.For(fr.MediaType); err == nil {
+				name = e.Name
+			}
+			f := sum.Formats[name]
+			if f == nil {
+				f = &FormatSummary{}
+				sum.Formats[name] = f
+			}
+			f.Documents++
+			f.Pages += fr.Pages
+			f.Blocks += fr.Blocks
+			f.Extract += fr.ExtractTime
+			if fr.Err != nil {
+				f.Failed++
+			}
+		}
 		if fr.Err != nil {
 			sum.Failed = append(sum.Failed, fr)
 		} else {
@@ -244,14 +297,14 @@ func (ix *Index) ingestFileBatch(ctx context.Context, files []fileEntry, opts In
 	return nil
 }
 
+// errTooLarge is a file over the size cap.
+var errTooLarge = errors.New("file over the size cap")
+
 // readFile reads a listed file after checking, without reading it, that
-// its extension is one escurel reads and its size is within max.
+// its size is within max.
 func readFile(f fileEntry, max int64) ([]byte, error) {
-	if _, err := extract.MediaType(f.path); err != nil {
-		return nil, err
-	}
 	if f.size > max {
-		return nil, fmt.Errorf("%d bytes, over the %d-byte cap", f.size, max)
+		return nil, fmt.Errorf("%w: %d bytes, over %d (--max-file-bytes; IngestOptions.MaxFileBytes); not read", errTooLarge, f.size, max)
 	}
 	fh, err := os.Open(f.real)
 	if err != nil {
@@ -263,7 +316,7 @@ func readFile(f fileEntry, max int64) ([]byte, error) {
 		return nil, err
 	}
 	if int64(len(data)) > max {
-		return nil, fmt.Errorf("over the %d-byte cap", max)
+		return nil, fmt.Errorf("%w: more than %d bytes (--max-file-bytes; IngestOptions.MaxFileBytes); not read", errTooLarge, max)
 	}
 	return data, nil
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/escurel/escurel/embed"
 	"github.com/escurel/escurel/index/analysis"
 	"github.com/escurel/escurel/index/chunk"
+	"github.com/escurel/escurel/index/extract"
 	"github.com/escurel/escurel/index/fts"
 )
 
@@ -85,6 +86,11 @@ type Options struct {
 	// "4GB"). Default DefaultMemoryLimit; DuckDB's own default is 80% of
 	// the machine's memory, which an embedded library should not claim.
 	MemoryLimit string
+	// Extract bounds each extraction: its time limit and how many bytes a
+	// compressed container (a DOCX) may decompress to. The zero value means
+	// extract's defaults (1 min, 256 MiB). A document past a limit is
+	// recorded as failed (Result.Status Failed).
+	Extract extract.Limits
 }
 
 // DefaultMemoryLimit is the default Options.MemoryLimit.
@@ -116,6 +122,7 @@ type Index struct {
 	genMu    sync.RWMutex // read-held by every use of the generation's state; held by Reload to switch it
 	memLimit string       // DuckDB memory_limit, for the generations Reload opens
 	workers  int          // Options.Workers, resolved
+	limits   extract.Limits
 	now      func() time.Time
 }
 
@@ -203,6 +210,7 @@ func open(ctx context.Context, dir, gen string, opts *Options) (_ *Index, err er
 	ix.path = GenerationPath(dir, ix.gen)
 	ix.memLimit = want.memoryLimit
 	ix.workers = opts.Workers
+	ix.limits = opts.Extract
 	if ix.workers <= 0 {
 		ix.workers = runtime.GOMAXPROCS(0)
 	}
@@ -249,7 +257,7 @@ func (ix *Index) init(ctx context.Context, want settings) error {
 		}
 		m = Manifest{SchemaVersion: SchemaVersion, EmbedderModel: got.embedder.Model, EmbedderDim: got.embedder.Dim,
 			EmbedderSpec: got.embedder.String(), Chunker: got.chunker.String(), Analyzer: got.analyzer,
-			Contextualize: got.contextualize, EscurelVersion: Version, CreatedAt: now, UpdatedAt: now}
+			Contextualize: got.contextualize, Extractors: extract.IDs(), EscurelVersion: Version, CreatedAt: now, UpdatedAt: now}
 		if err := writeManifest(ctx, ix.db, m); err != nil {
 			return err
 		}
@@ -277,6 +285,9 @@ func (ix *Index) init(ctx context.Context, want settings) error {
 			m.SchemaVersion, m.EscurelVersion, m.UpdatedAt = SchemaVersion, Version, now
 			if m.EmbedderSpec == "" {
 				m.EmbedderSpec = m.Embedder().String()
+			}
+			if m.Extractors == "" {
+				m.Extractors = extract.IDs()
 			}
 			if err := writeManifest(ctx, ix.db, m); err != nil {
 				return err

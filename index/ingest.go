@@ -59,6 +59,12 @@ type Input struct {
 	// rebuild must not write records, or it would bring back a document
 	// deleted from the live index while it ran.
 	Rederive bool
+	// Failure, when not empty, records the document as failed for this
+	// reason without storing or extracting Data, which must be empty:
+	// IngestFiles sets it for a file over the size cap, which it never
+	// reads, and a rebuild for the record of such a file
+	// (blobstore.Record.Error).
+	Failure string
 }
 
 // Status says what Ingest did with a document.
@@ -69,6 +75,17 @@ const (
 	Added     Status = "added"     // a new document
 	Replaced  Status = "replaced"  // a changed document: its old blocks are gone
 	Unchanged Status = "unchanged" // same bytes and settings: nothing written
+	// Failed: the bytes could not be extracted (corrupt, encrypted, over a
+	// limit, …). The blob and the record are stored and the document is
+	// listed with its reason (Index.Failed), but it has no blocks until a
+	// rebuild or a new version extracts.
+	Failed Status = "failed"
+)
+
+// Document statuses in the index (documents.status).
+const (
+	statusOK     = "ok"
+	statusFailed = "failed"
 )
 
 // Result is the outcome of ingesting one document.
@@ -76,13 +93,24 @@ type Result struct {
 	DocID  string
 	Source string
 	Title  string
-	Status Status
-	Blocks int // blocks the document has now
+	// Status is "" when nothing of the document was stored (the error
+	// says why).
+	Status    Status
+	Blocks    int    // blocks the document has now
+	MediaType string // as detected (extract.Detect) or given
+	Pages     int    // pages of a paged format (PDF), else 0
+	Extractor string // the extractor's ID, e.g. "pdf/1"
+	// Reason says why the document Failed; "" otherwise.
+	Reason string
+	// ExtractTime is the wall time of extraction.
+	ExtractTime time.Duration
 }
 
-// DocumentError is a problem with one input document (unsupported type,
-// empty, binary, invalid UTF-8, bad front matter or metadata). Nothing of the
-// document was stored. Err wraps an extract error where there is one.
+// DocumentError is a problem with one input document: one that cannot be
+// read (unsupported type, bad metadata), of which nothing was stored, or
+// one whose bytes fail extraction (empty, binary, invalid UTF-8, bad front
+// matter, corrupt, encrypted, over a limit), which is stored as Failed
+// (see Result.Status). Err wraps an extract error where there is one.
 type DocumentError struct {
 	Source string
 	Err    error
@@ -125,6 +153,29 @@ type pending struct {
 	rec    *blobstore.Record
 	blocks []block
 	exists bool // the index has rows of the document to delete first
+	// status is statusOK or statusFailed; failure is the extraction error
+	// of a failed document.
+	status    string
+	failure   error
+	extractor string // extract.Extractor ID; "" when extraction never ran
+	pages     int
+	text      string // the extracted text to keep, for formats whose text is not the blob
+	took      time.Duration
+}
+
+// reason is what documents.reason holds: the failure, or "".
+func (p *pending) reason() string {
+	if p.failure == nil {
+		return ""
+	}
+	return p.failure.Error()
+}
+
+// storedDoc is a document as the index holds it.
+type storedDoc struct {
+	rec       *blobstore.Record
+	status    string
+	extractor string
 }
 
 // IngestBatch ingests ins as Ingest does, with one transaction for all of
@@ -148,7 +199,7 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 	for i, in := range ins {
 		ids[i] = blobstore.DocID(in.Source)
 	}
-	current, err := ix.currentRecords(ctx, ids)
+	current, err := ix.currentDocs(ctx, ids)
 	if err != nil {
 		return res, errs, err
 	}
@@ -159,7 +210,8 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 		old := current[docID]
 		exists := old != nil
 		if j, ok := slot[docID]; ok { // the batch already replaces it
-			old, exists = writes[j].rec, writes[j].exists
+			w := writes[j]
+			old, exists = &storedDoc{rec: w.rec, status: w.status, extractor: w.extractor}, w.exists
 		}
 		p, err := derived[i].p, derived[i].err
 		if err != nil {
@@ -172,25 +224,46 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 		}
 		p.exists = exists
 		res[i].Title, res[i].Blocks, res[i].Status = p.rec.Title, len(p.blocks), Added
+		res[i].MediaType, res[i].Pages, res[i].Extractor, res[i].Reason, res[i].ExtractTime = p.rec.MediaType, p.pages, p.extractor, p.reason(), p.took
+		if p.status == statusFailed {
+			errs[i] = &DocumentError{Source: in.Source, Err: p.failure}
+			res[i].Status = Failed
+			if old != nil && old.status == statusOK && !in.Rederive {
+				// A new version that fails must not take down the one
+				// being served: nothing of it is stored.
+				errs[i] = &DocumentError{Source: in.Source, Err: fmt.Errorf("%w (the version ingested at %s stays indexed)",
+					p.failure, old.rec.IngestedAt.Format(time.RFC3339))}
+				res[i] = Result{DocID: docID, Source: in.Source, Title: old.rec.Title, MediaType: p.rec.MediaType,
+					Extractor: p.extractor, Reason: p.reason(), ExtractTime: p.took}
+				continue
+			}
+		}
 		if old != nil {
 			// A rebuild's catch-up re-derives a document re-ingested with
 			// the same bytes: its rows must take the record's new time.
-			if sameDocument(old, p.rec) && (!in.Rederive || old.IngestedAt.Equal(p.rec.IngestedAt)) {
-				res[i].Status = Unchanged
+			if sameDocument(old.rec, p.rec) && old.status == p.status && old.extractor == p.extractor &&
+				(!in.Rederive || old.rec.IngestedAt.Equal(p.rec.IngestedAt)) {
+				if p.status == statusOK {
+					res[i].Status = Unchanged
+				}
 				// The rows are current; make sure the blob store still
 				// holds what they derive from.
 				if !in.Rederive {
-					if err := ix.ensureStored(ctx, in.Data, old); err != nil {
+					if err := ix.ensureStored(ctx, in.Data, old.rec); err != nil {
 						return res, errs, err
 					}
 				}
 				continue
 			}
-			res[i].Status = Replaced
+			if p.status == statusOK {
+				res[i].Status = Replaced
+			}
 		}
 		if !in.Rederive {
-			if _, err := batch.Put(ctx, in.Data); err != nil {
-				return res, errs, fmt.Errorf("ingest %s: %w", in.Source, err)
+			if p.rec.BlobID != "" {
+				if _, err := batch.Put(ctx, in.Data); err != nil {
+					return res, errs, fmt.Errorf("ingest %s: %w", in.Source, err)
+				}
 			}
 			if err := batch.PutRecord(ctx, p.rec); err != nil {
 				return res, errs, fmt.Errorf("ingest %s: %w", in.Source, err)
@@ -235,14 +308,20 @@ type derivation struct {
 // deriveAll derives every input, on all cores when the batch names each
 // source once (a source given twice derives from its earlier version, so
 // such a batch derives in order).
-func (ix *Index) deriveAll(ctx context.Context, ins []Input, ids []string, current map[string]*blobstore.Record) []derivation {
+func (ix *Index) deriveAll(ctx context.Context, ins []Input, ids []string, current map[string]*storedDoc) []derivation {
 	out := make([]derivation, len(ins))
 	seen := make(map[string]bool, len(ids))
+	recOf := func(id string) *blobstore.Record {
+		if d := current[id]; d != nil {
+			return d.rec
+		}
+		return nil
+	}
 	for _, id := range ids {
 		if seen[id] {
 			var prev = map[string]*blobstore.Record{}
 			for i, in := range ins {
-				old := current[ids[i]]
+				old := recOf(ids[i])
 				if r, ok := prev[ids[i]]; ok {
 					old = r
 				}
@@ -262,7 +341,7 @@ func (ix *Index) deriveAll(ctx context.Context, ins []Input, ids []string, curre
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				out[i].p, out[i].err = ix.derive(ctx, ins[i], current[ids[i]])
+				out[i].p, out[i].err = ix.derive(ctx, ins[i], recOf(ids[i]))
 			}
 		}()
 	}
@@ -277,8 +356,10 @@ func (ix *Index) deriveAll(ctx context.Context, ins []Input, ids []string, curre
 // ensureStored puts the blob and record of an unchanged document back if the
 // blob store lost them.
 func (ix *Index) ensureStored(ctx context.Context, data []byte, rec *blobstore.Record) error {
-	if _, err := ix.blobs.Put(ctx, data); err != nil {
-		return fmt.Errorf("ingest %s: %w", rec.Source, err)
+	if rec.BlobID != "" {
+		if _, err := ix.blobs.Put(ctx, data); err != nil {
+			return fmt.Errorf("ingest %s: %w", rec.Source, err)
+		}
 	}
 	got, err := ix.blobs.GetRecord(ctx, rec.DocID)
 	if err == nil && sameDocument(got, rec) && got.IngestedAt.Equal(rec.IngestedAt) {
@@ -316,6 +397,11 @@ func CheckSensitivity(s string) error {
 // no storage. old is the document's current record, if any: its language
 // and sensitivity apply when neither the input nor the front matter sets
 // them.
+//
+// Bytes that fail extraction give a pending document with status
+// statusFailed and no blocks, not an error: the caller stores it. The
+// error is a *DocumentError for input that cannot be taken at all (no
+// source, an unsupported type, bad metadata), or ctx's error.
 func (ix *Index) derive(ctx context.Context, in Input, old *blobstore.Record) (pending, error) {
 	bad := func(err error) (pending, error) {
 		return pending{}, &DocumentError{Source: in.Source, Err: err}
@@ -323,34 +409,57 @@ func (ix *Index) derive(ctx context.Context, in Input, old *blobstore.Record) (p
 	if in.Source == "" {
 		return bad(errors.New("empty source"))
 	}
+	if in.Failure != "" && len(in.Data) > 0 {
+		return bad(errors.New("input has both a failure and data"))
+	}
 	name := in.Name
 	if name == "" {
 		name = path.Base(strings.ReplaceAll(in.Source, "\\", "/"))
 	}
 	mediaType := in.MediaType
 	if mediaType == "" {
-		mt, err := extract.MediaType(name)
+		var err error
+		if in.Failure != "" {
+			mediaType, err = extract.MediaType(name)
+		} else {
+			mediaType, err = extract.Detect(name, in.Data)
+		}
 		if err != nil {
 			return bad(err)
 		}
-		mediaType = mt
 	}
-	doc, err := extract.Extract(ctx, mediaType, name, in.Data, extract.Limits{})
+	ext, err := extract.For(mediaType)
 	if err != nil {
 		return bad(err)
 	}
+	start := time.Now()
+	var doc *extract.Doc
+	var failure error
+	if in.Failure != "" {
+		failure = errors.New(in.Failure)
+	} else if doc, err = extract.Extract(ctx, mediaType, name, in.Data, ix.limits); err != nil {
+		if ctx.Err() != nil {
+			return pending{}, ctx.Err()
+		}
+		failure = err
+	}
+	took := time.Since(start)
 	var oldLang, oldSens string
 	if old != nil {
 		oldLang, oldSens = old.Language, old.Sensitivity
 	}
-	lang := firstNonEmpty(doc.Language, in.Language, oldLang, DefaultLanguage)
+	var docLang, docSens, docTitle string
+	if doc != nil {
+		docLang, docSens, docTitle = doc.Language, doc.Sensitivity, doc.Title
+	}
+	lang := firstNonEmpty(docLang, in.Language, oldLang, DefaultLanguage)
 	if err := CheckLanguage(lang); err != nil {
 		return bad(err)
 	}
 	if err := ix.analyzer.CheckLanguage(lang); err != nil {
 		return bad(err)
 	}
-	sens := firstNonEmpty(doc.Sensitivity, in.Sensitivity, oldSens, Public)
+	sens := firstNonEmpty(docSens, in.Sensitivity, oldSens, Public)
 	if err := CheckSensitivity(sens); err != nil {
 		return bad(err)
 	}
@@ -358,17 +467,29 @@ func (ix *Index) derive(ctx context.Context, in Input, old *blobstore.Record) (p
 	if at.IsZero() {
 		at = ix.now()
 	}
-	if in.Title != "" {
-		doc.Title = in.Title
-	}
+	title := firstNonEmpty(in.Title, docTitle, extract.BaseTitle(name))
 	rec := &blobstore.Record{
-		DocID: blobstore.DocID(in.Source), Source: in.Source, MediaType: mediaType, Title: doc.Title, TitleGiven: in.Title != "",
-		Sensitivity: sens, BlobID: blobstore.BlobID(in.Data), Language: lang,
-		IngestedAt: at.UTC().Truncate(time.Microsecond),
+		DocID: blobstore.DocID(in.Source), Source: in.Source, MediaType: mediaType, Title: title, TitleGiven: in.Title != "",
+		Sensitivity: sens, Language: lang, IngestedAt: at.UTC().Truncate(time.Microsecond), Error: in.Failure,
+	}
+	p := pending{rec: rec, status: statusOK, extractor: ext.ID(), took: took}
+	if in.Failure == "" {
+		rec.BlobID = blobstore.BlobID(in.Data)
+	} else {
+		p.extractor = "" // never ran
+	}
+	if failure != nil {
+		p.status, p.failure = statusFailed, failure
+		return p, nil
+	}
+	doc.Title = title
+	p.pages = doc.Pages
+	if !textIsBlob(mediaType) {
+		p.text = doc.Text
 	}
 
 	spans := ix.chunker.Chunker().Chunk(doc)
-	blocks := make([]block, len(spans))
+	p.blocks = make([]block, len(spans))
 	for i, sp := range spans {
 		b := block{Block: sp, body: doc.Text[sp.Start:sp.End]}
 		if sp.HasWindow() {
@@ -383,9 +504,15 @@ func (ix *Index) derive(ctx context.Context, in Input, old *blobstore.Record) (p
 		}
 		b.terms[fts.Body] = ix.analyzer.Terms(nil, b.body, lang)
 		b.terms[fts.Context] = ix.analyzer.Terms(nil, b.context, lang)
-		blocks[i] = b
+		p.blocks[i] = b
 	}
-	return pending{rec: rec, blocks: blocks}, nil
+	return p, nil
+}
+
+// textIsBlob reports whether a media type's extracted text is its bytes
+// (Markdown, plain text), so that the index need not keep it.
+func textIsBlob(mediaType string) bool {
+	return mediaType == extract.MediaMarkdown || mediaType == extract.MediaText
 }
 
 // embedAll embeds the blocks of docs, in batches across documents and
@@ -441,18 +568,22 @@ func sameDocument(a, b *blobstore.Record) bool {
 }
 
 func (ix *Index) currentRecord(ctx context.Context, docID string) (*blobstore.Record, error) {
-	recs, err := ix.currentRecords(ctx, []string{docID})
-	return recs[docID], err
+	docs, err := ix.currentDocs(ctx, []string{docID})
+	if d := docs[docID]; d != nil {
+		return d.rec, err
+	}
+	return nil, err
 }
 
-// currentRecords returns the index's copies of the records of docIDs, by
-// doc id; documents the index does not hold are absent.
-func (ix *Index) currentRecords(ctx context.Context, docIDs []string) (map[string]*blobstore.Record, error) {
-	out := map[string]*blobstore.Record{}
+// currentDocs returns the index's copies of the records of docIDs, with
+// their status, by doc id; documents the index does not hold are absent.
+func (ix *Index) currentDocs(ctx context.Context, docIDs []string) (map[string]*storedDoc, error) {
+	out := map[string]*storedDoc{}
 	if len(docIDs) == 0 {
 		return out, nil
 	}
-	rows, err := ix.db.QueryContext(ctx, `SELECT doc_id, source, media_type, title, title_from, sensitivity, blob_id, language, ingested_at
+	rows, err := ix.db.QueryContext(ctx, `SELECT doc_id, source, media_type, title, title_from, sensitivity, blob_id, language, ingested_at,
+		status, reason, extractor
 		FROM documents WHERE doc_id IN (SELECT unnest(?::VARCHAR[]))`, docIDs)
 	if err != nil {
 		return nil, fmt.Errorf("read documents: %w", err)
@@ -460,13 +591,19 @@ func (ix *Index) currentRecords(ctx context.Context, docIDs []string) (map[strin
 	defer rows.Close()
 	for rows.Next() {
 		var r blobstore.Record
-		var titleFrom string
-		if err := rows.Scan(&r.DocID, &r.Source, &r.MediaType, &r.Title, &titleFrom, &r.Sensitivity, &r.BlobID, &r.Language, &r.IngestedAt); err != nil {
+		var d storedDoc
+		var titleFrom, reason string
+		if err := rows.Scan(&r.DocID, &r.Source, &r.MediaType, &r.Title, &titleFrom, &r.Sensitivity, &r.BlobID, &r.Language, &r.IngestedAt,
+			&d.status, &reason, &d.extractor); err != nil {
 			return nil, fmt.Errorf("read documents: %w", err)
 		}
 		r.TitleGiven = titleFrom == titleFromInput
 		r.IngestedAt = r.IngestedAt.UTC()
-		out[r.DocID] = &r
+		if r.BlobID == "" {
+			r.Error = reason // a document whose bytes were never stored
+		}
+		d.rec = &r
+		out[r.DocID] = &d
 	}
 	return out, rows.Err()
 }

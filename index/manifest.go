@@ -40,10 +40,14 @@ type Manifest struct {
 	// EmbedderSpec is the embedder's whole spec (embed.Spec.String()),
 	// identity and how to reach the model; "" in files made before schema
 	// 7, where the spec is EmbedderModel/EmbedderDim.
-	EmbedderSpec   string    `json:"embedder_spec"`
-	Chunker        string    `json:"chunker"`       // chunk.Spec.String()
-	Analyzer       string    `json:"analyzer"`      // analysis.Analyzer.ID()
-	Contextualize  string    `json:"contextualize"` // ContextStructural or ContextOff
+	EmbedderSpec  string `json:"embedder_spec"`
+	Chunker       string `json:"chunker"`       // chunk.Spec.String()
+	Analyzer      string `json:"analyzer"`      // analysis.Analyzer.ID()
+	Contextualize string `json:"contextualize"` // ContextStructural or ContextOff
+	// Extractors are the extractor IDs (extract.IDs) of the binary that
+	// created the index or upgraded its schema. Each document row names
+	// its own extractor; a newer one is taken up by escurel rebuild.
+	Extractors     string    `json:"extractors"`
 	EscurelVersion string    `json:"escurel_version"`
 	CreatedAt      time.Time `json:"created_at"` // UTC
 	UpdatedAt      time.Time `json:"updated_at"` // UTC
@@ -288,9 +292,9 @@ func reach(m, configured embed.Spec) embed.Spec {
 func readManifest(ctx context.Context, db *sql.DB) (Manifest, bool, error) {
 	var m Manifest
 	err := db.QueryRowContext(ctx, `SELECT schema_version, embedder_model, embedder_dim, embedder_spec, chunker, analyzer,
-		contextualize, escurel_version, created_at, updated_at FROM manifest WHERE id = 1`).Scan(
+		contextualize, extractors, escurel_version, created_at, updated_at FROM manifest WHERE id = 1`).Scan(
 		&m.SchemaVersion, &m.EmbedderModel, &m.EmbedderDim, &m.EmbedderSpec, &m.Chunker, &m.Analyzer,
-		&m.Contextualize, &m.EscurelVersion, &m.CreatedAt, &m.UpdatedAt)
+		&m.Contextualize, &m.Extractors, &m.EscurelVersion, &m.CreatedAt, &m.UpdatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, false, nil
 	}
@@ -303,10 +307,10 @@ func readManifest(ctx context.Context, db *sql.DB) (Manifest, bool, error) {
 
 func writeManifest(ctx context.Context, db *sql.DB, m Manifest) error {
 	_, err := db.ExecContext(ctx, `INSERT OR REPLACE INTO manifest (id, schema_version, embedder_model, embedder_dim,
-		embedder_spec, chunker, analyzer, contextualize, escurel_version, created_at, updated_at)
-		VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		embedder_spec, chunker, analyzer, contextualize, extractors, escurel_version, created_at, updated_at)
+		VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		m.SchemaVersion, m.EmbedderModel, m.EmbedderDim, m.EmbedderSpec, m.Chunker, m.Analyzer, m.Contextualize,
-		m.EscurelVersion, m.CreatedAt, m.UpdatedAt)
+		m.Extractors, m.EscurelVersion, m.CreatedAt, m.UpdatedAt)
 	if err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}

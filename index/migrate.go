@@ -90,6 +90,13 @@ var schemaColumns = []column{
 	{"embedding_sets", "dim", "INTEGER", "0"},
 	{"embedding_sets", "created_at", "TIMESTAMP", "TIMESTAMP '1970-01-01'"},
 	{"manifest", "embedder_spec", "VARCHAR", "''"},
+	{"documents", "status", "VARCHAR", "'ok'"},
+	{"documents", "reason", "VARCHAR", "''"},
+	{"documents", "extractor", "VARCHAR", "''"},
+	{"documents", "pages", "INTEGER", "0"},
+	{"document_text", "doc_id", "VARCHAR", "''"},
+	{"document_text", "text", "VARCHAR", "''"},
+	{"manifest", "extractors", "VARCHAR", "''"},
 }
 
 // migrate brings the database up to SchemaVersion: it applies each missing

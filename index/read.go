@@ -2,23 +2,35 @@ package index
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
+	"strings"
+	"time"
 
+	"github.com/escurel/escurel/index/extract"
 	"github.com/escurel/escurel/index/fts"
 )
 
 // Stats describes an index for `escurel status`.
 type Stats struct {
-	Path          string    `json:"path"`
-	BlobURL       string    `json:"blob_url"`
-	SchemaVersion int       `json:"schema_version"`
-	Manifest      Manifest  `json:"manifest"`
-	Documents     int64     `json:"documents"`
-	Blocks        int64     `json:"blocks"`
-	EmbeddingSet  string    `json:"embedding_set,omitempty"` // the active set's name; "" without vectors
-	Embeddings    int64     `json:"embeddings"`              // vectors in the active set
-	FullText      fts.Stats `json:"full_text"`
-	FileBytes     int64     `json:"file_bytes"` // size of the DuckDB file
+	Path          string   `json:"path"`
+	BlobURL       string   `json:"blob_url"`
+	SchemaVersion int      `json:"schema_version"`
+	Manifest      Manifest `json:"manifest"`
+	Documents     int64    `json:"documents"`
+	Failed        int64    `json:"failed"` // documents whose bytes failed extraction (Index.Failed lists them)
+	// Extractors counts the documents by the extractor that read them
+	// (e.g. "pdf/1"); "" counts documents never extracted (over the size
+	// cap). StaleExtractors lists those not among this binary's
+	// (extract.IDs): escurel rebuild reads their documents again.
+	Extractors      map[string]int64 `json:"extractors"`
+	StaleExtractors []string         `json:"stale_extractors,omitempty"`
+	Blocks          int64            `json:"blocks"`
+	EmbeddingSet    string           `json:"embedding_set,omitempty"` // the active set's name; "" without vectors
+	Embeddings      int64            `json:"embeddings"`              // vectors in the active set
+	FullText        fts.Stats        `json:"full_text"`
+	FileBytes       int64            `json:"file_bytes"` // size of the DuckDB file
 }
 
 // Stats counts the index's rows.
@@ -38,6 +50,33 @@ func (ix *Index) Stats(ctx context.Context) (Stats, error) {
 		(SELECT count(*) FROM blocks),
 		`+vectors).Scan(&st.SchemaVersion, &st.Documents, &st.Blocks, &st.Embeddings)
 	if err != nil {
+		return st, fmt.Errorf("stats: %w", err)
+	}
+	if err := ix.db.QueryRowContext(ctx, `SELECT count(*) FROM documents WHERE status = ?`, statusFailed).Scan(&st.Failed); err != nil {
+		return st, fmt.Errorf("stats: %w", err)
+	}
+	rows, err := ix.db.QueryContext(ctx, `SELECT extractor, count(*) FROM documents GROUP BY extractor ORDER BY extractor`)
+	if err != nil {
+		return st, fmt.Errorf("stats: %w", err)
+	}
+	defer rows.Close()
+	current := map[string]bool{"": true}
+	for _, id := range strings.Fields(extract.IDs()) {
+		current[id] = true
+	}
+	st.Extractors = map[string]int64{}
+	for rows.Next() {
+		var id string
+		var n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			return st, fmt.Errorf("stats: %w", err)
+		}
+		st.Extractors[id] = n
+		if !current[id] {
+			st.StaleExtractors = append(st.StaleExtractors, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
 		return st, fmt.Errorf("stats: %w", err)
 	}
 	if _, err := ix.db.ExecContext(ctx, `CHECKPOINT`); err == nil {
@@ -120,4 +159,81 @@ func (ix *Index) ForEachBlock(ctx context.Context, clearance string, fn func(Hit
 		}
 	}
 	return rows.Err()
+}
+
+// FailedDocument is a document whose bytes could not be extracted. It has
+// no blocks; its record (and its blob, unless it was over the size cap)
+// is kept, and a rebuild tries it again.
+type FailedDocument struct {
+	DocID      string    `json:"doc_id"`
+	Source     string    `json:"source"`
+	MediaType  string    `json:"media_type"`
+	Extractor  string    `json:"extractor"` // the extractor that failed; "" when it never ran
+	Reason     string    `json:"reason"`
+	IngestedAt time.Time `json:"ingested_at"` // UTC
+}
+
+// Failed lists the failed documents by source. It gives metadata only,
+// never text, at any sensitivity: it is an operator's view.
+func (ix *Index) Failed(ctx context.Context) ([]FailedDocument, error) {
+	ix.genMu.RLock()
+	defer ix.genMu.RUnlock()
+	rows, err := ix.db.QueryContext(ctx, `SELECT doc_id, source, media_type, extractor, reason, ingested_at
+		FROM documents WHERE status = ? ORDER BY source`, statusFailed)
+	if err != nil {
+		return nil, fmt.Errorf("failed documents: %w", err)
+	}
+	defer rows.Close()
+	var out []FailedDocument
+	for rows.Next() {
+		var f FailedDocument
+		if err := rows.Scan(&f.DocID, &f.Source, &f.MediaType, &f.Extractor, &f.Reason, &f.IngestedAt); err != nil {
+			return nil, fmt.Errorf("failed documents: %w", err)
+		}
+		f.IngestedAt = f.IngestedAt.UTC()
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// DocumentText returns the text a document's blocks are spans of:
+// text[ByteStart:ByteEnd] of every block of the document is its body. For
+// Markdown and plain text it is the blob itself, read from the blob store;
+// for HTML, DOCX and PDF it is the extracted text the index keeps.
+//
+// clearance is as in SearchOptions.Clearance. Errors: ErrNotFound (wrapped)
+// for a document that does not exist, has no text (failed), or is above
+// clearance, alike, so that the error does not tell which.
+func (ix *Index) DocumentText(ctx context.Context, docID, clearance string) (string, error) {
+	levels, err := allowed(clearance)
+	if err != nil {
+		return "", fmt.Errorf("document text: %w", err)
+	}
+	ix.genMu.RLock()
+	defer ix.genMu.RUnlock()
+	args := []any{docID, statusOK}
+	for _, l := range levels {
+		args = append(args, l)
+	}
+	var mediaType, blobID string
+	var text sql.NullString
+	err = ix.db.QueryRowContext(ctx, `SELECT d.media_type, d.blob_id, t.text FROM documents d LEFT JOIN document_text t ON t.doc_id = d.doc_id
+		WHERE d.doc_id = ? AND d.status = ? AND d.sensitivity IN (`+placeholders(len(levels))+`)`, args...).Scan(&mediaType, &blobID, &text)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("document text %s: %w", docID, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("document text %s: %w", docID, err)
+	}
+	if !textIsBlob(mediaType) {
+		if !text.Valid {
+			return "", fmt.Errorf("document text %s: no kept text for %s (an index from before schema 9: run escurel rebuild)", docID, mediaType)
+		}
+		return text.String, nil
+	}
+	data, err := ix.blobs.Get(ctx, blobID)
+	if err != nil {
+		return "", fmt.Errorf("document text %s: %w", docID, err)
+	}
+	return string(data), nil
 }

@@ -9,6 +9,7 @@ import (
 	"hash"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/escurel/escurel/blobstore"
@@ -20,7 +21,9 @@ import (
 type Verification struct {
 	// Digest is the SHA-256 (hex) of the derived rows in a canonical form
 	// and order: the manifest's settings (embedder identity, chunker,
-	// analyzer, contextualize; not its times), the documents by doc id,
+	// analyzer, contextualize; not its times), the documents by doc id
+	// (with status, reason, extractor and pages), the kept text of HTML,
+	// DOCX and PDF documents by doc id,
 	// the blocks by (doc id, position) with their windows, full-text
 	// lengths and level, the postings by (term, doc id, position), and the vectors by
 	// (doc id, position). Blocks are named by document and position, not by
@@ -33,6 +36,9 @@ type Verification struct {
 	Blocks     int64  `json:"blocks"`
 	Postings   int64  `json:"postings"`
 	Vectors    int64  `json:"vectors"`
+	// Failed counts the documents whose bytes failed extraction: they have
+	// a row and a reason, no blocks. Not drift.
+	Failed int64 `json:"failed"`
 
 	// Coverage. Each list holds sources or ids, sorted; all empty when the
 	// index derives exactly from the blob store.
@@ -127,13 +133,24 @@ func (ix *Index) Verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	}
 	byID := make(map[string]bool, len(recs))
 	referenced := map[string]bool{}
+	// What a row must agree on with its record. A title the caller did
+	// not give is derived (the extractor's), like the rest of the row,
+	// and may change with the extractor: a rebuild that reads a PDF that
+	// failed before gets its title.
+	key := func(src, mt, title string, given bool, blobID, sens, lang, stamp, failure string) string {
+		if !given {
+			title = ""
+		}
+		return strings.Join([]string{src, mt, title, blobID, sens, lang, stamp, failure}, "\x00")
+	}
 	recOf := map[string]string{}
 	for _, r := range recs {
 		byID[r.DocID] = true
 		referenced[r.BlobID] = true
-		recOf[r.DocID] = r.Source + "\x00" + r.MediaType + "\x00" + r.Title + "\x00" + r.BlobID + "\x00" + r.Sensitivity + "\x00" + r.Language + "\x00" + r.IngestedAt.UTC().Format(time.RFC3339Nano)
+		recOf[r.DocID] = key(r.Source, r.MediaType, r.Title, r.TitleGiven, r.BlobID, r.Sensitivity, r.Language, r.IngestedAt.UTC().Format(time.RFC3339Nano), r.Error)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT doc_id, source, media_type, title, title_from, sensitivity, blob_id, language, ingested_at
+	rows, err := tx.QueryContext(ctx, `SELECT doc_id, source, media_type, title, title_from, sensitivity, blob_id, language, ingested_at,
+		status, reason, extractor, pages
 		FROM documents ORDER BY doc_id`)
 	if err != nil {
 		return fail("documents", err)
@@ -141,19 +158,28 @@ func (ix *Index) Verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	seen := map[string]bool{}
 	d.str("documents")
 	for rows.Next() {
-		var id, src, mt, title, from, sens, blobID, lang string
+		var id, src, mt, title, from, sens, blobID, lang, status, reason, extractor string
 		var at time.Time
-		if err := rows.Scan(&id, &src, &mt, &title, &from, &sens, &blobID, &lang, &at); err != nil {
+		var pages int64
+		if err := rows.Scan(&id, &src, &mt, &title, &from, &sens, &blobID, &lang, &at, &status, &reason, &extractor, &pages); err != nil {
 			rows.Close()
 			return fail("documents", err)
 		}
 		stamp := at.UTC().Format(time.RFC3339Nano)
-		for _, f := range []string{id, src, mt, title, from, sens, blobID, lang, stamp} {
+		for _, f := range []string{id, src, mt, title, from, sens, blobID, lang, stamp, status, reason, extractor} {
 			d.str(f)
 		}
+		d.int(pages)
 		v.Documents++
+		if status == statusFailed {
+			v.Failed++
+		}
 		seen[id] = true
-		if recOf[id] != src+"\x00"+mt+"\x00"+title+"\x00"+blobID+"\x00"+sens+"\x00"+lang+"\x00"+stamp {
+		failure := ""
+		if blobID == "" {
+			failure = reason
+		}
+		if recOf[id] != key(src, mt, title, from == titleFromInput, blobID, sens, lang, stamp, failure) {
 			v.RowsWithoutRecords = append(v.RowsWithoutRecords, src)
 		}
 	}
@@ -181,11 +207,31 @@ func (ix *Index) Verify(ctx context.Context, opts *VerifyOptions) (*Verification
 			}
 		}
 		for _, r := range recs {
-			if !have[r.BlobID] {
+			if r.BlobID != "" && !have[r.BlobID] {
 				v.RecordsWithoutBlobs = append(v.RecordsWithoutBlobs, r.Source)
 			}
 		}
 		sort.Strings(v.RecordsWithoutBlobs)
+	}
+
+	// The kept text of HTML, DOCX and PDF documents.
+	rows, err = tx.QueryContext(ctx, `SELECT doc_id, text FROM document_text ORDER BY doc_id`)
+	if err != nil {
+		return fail("document text", err)
+	}
+	d.str("document_text")
+	for rows.Next() {
+		var id, text string
+		if err := rows.Scan(&id, &text); err != nil {
+			rows.Close()
+			return fail("document text", err)
+		}
+		d.str(id)
+		d.str(text)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fail("document text", err)
 	}
 
 	// Blocks, with their full-text lengths and level. A block's position

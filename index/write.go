@@ -70,12 +70,28 @@ func (ix *Index) write(ctx context.Context, docs []pending) error {
 	if err != nil {
 		return err
 	}
-	err = duck.Append(ctx, tx.Conn, "documents", []string{"doc_id", "source", "media_type", "title", "title_from", "sensitivity", "blob_id", "language", "ingested_at"},
+	err = duck.Append(ctx, tx.Conn, "documents", []string{"doc_id", "source", "media_type", "title", "title_from", "sensitivity", "blob_id", "language", "ingested_at",
+		"status", "reason", "extractor", "pages"},
 		func(add func(...driver.Value) error) error {
 			for _, d := range docs {
 				r := d.rec
-				if err := add(r.DocID, r.Source, r.MediaType, r.Title, titleFrom(r.TitleGiven), r.Sensitivity, r.BlobID, r.Language, r.IngestedAt); err != nil {
+				if err := add(r.DocID, r.Source, r.MediaType, r.Title, titleFrom(r.TitleGiven), r.Sensitivity, r.BlobID, r.Language, r.IngestedAt,
+					d.status, d.reason(), d.extractor, int32(d.pages)); err != nil {
 					return err
+				}
+			}
+			return nil
+		})
+	if err != nil {
+		return err
+	}
+	err = duck.Append(ctx, tx.Conn, "document_text", []string{"doc_id", "text"},
+		func(add func(...driver.Value) error) error {
+			for _, d := range docs {
+				if d.text != "" {
+					if err := add(d.rec.DocID, d.text); err != nil {
+						return err
+					}
 				}
 			}
 			return nil
@@ -157,6 +173,7 @@ func (ix *Index) deleteRows(ctx context.Context, tx *duck.Tx, docIDs []any) ([]f
 	}
 	stmts := []string{
 		`DELETE FROM blocks WHERE doc_id IN (` + in + `)`,
+		`DELETE FROM document_text WHERE doc_id IN (` + in + `)`,
 		`DELETE FROM documents WHERE doc_id IN (` + in + `)`,
 	}
 	if ix.vec != nil {

@@ -86,6 +86,10 @@ type Summary struct {
 	Blocks     int
 	CaughtUp   int   // documents written or deleted in Live during the rebuild, applied before the swap
 	Dropped    int   // live documents without a record, dropped under AllowMissing
+	// Failed counts the documents whose bytes still fail extraction:
+	// kept as failed, with their reasons (index.Index.Failed). Documents
+	// that failed before and extract now are searchable again.
+	Failed int
 	Removed    int   // old or unfinished generations removed
 	Bytes      int64 // blob bytes read
 	Elapsed    time.Duration
@@ -295,7 +299,7 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 				what, gen, len(v.RecordsWithoutRows), len(v.RowsWithoutRecords), len(v.BlocksWithoutPostings), len(v.BlocksWithoutVectors), v.DuplicatePostings)
 		}
 		sum.Verify, sum.Manifest = v, ix.Manifest()
-		sum.Documents, sum.Blocks = int(v.Documents), int(v.Blocks)
+		sum.Documents, sum.Blocks, sum.Failed = int(v.Documents), int(v.Blocks), int(v.Failed)
 		err = ix.Close()
 		ix = nil
 		return gen, err
@@ -406,6 +410,14 @@ func fill(ctx context.Context, ix *index.Index, recs []*blobstore.Record, opts O
 		g.SetLimit(8) // reading a blob is a round trip: overlap them
 		for j, rec := range part {
 			g.Go(func() error {
+				if rec.BlobID == "" { // never stored: over the size cap at ingest
+					ins[j] = index.Input{Source: rec.Source, MediaType: rec.MediaType, Failure: rec.Error,
+						Language: rec.Language, Sensitivity: rec.Sensitivity, IngestedAt: rec.IngestedAt, Rederive: true}
+					if rec.TitleGiven {
+						ins[j].Title = rec.Title
+					}
+					return nil
+				}
 				data, err := opts.Blobs.Get(gctx, rec.BlobID)
 				if err != nil {
 					return fmt.Errorf("rebuild: document %s (%s): %w", rec.DocID, rec.Source, err)
@@ -424,12 +436,14 @@ func fill(ctx context.Context, ix *index.Index, recs []*blobstore.Record, opts O
 		for _, in := range ins {
 			sum.Bytes += int64(len(in.Data))
 		}
-		_, errs, err := ix.IngestBatch(ctx, ins)
+		res, errs, err := ix.IngestBatch(ctx, ins)
 		if err != nil {
 			return fmt.Errorf("rebuild: %w", err)
 		}
 		for j := range part {
-			if errs[j] != nil {
+			switch {
+			case res[j].Status == index.Failed: // recorded as failed, as at ingest
+			case errs[j] != nil:
 				failed = append(failed, errs[j])
 			}
 		}

@@ -68,9 +68,24 @@ func TestBadFileDoesNotStopBatch(t *testing.T) {
 	if hits := e.search("quokka quokkas", 10); len(hits) != 4 {
 		t.Errorf("%d hits, want 4 (the good files only)", len(hits))
 	}
+	// The four bad files are kept as failed documents: record, blob and
+	// reason, no blocks.
 	recs, err := e.ix.Blobs().Records(context.Background())
-	if err != nil || len(recs) != 4 {
-		t.Errorf("blob store holds %d records (%v), want 4", len(recs), err)
+	if err != nil || len(recs) != 8 {
+		t.Errorf("blob store holds %d records (%v), want 8", len(recs), err)
+	}
+	failed, err := e.ix.Failed(context.Background())
+	if err != nil || len(failed) != 4 {
+		t.Fatalf("Failed() = %d documents (%v), want 4", len(failed), err)
+	}
+	for _, f := range failed {
+		name := filepath.Base(f.Source)
+		if _, ok := wantErr[name]; !ok || f.Reason == "" || f.Extractor == "" {
+			t.Errorf("failed document %+v", f)
+		}
+		if _, err := e.ix.Blobs().Get(context.Background(), mustRecord(t, e, f.DocID).BlobID); err != nil {
+			t.Errorf("%s: blob not kept: %v", name, err)
+		}
 	}
 	// A file named explicitly with an unsupported extension is a failure,
 	// not a skip.
@@ -210,7 +225,7 @@ func TestOddFiles(t *testing.T) {
 		"real/a.md":      "Alpha wallaby text.\n",
 		"big.md":         strings.Repeat("wallaby ", 200),
 		"other/b.md":     "Beta wallaby text.\n",
-		"report.pdf":     "%PDF-1.7 not read",
+		"report.pdf":     "%PDF-1.7 not a real PDF",
 		"real/deep/c.md": "Gamma wallaby text.\n",
 	})
 	must := func(err error) {
@@ -234,20 +249,20 @@ func TestOddFiles(t *testing.T) {
 	}
 	// other/: b.md, alias.md (→ real/a.md); reallink/ walks real/: a.md (a
 	// repeat of alias.md), deep/c.md; the FIFO, the dangling link, the PDF
-	// and the over-cap file fail; deeplink (a symlinked directory) is
-	// skipped.
+	// (corrupt: kept as failed) and the over-cap file (kept as failed,
+	// unread) fail; deeplink (a symlinked directory) is skipped.
 	if sum.Added != 3 {
 		t.Errorf("added %d, want 3", sum.Added)
 	}
 	reasons := map[string]string{}
 	for _, f := range sum.Failed {
 		reasons[filepath.Base(f.Path)] = f.Err.Error()
-		if f.Bytes != 0 {
+		if f.Bytes != 0 && filepath.Base(f.Path) != "report.pdf" {
 			t.Errorf("%s: %d bytes read for a failed file", f.Path, f.Bytes)
 		}
 	}
 	for name, want := range map[string]string{
-		"pipe.md": "not a regular file", "dangling.md": "no such file", "report.pdf": "unsupported", "big.md": "over the 1000-byte cap",
+		"pipe.md": "not a regular file", "dangling.md": "no such file", "report.pdf": "corrupt document", "big.md": "over the size cap: 1600 bytes, over 1000",
 	} {
 		if !strings.Contains(reasons[name], want) {
 			t.Errorf("%s: failure %q, want %q", name, reasons[name], want)

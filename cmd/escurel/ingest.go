@@ -5,7 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
+	"text/tabwriter"
+
+	"github.com/cheggaaa/pb/v3"
+	"golang.org/x/term"
 
 	"github.com/escurel/escurel/index"
 )
@@ -22,6 +27,7 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 	fs := c.m.newFlagSet("ingest", &c.g)
 	lang := fs.String("lang", "", "language of documents without front-matter lang (default en)")
 	sens := fs.String("sensitivity", "", "public, internal or restricted, for documents without front-matter sensitivity (default public)")
+	maxBytes := fs.Int64("max-file-bytes", index.DefaultMaxFileBytes, "size cap of a file; a larger one is recorded as failed, unread")
 	args, err := c.m.parse(fs, args)
 	if err != nil {
 		return err
@@ -39,6 +45,9 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 			return usageError("ingest: --sensitivity: %v", err)
 		}
 	}
+	if *maxBytes <= 0 {
+		return usageError("ingest: --max-file-bytes %d: want a positive number of bytes", *maxBytes)
+	}
 	for _, p := range args { // before the index exists: a typo creates nothing
 		if _, err := os.Stat(p); err != nil {
 			return fmt.Errorf("ingest: %w", err)
@@ -53,14 +62,27 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer ix.Close()
-	sum, err := ix.IngestFiles(ctx, args, index.IngestOptions{
-		Language: *lang, Sensitivity: *sens,
-		Progress: func(fr index.FileResult) {
+	iopts := index.IngestOptions{Language: *lang, Sensitivity: *sens, MaxFileBytes: *maxBytes}
+	// On a terminal, a progress bar, and the failures after it; elsewhere
+	// each failure as it happens.
+	var bar *pb.ProgressBar
+	if f, ok := c.m.Stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		iopts.Listed = func(n int) { bar = pb.New(n).SetWriter(f).Set("prefix", "ingest ").Start() }
+		iopts.Progress = func(index.FileResult) { bar.Increment() }
+	} else {
+		iopts.Progress = func(fr index.FileResult) {
 			if fr.Err != nil {
 				fmt.Fprintf(c.m.Stderr, "escurel: ingest: %v\n", fr.Err)
 			}
-		},
-	})
+		}
+	}
+	sum, err := ix.IngestFiles(ctx, args, iopts)
+	if bar != nil {
+		bar.Finish()
+		for _, fr := range sum.Failed {
+			fmt.Fprintf(c.m.Stderr, "escurel: ingest: %v\n", fr.Err)
+		}
+	}
 	total := sum.Added + sum.Replaced + sum.Unchanged + len(sum.Failed)
 	if err != nil {
 		if total > 0 {
@@ -69,20 +91,46 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 		}
 		return err
 	}
-	fmt.Fprintf(c.m.Stdout, "ingested %d files into %s: %d added, %d replaced, %d unchanged, %d failed; %d blocks, %.1f MB in %.2fs\n",
+	fmt.Fprintf(c.m.Stdout, "%d files into %s: %d added, %d replaced, %d unchanged, %d failed; %d blocks, %.1f MB in %.2fs\n",
 		total, ix.Path(), sum.Added, sum.Replaced, sum.Unchanged, len(sum.Failed), sum.Blocks,
 		float64(sum.Bytes)/1e6, sum.Elapsed.Seconds())
+	c.formats(sum)
 	if len(sum.Skipped) > 0 {
-		fmt.Fprintf(c.m.Stdout, "skipped %d entries: hidden, symlinked directories, or not .md, .markdown or .txt (first: %s)\n",
+		fmt.Fprintf(c.m.Stdout, "skipped %d entries: hidden, symlinked directories, or not .md, .markdown, .txt, .html, .htm, .xhtml, .pdf or .docx (first: %s)\n",
 			len(sum.Skipped), sum.Skipped[0])
 	}
 	if len(sum.Failed) > 0 {
 		var names []string
+		stored := 0
 		for _, f := range sum.Failed {
 			names = append(names, filepath.Base(f.Path))
+			if f.Status == index.Failed {
+				stored++
+			}
 		}
-		fmt.Fprintf(c.m.Stderr, "escurel: %d of %d files failed: %s\n", len(sum.Failed), total, strings.Join(names, ", "))
+		fmt.Fprintf(c.m.Stderr, "escurel: %d of %d files failed (%d kept as failed documents, listed by escurel status): %s\n",
+			len(sum.Failed), total, stored, strings.Join(names, ", "))
 		return errFailed
 	}
 	return nil
+}
+
+// formats prints the per-format table of an ingest: documents, pages,
+// blocks, failures and extraction seconds.
+func (c *IngestCommand) formats(sum index.Summary) {
+	if len(sum.Formats) == 0 {
+		return
+	}
+	names := make([]string, 0, len(sum.Formats))
+	for n := range sum.Formats {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	w := tabwriter.NewWriter(c.m.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "format\tdocuments\tpages\tblocks\tfailed\textract s\t\n")
+	for _, n := range names {
+		f := sum.Formats[n]
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%.2f\t\n", n, f.Documents, f.Pages, f.Blocks, f.Failed, f.Extract.Seconds())
+	}
+	w.Flush()
 }

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"github.com/escurel/escurel/embed"
 	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/index/chunk"
+	"github.com/escurel/escurel/index/extract"
 	"github.com/escurel/escurel/rerank"
 )
 
@@ -79,6 +81,9 @@ type globals struct {
 	blobURL  string
 	embedder string // an embed.ParseSpec string; "" means the index's
 	chunker  string // a chunk.ParseSpec string; "" means the index's
+	// Extraction limits (index.Options.Extract): a duration and a byte
+	// count as typed; "" means the defaults.
+	extractTimeout, maxUnzipped string
 }
 
 // register adds the global flags to fs, with defaults from the environment.
@@ -87,6 +92,8 @@ func (m *Main) register(fs *flag.FlagSet, g *globals) {
 	fs.StringVar(&g.blobURL, "blobs", m.Getenv("ESCUREL_BLOBS"), "blob store URL (env ESCUREL_BLOBS; default: the one the index was created with, file://<index dir>/blobs for a new one)")
 	fs.StringVar(&g.embedder, "embedder", m.Getenv("ESCUREL_EMBEDDER"), "embedder spec (env ESCUREL_EMBEDDER; default: the index's, hash/384 for a new one)")
 	fs.StringVar(&g.chunker, "chunker", m.Getenv("ESCUREL_CHUNKER"), "chunker spec (env ESCUREL_CHUNKER; default: the index's, default for a new one)")
+	fs.StringVar(&g.extractTimeout, "extract-timeout", m.Getenv("ESCUREL_EXTRACT_TIMEOUT"), "time limit of one document's extraction, e.g. 30s (env ESCUREL_EXTRACT_TIMEOUT; default 1m)")
+	fs.StringVar(&g.maxUnzipped, "max-unzipped-bytes", m.Getenv("ESCUREL_MAX_UNZIPPED_BYTES"), "bytes a DOCX may decompress to (env ESCUREL_MAX_UNZIPPED_BYTES; default 268435456, 256 MiB)")
 }
 
 func (m *Main) envOr(key, def string) string {
@@ -116,6 +123,20 @@ func (m *Main) options(g globals) (*index.Options, error) {
 			return nil, usageError("%v", err)
 		}
 		opts.Chunker = spec.String()
+	}
+	if g.extractTimeout != "" {
+		d, err := time.ParseDuration(g.extractTimeout)
+		if err != nil || d <= 0 {
+			return nil, usageError("--extract-timeout %q: want a positive duration such as 30s or 2m", g.extractTimeout)
+		}
+		opts.Extract.Timeout = d
+	}
+	if g.maxUnzipped != "" {
+		n, err := strconv.ParseInt(g.maxUnzipped, 10, 64)
+		if err != nil || n <= 0 {
+			return nil, usageError("--max-unzipped-bytes %q: want a positive number of bytes", g.maxUnzipped)
+		}
+		opts.Extract.MaxDecompressedBytes = n
 	}
 	if v := m.Getenv("ESCUREL_INGEST_CONTEXTUALIZE"); v != "" {
 		mode, err := index.ParseContextualize(v)
@@ -158,6 +179,9 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	if fs.NArg() == 0 {
 		m.usage()
 		return usageError("no command")
+	}
+	if err := extract.SetCacheDir(m.Getenv("ESCUREL_CACHE_DIR")); err != nil {
+		return err
 	}
 	cmd, rest := fs.Arg(0), fs.Args()[1:]
 	switch cmd {

@@ -58,7 +58,7 @@ func TestIngestSearchStatus(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("ingest with a bad file: exit %d, want 1\n%s%s", code, out, errOut)
 	}
-	if !strings.Contains(errOut, "bad.md: binary content: NUL byte at offset 0") || !strings.Contains(errOut, "1 of 3 files failed: bad.md") {
+	if !strings.Contains(errOut, "bad.md: binary content: NUL byte at offset 0") || !strings.Contains(errOut, "1 of 3 files failed (1 kept as failed documents, listed by escurel status): bad.md") {
 		t.Errorf("stderr does not name the failure:\n%s", errOut)
 	}
 	if !strings.Contains(out, "2 added, 0 replaced, 0 unchanged, 1 failed; 3 blocks") {
@@ -106,11 +106,15 @@ func TestIngestSearchStatus(t *testing.T) {
 
 	out, _, code = run(t, nil, "--index", idx, "status", "--json")
 	var st map[string]any
-	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st["documents"].(float64) != 2 || st["blocks"].(float64) != 3 {
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st["documents"].(float64) != 3 || st["failed"].(float64) != 1 || st["blocks"].(float64) != 3 {
 		t.Errorf("status --json: %s", out)
 	}
+	if f, _ := st["failed_documents"].([]any); len(f) != 1 || f[0].(map[string]any)["reason"] != "binary content: NUL byte at offset 0" {
+		t.Errorf("status --json failed_documents: %v", st["failed_documents"])
+	}
 	out, _, code = run(t, nil, "--index", idx, "status")
-	for _, s := range []string{"schema version", "chunker", "default(max_bytes=1500)", "contextualize", "structural", "documents"} {
+	for _, s := range []string{"schema version", "chunker", "default(max_bytes=1500)", "contextualize", "structural", "documents", "3 (1 failed)",
+		"extractors", "markdown/1 2, text/1 1", "bad.md: binary content: NUL byte at offset 0"} {
 		if code != 0 || !strings.Contains(out, s) {
 			t.Errorf("status output lacks %q:\n%s", s, out)
 		}
@@ -141,7 +145,7 @@ func TestContextualizeEnv(t *testing.T) {
 	}
 	// rebuild with the other mode swaps the index; the env default follows.
 	out, errOut, code = run(t, nil, "--index", idx, "rebuild", "--contextualize", "structural")
-	if code != 0 || !strings.Contains(out, "rebuild: 1 documents, 2 blocks, 0 failures") || !strings.Contains(out, "live generation gen-000002 (was gen-000001") {
+	if code != 0 || !strings.Contains(out, "rebuild: 1 documents (0 failed extraction, listed by escurel status), 2 blocks") || !strings.Contains(out, "live generation gen-000002 (was gen-000001") {
 		t.Fatalf("rebuild: exit %d\n%s%s", code, out, errOut)
 	}
 	out, _, _ = run(t, nil, "--index", idx, "search", "--json", "bill")

@@ -96,8 +96,8 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.m.Stdout, "dropped %d documents that have no record in %s\n", sum.Dropped, blobURL)
 	}
 	secs := sum.Elapsed.Seconds()
-	fmt.Fprintf(c.m.Stdout, "%s: %d documents, %d blocks, 0 failures from %s in %.2fs (%.0f docs/s, %.1f MB/s)\n",
-		name, sum.Documents, sum.Blocks, blobURL, secs, float64(sum.Documents)/secs, float64(sum.Bytes)/1e6/secs)
+	fmt.Fprintf(c.m.Stdout, "%s: %d documents (%d failed extraction, listed by escurel status), %d blocks from %s in %.2fs (%.0f docs/s, %.1f MB/s)\n",
+		name, sum.Documents, sum.Failed, sum.Blocks, blobURL, secs, float64(sum.Documents)/secs, float64(sum.Bytes)/1e6/secs)
 	prev := sum.Previous
 	if prev == "" {
 		prev = "none"

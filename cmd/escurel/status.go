@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/escurel/escurel/index"
 )
 
 // StatusCommand is "escurel status": schema version, manifest and counts.
@@ -34,10 +38,17 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	failed, err := ix.Failed(ctx)
+	if err != nil {
+		return err
+	}
 	if *asJSON {
 		enc := json.NewEncoder(c.m.Stdout)
 		enc.SetEscapeHTML(false)
-		return enc.Encode(st)
+		return enc.Encode(struct {
+			index.Stats
+			FailedDocuments []index.FailedDocument `json:"failed_documents"`
+		}{st, failed})
 	}
 	m := st.Manifest
 	w := tabwriter.NewWriter(c.m.Stdout, 0, 0, 2, ' ', 0)
@@ -50,7 +61,19 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	fmt.Fprintf(w, "contextualize\t%s\n", m.Contextualize)
 	fmt.Fprintf(w, "built by\tescurel %s, created %s, updated %s\n", m.EscurelVersion,
 		m.CreatedAt.Format(time.RFC3339), m.UpdatedAt.Format(time.RFC3339))
-	fmt.Fprintf(w, "documents\t%d\n", st.Documents)
+	fmt.Fprintf(w, "documents\t%d (%d failed)\n", st.Documents, st.Failed)
+	var ex []string
+	for id, n := range st.Extractors {
+		if id == "" {
+			id = "none"
+		}
+		ex = append(ex, fmt.Sprintf("%s %d", id, n))
+	}
+	sort.Strings(ex)
+	fmt.Fprintf(w, "extractors\t%s\n", strings.Join(ex, ", "))
+	if len(st.StaleExtractors) > 0 {
+		fmt.Fprintf(w, "\tdocuments read by older extractors (%s): run escurel rebuild to read them again\n", strings.Join(st.StaleExtractors, ", "))
+	}
 	fmt.Fprintf(w, "blocks\t%d\n", st.Blocks)
 	if st.EmbeddingSet != "" {
 		fmt.Fprintf(w, "embeddings\t%d (embedding set %s)\n", st.Embeddings, st.EmbeddingSet)
@@ -61,5 +84,14 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	ft := st.FullText
 	fmt.Fprintf(w, "full-text\t%d terms, %d segments, %.1f MB of posting lists, %d tombstones\n",
 		ft.Terms, ft.Segments, float64(ft.Bytes)/1e6, ft.Tombstones)
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		fmt.Fprintf(c.m.Stdout, "\nfailed documents (no blocks; escurel rebuild tries them again):\n")
+		for _, f := range failed {
+			fmt.Fprintf(c.m.Stdout, "  %s: %s\n", f.Source, f.Reason)
+		}
+	}
+	return nil
 }

@@ -283,6 +283,10 @@ func checkText(data []byte) (int, error) {
 	return 0, nil
 }
 
+// BaseTitle is the title of last resort: the file name without its
+// directory and extension ("dir/report.pdf" → "report").
+func BaseTitle(name string) string { return baseTitle(name) }
+
 // baseTitle is the file name without its extension.
 func baseTitle(name string) string {
 	base := path.Base(strings.ReplaceAll(name, "\\", "/"))

@@ -41,12 +41,16 @@ var pdfEngine struct {
 // between processes. "" means the default, "<user cache dir>/escurel/wasm"
 // (os.UserCacheDir, e.g. ~/.cache/escurel/wasm); "off" disables the cache,
 // so each process compiles the module again (seconds). It applies to the
-// first PDF extracted afterwards and fails once PDF extraction has started.
+// first PDF extracted afterwards; once PDF extraction has started it fails
+// unless dir is the directory already in use.
 func SetCacheDir(dir string) error {
 	pdfEngine.mu.Lock()
 	defer pdfEngine.mu.Unlock()
+	if dir == pdfEngine.cacheDir {
+		return nil
+	}
 	if pdfEngine.pool != nil || pdfEngine.err != nil {
-		return errors.New("extract: SetCacheDir after the PDF engine started")
+		return fmt.Errorf("extract: cache directory %q: the PDF engine already started with %q", dir, pdfEngine.cacheDir)
 	}
 	pdfEngine.cacheDir = dir
 	return nil
