@@ -44,16 +44,17 @@ import (
 // layout: its cells are blocks like div. Every unit is a trimmed span of
 // Doc.Text; Page is 0, as is Doc.Pages.
 //
-// Headings: h1 to h6 outside lists, tables, block quotes and <pre> are
-// Headings, their text on one line (white space collapsed, <br> a space) so
-// that Doc.Text[Start:End] == Text; they are in the text but not units,
-// unless the document has no other content. Headings inside lists, block
-// quotes and tables are content.
+// Headings: h1 to h6 outside lists, data tables, block quotes and <pre> are
+// Headings, their text on one line (white space collapsed, <br> and inner
+// blocks a space) so that Doc.Text[Start:End] == Text; they are in the text
+// but not units, unless the document has no other content. Headings inside
+// lists and block quotes are content: lines of the item, paragraphs of the
+// quote.
 //
 // Not text: comments, <head> (but see Title), script, style, noscript,
 // template, svg, iframe, object, embed, canvas, audio, video, img, form
-// controls (input, select, option, button; a button inside a heading, the
-// accordion pattern, is kept), ruby annotations (rt, rp), a <dialog> that is
+// controls (input, select, option, button; a button inside a section
+// heading, the accordion pattern, is kept), ruby annotations (rt, rp), a <dialog> that is
 // not open, and any element with the hidden attribute (not
 // hidden="until-found", which find-in-page reveals), aria-hidden="true", or
 // an inline style display:none or visibility:hidden/collapse. MathML is
