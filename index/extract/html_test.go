@@ -94,6 +94,39 @@ func checkHTMLDoc(d *Doc) error {
 	return nil
 }
 
+// TestCheckHTMLDoc makes sure the invariant check that FuzzHTML relies on
+// rejects broken documents.
+func TestCheckHTMLDoc(t *testing.T) {
+	good := func() *Doc {
+		return &Doc{Text: "Head\n\nBody text\n\nMore",
+			Headings: []Heading{{Level: 2, Text: "Head", Start: 0, End: 4}},
+			Units:    []Unit{{Start: 6, End: 15}, {Start: 17, End: 21}}}
+	}
+	if err := checkHTMLDoc(good()); err != nil {
+		t.Fatalf("good doc rejected: %v", err)
+	}
+	for name, breakIt := range map[string]func(d *Doc){
+		"untrimmed":       func(d *Doc) { d.Units[0].Start-- },
+		"overlap":         func(d *Doc) { d.Units[1].Start = 10 },
+		"uncovered":       func(d *Doc) { d.Units = d.Units[:1] },
+		"heading text":    func(d *Doc) { d.Headings[0].Text = "Heed" },
+		"heading in unit": func(d *Doc) { d.Units = append([]Unit{{Start: 0, End: 4}}, d.Units...) },
+		"out of range":    func(d *Doc) { d.Units[1].End = 99 },
+		"empty unit":      func(d *Doc) { d.Units[1].End = d.Units[1].Start },
+		"page":            func(d *Doc) { d.Units[0].Page = 1 },
+		"level":           func(d *Doc) { d.Headings[0].Level = 7 },
+		"cut rune":        func(d *Doc) { d.Text = "Head\n\nBody text\n\nMor\u00e9"; d.Units[1].End = 21 },
+		"invalid UTF-8":   func(d *Doc) { d.Text = d.Text[:20] + "\xff" },
+		"no units":        func(d *Doc) { d.Units = nil },
+	} {
+		d := good()
+		breakIt(d)
+		if err := checkHTMLDoc(d); err == nil {
+			t.Errorf("%s: broken doc accepted", name)
+		}
+	}
+}
+
 // htmlDoc extracts src as name, failing the test on an error or a broken
 // invariant.
 func htmlDoc(t *testing.T, name, src string) *Doc {
