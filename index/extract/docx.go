@@ -738,6 +738,14 @@ func (v *xVal) get() string {
 	return *v.Val
 }
 
+// present returns v, or nil when it has no value.
+func present(v *xVal) *xVal {
+	if v.get() == "" {
+		return nil
+	}
+	return v
+}
+
 // docxStyles are the paragraph and numbering styles of styles.xml, by id.
 type docxStyles struct {
 	byID        map[string]*xStyle
@@ -787,8 +795,8 @@ func (s *docxStyles) resolve(ppr *xPPr) paraProps {
 		pp.level = outlineLevel(ppr.OutlineLvl.get())
 	}
 	var numID, ilvl *xVal
-	if ppr.NumPr != nil {
-		numID, ilvl = ppr.NumPr.NumID, ppr.NumPr.Ilvl
+	if np := ppr.NumPr; np != nil {
+		numID, ilvl = present(np.NumID), present(np.Ilvl)
 	}
 	id := pp.styleID
 	for range docxMaxStyleChain {
@@ -814,11 +822,11 @@ func (s *docxStyles) resolve(ppr *xPPr) paraProps {
 			}
 		}
 		if np := st.PPr.NumPr; np != nil {
-			if numID == nil && np.NumID != nil {
-				numID = np.NumID
+			if numID == nil {
+				numID = present(np.NumID)
 			}
-			if ilvl == nil && np.Ilvl != nil {
-				ilvl = np.Ilvl
+			if ilvl == nil {
+				ilvl = present(np.Ilvl)
 			}
 		}
 		id = st.BasedOn.get()
