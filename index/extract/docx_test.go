@@ -445,17 +445,22 @@ func TestDOCXNumbering(t *testing.T) {
 }
 
 func TestDOCXNumberingWithoutPart(t *testing.T) {
-	// numbering.xml is missing: labels are decimal, nothing fails.
+	// numbering.xml is missing: labels are decimal, nothing fails. The
+	// default paragraph style (here not called "Normal") applies to
+	// paragraphs without a style, and numbers them.
 	body := numPara("Heading1", "1", "0", "Chapter") +
-		numPara("", "3", "0", "a") + numPara("", "3", "0", "b") + numPara("", "3", "1", "c")
+		numPara("", "3", "0", "a") + numPara("", "3", "0", "b") + numPara("", "3", "1", "c") +
+		para("", "styled by default") + para("", "again")
 	d := mustDOCX(t, "n.docx", map[string]string{
 		"word/document.xml": docXML(body),
-		"word/styles.xml":   stylesXML(normalStyle, style("Heading1", "heading 1", "", "")),
+		"word/styles.xml": stylesXML(
+			`<w:style w:type="paragraph" w:default="1" w:styleId="Body"><w:name w:val="Body"/><w:pPr><w:numPr><w:numId w:val="8"/></w:numPr></w:pPr></w:style>`,
+			style("Heading1", "heading 1", "", "")),
 	})
 	if diff := cmp.Diff([]lvlHeading{{1, "1 Chapter"}}, docHeadings(d)); diff != "" {
 		t.Errorf("headings (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"1. a", "2. b", "1. c"}, units(d)); diff != "" {
+	if diff := cmp.Diff([]string{"1. a", "2. b", "1. c", "1. styled by default", "2. again"}, units(d)); diff != "" {
 		t.Errorf("units (-want +got):\n%s", diff)
 	}
 }
@@ -530,6 +535,7 @@ func TestDOCXRunContent(t *testing.T) {
 		`<w:r><w:fldChar w:fldCharType="separate"/></w:r><w:r><w:t>link</w:t></w:r><w:r><w:fldChar w:fldCharType="end"/></w:r>` +
 		`<w:hyperlink w:anchor="x"><w:r><w:t xml:space="preserve"> here</w:t></w:r></w:hyperlink>` +
 		`<w:moveFrom w:id="3" w:author="A"><w:r><w:t>MOVEDAWAY</w:t></w:r></w:moveFrom>` +
+		`<w:del w:id="7" w:author="B"><w:r><w:t>DELETED-AS-T</w:t></w:r></w:del>` + // some writers use w:t in w:del
 		`<w:moveTo w:id="4" w:author="A"><w:r><w:t xml:space="preserve"> moved</w:t></w:r></w:moveTo></w:p>` +
 		// Tabs, breaks, hyphens, symbols.
 		`<w:p><w:pPr><w:tabs><w:tab w:val="left" w:pos="720"/></w:tabs></w:pPr>` +
@@ -720,6 +726,21 @@ func TestDOCXZipBomb(t *testing.T) {
 			}
 		})
 	}
+	// List labels can make the text longer than the document's XML (here
+	// 66 bytes of XML give 103 of text); the text is held to the limit too.
+	label := `<w:lvl w:ilvl="0"><w:start w:val="1000000000"/><w:lvlText w:val="%1.%1.%1.%1.%1.%1.%1.%1.%1."/></w:lvl>`
+	long := map[string]string{
+		"word/styles.xml":    stylesXML(normalStyle, style("L", "Long", "", `<w:numPr><w:numId w:val="1"/></w:numPr>`)),
+		"word/numbering.xml": numberingXML(`<w:abstractNum w:abstractNumId="0">`+label+`</w:abstractNum>`, `<w:num w:numId="1"><w:abstractNumId w:val="0"/></w:num>`),
+		"word/document.xml":  docXML(strings.Repeat(`<w:p><w:pPr><w:pStyle w:val="L"/></w:pPr><w:r><w:t>x</w:t></w:r></w:p>`, 800)),
+	}
+	if _, err := DOCX("long.docx", docxZip(t, long), Limits{MaxDecompressedBytes: 64 << 10}); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "extracted text") {
+		t.Errorf("labels past the limit: %v, want ErrTooLarge for the extracted text", err)
+	}
+	if _, err := DOCX("long.docx", docxZip(t, long), Limits{MaxDecompressedBytes: 256 << 10}); err != nil {
+		t.Errorf("labels under the limit: %v", err)
+	}
+
 	// The same bomb is a valid document: the limit is what refused it.
 	d, err := DOCX("bomb.docx", rawZip(t, map[string]string{"word/document.xml": huge}, nil), Limits{})
 	if err != nil {
