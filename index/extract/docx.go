@@ -48,6 +48,10 @@ var oleMagic = []byte{0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1}
 // DOCX extracts an Office Open XML word-processing document (.docx), with
 // the standard library only.
 //
+// Parts are found by their conventional names in the zip (word/document.xml,
+// word/styles.xml, word/numbering.xml, docProps/core.xml), not through the
+// package relationships; only word/document.xml is required.
+//
 // Doc.Text is built from word/document.xml: every paragraph and every table
 // of the body, in reading order, is one block of text, and blocks are
 // separated by a blank line ("\n\n"). Paragraphs inside content controls
@@ -82,17 +86,21 @@ var oleMagic = []byte{0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1}
 // its list label and a space: the level's w:lvlText with %1…%9 replaced by
 // the counters, each in its level's w:numFmt (decimal, decimalZero,
 // lower/upperLetter, lower/upperRoman; other formats are decimal), and "•"
-// for every bullet level. Counters are kept per w:numId and level: a level
-// starts at w:start (or w:startOverride), deeper levels restart when a
-// shallower one advances, and a level skipped on the way down counts as
-// used once, so "2", "2.1.1", then "2.2". A heading's label loses one
+// for every bullet level. Counters are kept per w:numId and level (two
+// w:num of one w:abstractNum count apart, where Word may continue one
+// list): a level starts at w:start (or w:startOverride), deeper levels
+// restart when a shallower one advances, and a level skipped on the way
+// down takes its start value, so "2", "2.1.1", then "2.2". A numbered
+// paragraph without text is left out but advances its counter, as Word
+// shows a number for it. A heading's label loses one
 // trailing dot ("1.2 Scope", not "1.2. Scope"), and Heading.Text includes
 // the label. Without word/numbering.xml, or for an undefined list, labels
 // are decimal ("%N."). Numbering never fails a document.
 //
 // Doc.Title is the first Title paragraph, else docProps/core.xml's
 // dc:title, else the first level-1 heading, else the file name without its
-// extension. Page is 0 and Doc.Pages is 0.
+// extension. Doc.Language and Doc.Sensitivity are "", Page is 0 and
+// Doc.Pages is 0.
 //
 // Errors: ErrEncrypted for a password-protected DOCX (an OLE container
 // holding an EncryptedPackage); ErrCorrupt for data that is not a zip (an

@@ -904,3 +904,28 @@ func TestDOCXDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDOCX checks that no input panics DOCX and that whatever it extracts
+// keeps the span invariants. The seeds are small documents of every
+// feature; go test runs them, go test -fuzz=FuzzDOCX mutates them.
+func FuzzDOCX(f *testing.F) {
+	body := para("Title", "T") + para("Heading1", "H") + numPara("", "2", "1", "item") +
+		tbl([]string{para("", "a"), para("", "b")}) +
+		`<w:p><w:ins><w:r><w:t>i</w:t><w:tab/><w:br/></w:r></w:ins><w:del><w:r><w:delText>d</w:delText></w:r></w:del></w:p>`
+	f.Add(docxZip(f, map[string]string{
+		"word/document.xml":  docXML(body),
+		"word/styles.xml":    numberingStyles,
+		"word/numbering.xml": numberingFixture,
+	}))
+	f.Add(docxZip(f, map[string]string{"word/document.xml": docXML(para("", "plain"))}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := DOCX("fuzz.docx", data, Limits{MaxDecompressedBytes: 1 << 20})
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrEmpty) && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrEncrypted) {
+				t.Fatalf("error %v wraps none of the DOCX errors", err)
+			}
+			return
+		}
+		checkDOCXSpans(t, d)
+	})
+}
