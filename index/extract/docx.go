@@ -92,10 +92,10 @@ var oleMagic = []byte{0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1}
 // restart when a shallower one advances, and a level skipped on the way
 // down takes its start value, so "2", "2.1.1", then "2.2". A numbered
 // paragraph without text is left out but advances its counter, as Word
-// shows a number for it. A heading's label loses one
-// trailing dot ("1.2 Scope", not "1.2. Scope"), and Heading.Text includes
-// the label. Without word/numbering.xml, or for an undefined list, labels
-// are decimal ("%N."). Numbering never fails a document.
+// shows a number for it. A heading's label loses one trailing dot ("1.2
+// Scope", not "1.2. Scope"), and Heading.Text includes the label. Without
+// word/numbering.xml, or for an undefined list, labels are decimal
+// ("%N."). Numbering never fails a document.
 //
 // Doc.Title is the first Title paragraph, else docProps/core.xml's
 // dc:title, else the first level-1 heading, else the file name without its

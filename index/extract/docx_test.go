@@ -411,7 +411,8 @@ func TestDOCXNumbering(t *testing.T) {
 		para("ListBullet", "apple") +
 		numPara("ListBullet", "", "1", "pear") + // ilvl from the paragraph, numId from the style
 		numPara("", "4", "0", "five") +
-		numPara("", "4", "0", "six") +
+		numPara("", "4", "0", "") + // no text: left out, but Word shows "6."
+		numPara("", "4", "0", "seven") +
 		numPara("", "5", "0", "three") +
 		numPara("", "5", "1", "three A") +
 		numPara("", "6", "0", "legal") +
@@ -433,7 +434,7 @@ func TestDOCXNumbering(t *testing.T) {
 		"Body text.",
 		"1. one", "a) sub a", "b) sub b", "(i) deeper", "2. two", "a) sub again",
 		"• apple", "• pear",
-		"5. five", "6. six",
+		"5. five", "7. seven",
 		"III. three", "III.A three A",
 		"§01 legal",
 		"numbering removed",
