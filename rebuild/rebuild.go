@@ -84,17 +84,17 @@ type Summary struct {
 	Previous   string // the generation it replaced; "" when there was none
 	Documents  int
 	Blocks     int
-	CaughtUp   int   // documents written or deleted in Live during the rebuild, applied before the swap
-	Dropped    int   // live documents without a record, dropped under AllowMissing
+	CaughtUp   int // documents written or deleted in Live during the rebuild, applied before the swap
+	Dropped    int // live documents without a record, dropped under AllowMissing
 	// Failed counts the documents whose bytes still fail extraction:
 	// kept as failed, with their reasons (index.Index.Failed). Documents
 	// that failed before and extract now are searchable again.
-	Failed int
-	Removed    int   // old or unfinished generations removed
-	Bytes      int64 // blob bytes read
-	Elapsed    time.Duration
-	Manifest   index.Manifest      // of the new generation
-	Verify     *index.Verification // of the new generation, just before the swap
+	Failed   int
+	Removed  int   // old or unfinished generations removed
+	Bytes    int64 // blob bytes read
+	Elapsed  time.Duration
+	Manifest index.Manifest      // of the new generation
+	Verify   *index.Verification // of the new generation, just before the swap
 }
 
 // DocumentError lists the documents whose blobs could not be re-derived; the

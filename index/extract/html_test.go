@@ -479,7 +479,7 @@ func TestHTMLLanguage(t *testing.T) {
 }
 
 // utf16LE encodes s as UTF-16LE with a byte order mark.
-func utf16LE(s string) string {
+func utf16LEWithBOM(s string) string {
 	b := []byte{0xFF, 0xFE}
 	for _, u := range utf16.Encode([]rune(s)) {
 		b = append(b, byte(u), byte(u>>8))
@@ -494,7 +494,7 @@ func TestHTMLCharset(t *testing.T) {
 		{"http-equiv quoted", `<head><title>t</title><META HTTP-EQUIV=content-type CONTENT='text/html;charset="latin1"'></head><p>` + "\xc0 la carte</p>", "À la carte"},
 		{"shift_jis", `<meta charset="Shift_JIS"><p>` + "\x93\xfa\x96\x7b</p>", "日本"},
 		{"utf-8 BOM beats meta", "\xef\xbb\xbf<meta charset=windows-1252><p>café</p>", "café"},
-		{"utf-16 BOM", utf16LE("<p>héllo wörld</p>"), "héllo wörld"},
+		{"utf-16 BOM", utf16LEWithBOM("<p>héllo wörld</p>"), "héllo wörld"},
 		{"meta utf-16 means utf-8", `<meta charset="utf-16"><p>café</p>`, "café"},
 		{"http-equiv without pragma", `<meta content="text/html; charset=windows-1252"><p>café</p>`, "café"},
 		{"unknown label, UTF-8 bytes", `<meta charset="klingon-8"><p>café</p>`, "café"},
@@ -588,7 +588,7 @@ func FuzzHTML(f *testing.F) {
 		"<pre>\n  a\n\n b</pre><ul><li>x<ul><li>y</ul>z</ul>",
 		"<h1>Only</h1><h2>Heads</h2>",
 		"<meta charset=windows-1252><p>caf\xe9</p>",
-		utf16LE("<p>x</p>"),
+		utf16LEWithBOM("<p>x</p>"),
 		"<table><tr><td><h2>a</h2><td><table><tr><td>b</table></table>",
 		"<p>a<br><br><br>b&nbsp;<math alttext=q></math></p><nav>n</nav>",
 		"\xef\xbb\xbf<title>t</title><textarea> x </textarea>",
