@@ -1,7 +1,6 @@
 package extract
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,8 @@ import (
 	"testing"
 	"time"
 	"unicode"
+
+	"github.com/escurel/escurel/internal/testdocs"
 )
 
 // sharedDocs returns ../shared/data/documents, skipping the test when the
@@ -186,51 +187,9 @@ func TestPDFDamaged(t *testing.T) {
 	}
 }
 
-// testPDF writes a PDF of the given pages, each one text line per string
-// (no text layer when a page is ""). With encrypt, the trailer names a
-// standard security handler whose user password is not empty.
-func testPDF(pages []string, encrypt bool) []byte {
-	var b bytes.Buffer
-	var offs []int
-	obj := func(body string) int {
-		offs = append(offs, b.Len())
-		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", len(offs), body)
-		return len(offs)
-	}
-	b.WriteString("%PDF-1.4\n")
-	obj("<< /Type /Catalog /Pages 2 0 R >>")
-	kids := make([]string, len(pages))
-	for i := range pages {
-		kids[i] = fmt.Sprintf("%d 0 R", 4+2*i)
-	}
-	obj(fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", strings.Join(kids, " "), len(pages)))
-	obj("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-	for _, p := range pages {
-		stream := ""
-		if p != "" {
-			stream = "BT /F1 12 Tf 72 720 Td (" + p + ") Tj ET"
-		}
-		obj(fmt.Sprintf("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>", len(offs)+2))
-		obj(fmt.Sprintf("<< /Length %d >>\nstream\n%s\nendstream", len(stream), stream))
-	}
-	trailer := fmt.Sprintf("/Size %d /Root 1 0 R", len(offs)+1)
-	if encrypt {
-		id := strings.Repeat("ab", 16)
-		enc := obj("<< /Filter /Standard /V 1 /R 2 /Length 40 /P -4 /O <" + strings.Repeat("11", 32) + "> /U <" + strings.Repeat("22", 32) + "> >>")
-		trailer = fmt.Sprintf("/Size %d /Root 1 0 R /Encrypt %d 0 R /ID [<%s> <%s>]", len(offs)+1, enc, id, id)
-	}
-	xref := b.Len()
-	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(offs)+1)
-	for _, o := range offs {
-		fmt.Fprintf(&b, "%010d 00000 n \n", o)
-	}
-	fmt.Fprintf(&b, "trailer\n<< %s >>\nstartxref\n%d\n%%%%EOF\n", trailer, xref)
-	return b.Bytes()
-}
-
 func TestPDFBuilt(t *testing.T) {
 	ctx := context.Background()
-	d, err := Extract(ctx, MediaPDF, "built.pdf", testPDF([]string{"Hello page one.", "", "Third page text."}, false), Limits{})
+	d, err := Extract(ctx, MediaPDF, "built.pdf", testdocs.PDF([]string{"Hello page one.", "", "Third page text."}, false), Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,11 +201,11 @@ func TestPDFBuilt(t *testing.T) {
 		t.Errorf("title %q, want the file name", d.Title)
 	}
 
-	_, err = Extract(ctx, MediaPDF, "locked.pdf", testPDF([]string{"secret"}, true), Limits{})
+	_, err = Extract(ctx, MediaPDF, "locked.pdf", testdocs.PDF([]string{"secret"}, true), Limits{})
 	if !errors.Is(err, ErrEncrypted) {
 		t.Errorf("encrypted: err = %v, want ErrEncrypted", err)
 	}
-	_, err = Extract(ctx, MediaPDF, "scan.pdf", testPDF([]string{"", ""}, false), Limits{})
+	_, err = Extract(ctx, MediaPDF, "scan.pdf", testdocs.PDF([]string{"", ""}, false), Limits{})
 	if !errors.Is(err, ErrEmpty) || !strings.Contains(err.Error(), "2 pages") {
 		t.Errorf("no text layer: err = %v, want ErrEmpty naming the pages", err)
 	}
@@ -265,8 +224,8 @@ func TestPDFTimeout(t *testing.T) {
 	for i := range pages {
 		pages[i] = fmt.Sprintf("Page %d of a long document about timeouts.", i+1)
 	}
-	big := testPDF(pages, false)
-	if _, err := Extract(ctx, MediaPDF, "warm.pdf", testPDF([]string{"warm"}, false), Limits{}); err != nil {
+	big := testdocs.PDF(pages, false)
+	if _, err := Extract(ctx, MediaPDF, "warm.pdf", testdocs.PDF([]string{"warm"}, false), Limits{}); err != nil {
 		t.Fatal(err) // start the engine outside the measured call
 	}
 	start := time.Now()
@@ -278,7 +237,7 @@ func TestPDFTimeout(t *testing.T) {
 		t.Errorf("timed out after %v, want about the limit", el)
 	}
 	for i := 0; i < 3; i++ { // every instance of the pool still serves
-		d, err := Extract(ctx, MediaPDF, "after.pdf", testPDF([]string{"still working"}, false), Limits{})
+		d, err := Extract(ctx, MediaPDF, "after.pdf", testdocs.PDF([]string{"still working"}, false), Limits{})
 		if err != nil || !strings.Contains(d.Text, "still working") {
 			t.Fatalf("after a timeout: %v", err)
 		}
