@@ -417,3 +417,66 @@ func TestDeleteRelativePath(t *testing.T) {
 		t.Errorf("delete notes.txt: exit %d %s %s", code, out, errOut)
 	}
 }
+
+// A directory of mixed formats: the per-format table, exit 1 for the bad
+// files, status listing them, --max-file-bytes, and a rebuild that counts
+// the ones still failing.
+func TestIngestMixedFormats(t *testing.T) {
+	shared, err := filepath.Abs("../../../shared/data/documents")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(shared); err != nil {
+		t.Skipf("shared test data %s is absent: %v", shared, err)
+	}
+	src := t.TempDir()
+	for name, data := range map[string][]byte{
+		"page.html":   []byte("<title>Bandicoot</title><h1>Diet</h1><p>Bandicoots eat insects.</p>"),
+		"notzip.docx": []byte("not a zip"),
+		"big.md":      bytes.Repeat([]byte("bandicoot "), 20000),
+	} {
+		if err := os.WriteFile(filepath.Join(src, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idx := filepath.Join(t.TempDir(), "idx")
+	out, errOut, code := run(t, nil, "--index", idx, "ingest", "--max-file-bytes", "150000",
+		filepath.Join(shared, "pdf", "multi_page.pdf"), filepath.Join(shared, "docx", "word_sample.docx"), src)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"5 files into", "3 added, 0 replaced, 0 unchanged, 2 failed",
+		"format  documents  pages  blocks  failed  extract s",
+		"docx          2      0       4       1",
+		"html          1      0       1       0",
+		"markdown          1      0       0       1",
+		"pdf          1      5       9       0",
+	} {
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Errorf("ingest output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, want := range []string{"notzip.docx: corrupt document", "big.md: file over the size cap: 200000 bytes, over 150000",
+		"2 of 5 files failed (2 kept as failed documents, listed by escurel status): big.md, notzip.docx"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	out, _, code = run(t, nil, "--index", idx, "status")
+	if code != 0 || !strings.Contains(out, "5 (2 failed)") || !strings.Contains(out, "docx/1 2, html/1 1, none 1, pdf/1 1") ||
+		!strings.Contains(out, "big.md: file over the size cap") || !strings.Contains(out, "notzip.docx: corrupt document") {
+		t.Errorf("status:\n%s", out)
+	}
+	out, _, code = run(t, nil, "--index", idx, "search", "word processor typewriter")
+	if code != 0 || !strings.Contains(out, "multi_page.pdf") || !strings.Contains(out, "› p.1]") {
+		t.Errorf("search:\n%s", out)
+	}
+	out, errOut, code = run(t, nil, "--index", idx, "rebuild")
+	if code != 0 || !strings.Contains(out, "5 documents (2 failed extraction") {
+		t.Errorf("rebuild: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := run(t, nil, "--index", idx, "--extract-timeout", "soon", "status"); code != 2 || !strings.Contains(errOut, "--extract-timeout") {
+		t.Errorf("bad --extract-timeout: exit %d %s", code, errOut)
+	}
+}
