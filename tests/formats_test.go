@@ -141,8 +141,10 @@ func TestFormats(t *testing.T) {
 	}
 
 	// Quality against the reference converter's Markdown: every heading it
-	// lists is in some block's heading path (DOCX, and PDFs with an
-	// outline), and ≥ 95% of its words are in the extracted text.
+	// lists is in some block's heading path (DOCX, and multi_page.pdf,
+	// whose headings come from its type; the other PDFs have no outline and
+	// a reference whose headings differ from their text), and ≥ 95% of its
+	// words are in the extracted text.
 	for _, tc := range []struct {
 		file, expected string
 		headings       bool
@@ -175,7 +177,7 @@ func TestFormats(t *testing.T) {
 		if cov < 0.95 {
 			t.Errorf("%s: %.1f%% of the reference words, want ≥ 95%%", tc.file, 100*cov)
 		}
-		if tc.headings && found != total {
+		if (tc.headings || tc.file == "multi_page.pdf") && found != total {
 			t.Errorf("%s: headings missing from every heading path: %q", tc.file, missing)
 		}
 	}

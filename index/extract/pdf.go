@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/klippa-app/go-pdfium"
@@ -106,11 +108,14 @@ func pdfPool() (pdfium.Pool, error) {
 // bullet ends a paragraph. Each unit lies on one page (Unit.Page, from 1);
 // a paragraph continued on the next page is two units.
 //
-// Headings come from the document outline (bookmarks), the outline depth
-// being the level: each entry is looked for as a line of its target page,
-// and that line becomes the heading. An entry not found on its page opens
-// at the start of the page. Without an outline a PDF has no headings, and
-// its blocks' context is the title and the page alone.
+// Headings come from the document outline (bookmarks) when it has one, the
+// outline depth being the level: each entry is looked for as a line of its
+// target page, and that line becomes the heading; an entry not found on
+// its page opens at the start of the page. Without an outline, headings
+// come from the type (typeHeadings): short lines set larger than the body
+// text, or in bold, standing on their own; levels rank the types, largest
+// first. A PDF without either has no headings, and its blocks' context is
+// the title and the page alone.
 //
 // The title is the document information Title unless blank or "untitled",
 // else the file name without its extension.
@@ -167,13 +172,11 @@ func pdfRead(inst pdfium.Pdfium, name string, data []byte) (*Doc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: page count: %v", ErrCorrupt, err)
 	}
-	pages := make([]string, count.PageCount)
+	pages := make([][]pdfLine, count.PageCount)
 	for i := range pages {
-		t, err := inst.GetPageText(&requests.GetPageText{Page: requests.Page{ByIndex: &requests.PageByIndex{Document: opened.Document, Index: i}}})
-		if err != nil {
+		if pages[i], err = pdfPageLines(inst, requests.Page{ByIndex: &requests.PageByIndex{Document: opened.Document, Index: i}}); err != nil {
 			return nil, fmt.Errorf("%w: page %d: %v", ErrCorrupt, i+1, err)
 		}
-		pages[i] = t.Text
 	}
 	var outline []pdfHeading
 	if bm, err := inst.GetBookmarks(&requests.GetBookmarks{Document: opened.Document}); err == nil {
@@ -189,12 +192,108 @@ func pdfRead(inst pdfium.Pdfium, name string, data []byte) (*Doc, error) {
 	return buildPDFDoc(name, title, pages, outline)
 }
 
-// pdfHeading is an outline entry: a title, its depth from 1 and the index
-// of its target page (-1 when it has none).
+// pdfHeading is a heading: an outline entry, with the index of its target
+// page (-1 when it has none), or a line set in a heading's type.
 type pdfHeading struct {
 	title string
-	level int
+	level int // from 1
 	page  int
+	lines int // lines of text it spans (1 for an outline entry)
+}
+
+// pdfLine is a line of a page's text, clean (see cleanLine), with the type
+// it is set in: the rendered font size in points (0 when unknown), whether
+// it is all bold, and whether it is all in a fixed-pitch face (code).
+type pdfLine struct {
+	text       string
+	size       float64
+	bold, mono bool
+}
+
+// pdfPageLines reads a page's text and the type of each line. The text is
+// PDFium's (FPDFText_GetText), whose UTF-16 units are its character
+// indexes; the type of a line is sampled at its first, middle and last
+// visible characters: the median rendered size (font size times the text
+// matrix's vertical scale), and bold when all three are in a bold face.
+func pdfPageLines(inst pdfium.Pdfium, page requests.Page) ([]pdfLine, error) {
+	t, err := inst.GetPageText(&requests.GetPageText{Page: page})
+	if err != nil {
+		return nil, err
+	}
+	tp, err := inst.FPDFText_LoadPage(&requests.FPDFText_LoadPage{Page: page})
+	if err != nil {
+		return nil, err
+	}
+	defer inst.FPDFText_ClosePage(&requests.FPDFText_ClosePage{TextPage: tp.TextPage})
+	style := func(idx []int) (size float64, bold, mono bool) {
+		var sizes []float64
+		bold, mono = len(idx) > 0, len(idx) > 0
+		for _, i := range idx {
+			fs, err := inst.FPDFText_GetFontSize(&requests.FPDFText_GetFontSize{TextPage: tp.TextPage, Index: i})
+			if err != nil {
+				return 0, false, false
+			}
+			size := fs.FontSize
+			if m, err := inst.FPDFText_GetMatrix(&requests.FPDFText_GetMatrix{TextPage: tp.TextPage, Index: i}); err == nil {
+				if scale := math.Hypot(float64(m.Matrix.C), float64(m.Matrix.D)); scale > 0 {
+					size *= scale
+				}
+			}
+			sizes = append(sizes, math.Round(size*2)/2)
+			fi, err := inst.FPDFText_GetFontInfo(&requests.FPDFText_GetFontInfo{TextPage: tp.TextPage, Index: i})
+			bold = bold && err == nil && isBoldFont(fi.FontName, fi.Flags)
+			mono = mono && err == nil && isFixedPitch(fi.FontName, fi.Flags)
+		}
+		sort.Float64s(sizes)
+		if len(sizes) == 0 {
+			return 0, false, false
+		}
+		return sizes[len(sizes)/2], bold, mono
+	}
+	var lines []pdfLine
+	idx := 0 // character index of the rune being read
+	var visible []int
+	var b strings.Builder
+	flush := func() {
+		l := pdfLine{text: cleanLine(b.String())}
+		if l.text != "" && len(visible) > 0 {
+			l.size, l.bold, l.mono = style([]int{visible[0], visible[len(visible)/2], visible[len(visible)-1]})
+		}
+		lines = append(lines, l)
+		b.Reset()
+		visible = visible[:0]
+	}
+	raw := t.Text
+	for i, r := range raw {
+		switch {
+		case r == '\r' && strings.HasPrefix(raw[i+1:], "\n"):
+		case r == '\n' || r == '\r':
+			flush()
+		default:
+			b.WriteRune(r)
+			if !unicode.IsSpace(r) && !unicode.IsControl(r) {
+				visible = append(visible, idx)
+			}
+		}
+		idx += max(utf16.RuneLen(r), 1)
+	}
+	flush()
+	return tidyLines(lines), nil
+}
+
+// isFixedPitch reports whether a font is fixed pitch, by its FixedPitch
+// flag (PDF 32000-1 §9.8.2: bit 1) or its name (Courier, "Mono", Consolas).
+func isFixedPitch(name string, flags int) bool {
+	n := strings.ToLower(name)
+	return flags&1 != 0 || strings.Contains(n, "courier") || strings.Contains(n, "mono") || strings.Contains(n, "consol")
+}
+
+// isBoldFont reports whether a font is bold by its name (a "Bold", "Black",
+// "Heavy" or "Semibold" face, as in "TimesNewRomanPS-BoldMT") or its
+// ForceBold flag (PDF 32000-1 §9.8.2: bit 19).
+func isBoldFont(name string, flags int) bool {
+	n := strings.ToLower(name)
+	return flags&(1<<18) != 0 || strings.Contains(n, "bold") || strings.Contains(n, "black") || strings.Contains(n, "heavy")
 }
 
 // flattenOutline lists the bookmarks depth first, in outline order.
@@ -210,47 +309,35 @@ func flattenOutline(bms []responses.GetBookmarksBookmark, level int, out []pdfHe
 	return out
 }
 
-// buildPDFDoc assembles a Doc from the pages' raw text and the outline. It
+// buildPDFDoc assembles a Doc from the pages' lines and the outline. It
 // touches no PDFium state, so it is tested on its own.
-func buildPDFDoc(name, title string, pages []string, outline []pdfHeading) (*Doc, error) {
+func buildPDFDoc(name, title string, pages [][]pdfLine, outline []pdfHeading) (*Doc, error) {
 	doc := &Doc{Title: title, Pages: len(pages)}
 	if doc.Title == "" {
 		doc.Title = baseTitle(name)
 	}
-	// Outline entries by target page, in outline order.
-	byPage := map[int][]pdfHeading{}
-	for _, h := range outline {
-		if h.page >= 0 && h.page < len(pages) && h.title != "" {
-			byPage[h.page] = append(byPage[h.page], h)
-		}
+	// The headings of each page, by the index of their first line.
+	heads := make([]map[int]pdfHeading, len(pages))
+	var missing [][]pdfHeading // outline entries not found on their page
+	if len(outline) > 0 {
+		heads, missing = placeOutline(pages, outline)
+	} else {
+		heads = typeHeadings(pages)
 	}
 	var b strings.Builder
 	var paras []Unit // untrimmed; trimmed once the text is whole
-	for i, raw := range pages {
-		lines := pageLines(raw)
+	for i, lines := range pages {
 		if b.Len() > 0 && len(lines) > 0 {
 			b.WriteString("\n\n")
 		}
 		pageStart := b.Len()
-		heads := byPage[i]
-		// Find the outline entries among the page's lines, in order.
-		headAt := map[int]pdfHeading{} // line index → entry
-		from := 0
-		var missing []pdfHeading
-		for _, h := range heads {
-			j := findLine(lines, from, h.title)
-			if j < 0 {
-				missing = append(missing, h)
-				continue
+		if i < len(missing) {
+			for _, h := range missing[i] {
+				// Open the entry just before the page's first byte (the
+				// separator), so that the page's first unit is inside it.
+				at := max(pageStart-1, 0)
+				doc.Headings = append(doc.Headings, Heading{Level: h.level, Text: h.title, Start: at, End: at})
 			}
-			headAt[j] = h
-			from = j + 1
-		}
-		for _, h := range missing {
-			// Open the entry just before the page's first byte (the
-			// separator), so that the page's first unit is inside it.
-			at := max(pageStart-1, 0)
-			doc.Headings = append(doc.Headings, Heading{Level: h.level, Text: h.title, Start: at, End: at})
 		}
 		typical := typicalLineLength(lines)
 		paraStart := -1
@@ -261,13 +348,14 @@ func buildPDFDoc(name, title string, pages []string, outline []pdfHeading) (*Doc
 			paraStart = -1
 		}
 		prev := "" // the line before, "" after a blank line or a heading
-		for j, line := range lines {
+		for j := 0; j < len(lines); j++ {
+			line := lines[j].text
 			if line == "" {
 				endPara(b.Len())
 				prev = ""
 				continue
 			}
-			h, isHead := headAt[j]
+			h, isHead := heads[i][j]
 			if b.Len() > pageStart {
 				if paraStart >= 0 && !isHead && !breakAfter(prev, line, typical) {
 					b.WriteByte('\n')
@@ -280,6 +368,11 @@ func buildPDFDoc(name, title string, pages []string, outline []pdfHeading) (*Doc
 			b.WriteString(line)
 			prev = line
 			if isHead {
+				for k := 1; k < h.lines; k++ { // a heading set on several lines
+					j++
+					b.WriteByte('\n')
+					b.WriteString(lines[j].text)
+				}
 				lead := len(line) - len(strings.TrimLeftFunc(line, unicode.IsSpace))
 				doc.Headings = append(doc.Headings, Heading{Level: h.level, Text: h.title, Start: start + lead, End: b.Len()})
 				prev = ""
@@ -305,6 +398,137 @@ func buildPDFDoc(name, title string, pages []string, outline []pdfHeading) (*Doc
 	return doc, nil
 }
 
+// placeOutline finds each outline entry as a line of its target page, in
+// outline order. It returns the entries found, by page and line, and the
+// ones not found, by page.
+func placeOutline(pages [][]pdfLine, outline []pdfHeading) ([]map[int]pdfHeading, [][]pdfHeading) {
+	heads := make([]map[int]pdfHeading, len(pages))
+	missing := make([][]pdfHeading, len(pages))
+	from := make([]int, len(pages)) // per page: where the next entry is looked for
+	for _, h := range outline {
+		if h.page < 0 || h.page >= len(pages) || h.title == "" {
+			continue
+		}
+		j := findLine(pages[h.page], from[h.page], h.title)
+		if j < 0 {
+			missing[h.page] = append(missing[h.page], h)
+			continue
+		}
+		if heads[h.page] == nil {
+			heads[h.page] = map[int]pdfHeading{}
+		}
+		h.lines = 1
+		heads[h.page][j] = h
+		from[h.page] = j + 1
+	}
+	return heads, missing
+}
+
+// Limits of a heading found by its type.
+const (
+	headingMaxRunes = 150 // a longer "heading" is an emphasized paragraph
+	headingMaxLines = 3
+)
+
+// typeHeadings finds the headings of a PDF without an outline by their
+// type: a line set larger than the body text (at least 15% above the size
+// most characters have), or in bold at the body size, not in a fixed-pitch
+// face (code), that stands on its
+// own (blank lines or other type around it), is short, and has a letter.
+// Consecutive lines in the same type are one heading. Levels rank the
+// heading types: the largest size is level 1; at one size, bold ranks
+// higher; bold at the body size comes last. At most 6 levels; smaller
+// types share level 6.
+func typeHeadings(pages [][]pdfLine) []map[int]pdfHeading {
+	weight := map[float64]int{}
+	for _, lines := range pages {
+		for _, l := range lines {
+			if l.size > 0 {
+				weight[l.size] += utf8.RuneCountInString(l.text)
+			}
+		}
+	}
+	body, most := 0.0, 0
+	for size, n := range weight {
+		if n > most || n == most && size < body {
+			body, most = size, n
+		}
+	}
+	heads := make([]map[int]pdfHeading, len(pages))
+	if body == 0 {
+		return heads
+	}
+	type style struct {
+		size float64
+		bold bool
+	}
+	isHeadType := func(l pdfLine) bool {
+		return !l.mono && (l.size >= body*1.15 || l.bold && l.size >= body*0.95)
+	}
+	var found []struct {
+		page, line int
+		h          pdfHeading
+		st         style
+	}
+	for p, lines := range pages {
+		for j := 0; j < len(lines); j++ {
+			l := lines[j]
+			if l.text == "" || !isHeadType(l) {
+				continue
+			}
+			st := style{l.size, l.bold}
+			n := 1
+			for j+n < len(lines) && n < headingMaxLines && lines[j+n].text != "" && (style{lines[j+n].size, lines[j+n].bold}) == st {
+				n++
+			}
+			// The line after must not continue it in the same type.
+			if j+n < len(lines) && lines[j+n].text != "" && (style{lines[j+n].size, lines[j+n].bold}) == st {
+				j += n
+				continue
+			}
+			var parts []string
+			for k := j; k < j+n; k++ {
+				parts = append(parts, strings.TrimSpace(lines[k].text))
+			}
+			text := strings.Join(strings.Fields(strings.Join(parts, " ")), " ")
+			if utf8.RuneCountInString(text) <= headingMaxRunes && strings.IndexFunc(text, unicode.IsLetter) >= 0 {
+				found = append(found, struct {
+					page, line int
+					h          pdfHeading
+					st         style
+				}{p, j, pdfHeading{title: text, page: p, lines: n}, st})
+			}
+			j += n - 1
+		}
+	}
+	var styles []style
+	seen := map[style]bool{}
+	for _, f := range found {
+		if !seen[f.st] {
+			seen[f.st] = true
+			styles = append(styles, f.st)
+		}
+	}
+	sort.Slice(styles, func(i, j int) bool {
+		if styles[i].size != styles[j].size {
+			return styles[i].size > styles[j].size
+		}
+		return styles[i].bold && !styles[j].bold
+	})
+	level := map[style]int{}
+	for i, st := range styles {
+		level[st] = min(i+1, 6)
+	}
+	for _, f := range found {
+		if heads[f.page] == nil {
+			heads[f.page] = map[int]pdfHeading{}
+		}
+		f.h.level = level[f.st]
+		heads[f.page][f.line] = f.h
+	}
+	return heads
+}
+
 // addUnitPage appends the trimmed span [start, end) on page page.
 func (d *Doc) addUnitPage(start, end, page int) {
 	n := len(d.Units)
@@ -314,49 +538,61 @@ func (d *Doc) addUnitPage(start, end, page int) {
 	}
 }
 
-// pageLines splits PDFium's text of a page into clean lines: CR LF and CR
-// become line ends, control and non-characters are dropped (PDFium marks
-// soft hyphens and unknown glyphs with them), invalid UTF-8 is dropped,
-// and trailing white space is trimmed. Leading and trailing blank lines
-// are dropped, and runs of blank lines become one.
-func pageLines(raw string) []string {
-	raw = strings.ToValidUTF8(raw, "")
-	raw = strings.ReplaceAll(raw, "\r\n", "\n")
-	raw = strings.ReplaceAll(raw, "\r", "\n")
-	raw = strings.Map(func(r rune) rune {
+// cleanLine cleans a line of PDFium's text: control and non-characters
+// are dropped (PDFium marks soft hyphens and unknown glyphs with them),
+// invalid UTF-8 is dropped, trailing white space is trimmed, and a line of
+// white space only becomes "".
+func cleanLine(l string) string {
+	l = strings.ToValidUTF8(l, "")
+	l = strings.Map(func(r rune) rune {
 		switch {
-		case r == '\n' || r == '\t':
+		case r == '\t':
 			return r
 		case unicode.IsControl(r), r == 0xFFFE, r == 0xFFFF, r == utf8.RuneError:
 			return -1
 		}
 		return r
-	}, raw)
-	var out []string
-	for _, l := range strings.Split(raw, "\n") {
-		l = strings.TrimRightFunc(l, unicode.IsSpace)
-		if strings.TrimSpace(l) == "" {
-			l = ""
-		}
-		if l == "" && (len(out) == 0 || out[len(out)-1] == "") {
+	}, l)
+	l = strings.TrimRightFunc(l, unicode.IsSpace)
+	if strings.TrimSpace(l) == "" {
+		return ""
+	}
+	return l
+}
+
+// tidyLines drops leading and trailing blank lines and makes each run of
+// blank lines one.
+func tidyLines(lines []pdfLine) []pdfLine {
+	var out []pdfLine
+	for _, l := range lines {
+		if l.text == "" && (len(out) == 0 || out[len(out)-1].text == "") {
 			continue
 		}
 		out = append(out, l)
 	}
-	for len(out) > 0 && out[len(out)-1] == "" {
+	for len(out) > 0 && out[len(out)-1].text == "" {
 		out = out[:len(out)-1]
 	}
 	return out
+}
+
+// plainLines makes lines of unknown type from text (tests).
+func plainLines(text string) []pdfLine {
+	var out []pdfLine
+	for _, l := range strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n") {
+		out = append(out, pdfLine{text: cleanLine(l)})
+	}
+	return tidyLines(out)
 }
 
 // findLine returns the index of the first line at or after from whose
 // text, white space collapsed and case folded, equals title or starts with
 // it followed by a space (a heading line with a page number after it), or
 // -1.
-func findLine(lines []string, from int, title string) int {
+func findLine(lines []pdfLine, from int, title string) int {
 	want := strings.ToLower(title)
 	for j := from; j < len(lines); j++ {
-		got := strings.ToLower(strings.Join(strings.Fields(lines[j]), " "))
+		got := strings.ToLower(strings.Join(strings.Fields(lines[j].text), " "))
 		if got == want || strings.HasPrefix(got, want+" ") {
 			return j
 		}
@@ -366,11 +602,11 @@ func findLine(lines []string, from int, title string) int {
 
 // typicalLineLength is the 80th percentile of the page's line lengths in
 // runes: the width of a full line of body text.
-func typicalLineLength(lines []string) int {
+func typicalLineLength(lines []pdfLine) int {
 	var n []int
 	for _, l := range lines {
-		if l != "" {
-			n = append(n, utf8.RuneCountInString(strings.TrimSpace(l)))
+		if l.text != "" {
+			n = append(n, utf8.RuneCountInString(strings.TrimSpace(l.text)))
 		}
 	}
 	if len(n) == 0 {

@@ -288,3 +288,74 @@ func TestIDs(t *testing.T) {
 		t.Errorf("IDs() = %q", got)
 	}
 }
+
+func TestPDFTypeHeadings(t *testing.T) {
+	body := func(s string) pdfLine { return pdfLine{text: s, size: 10} }
+	pages := [][]pdfLine{{
+		{text: "Annual Report", size: 18},
+		{text: "of the Numbat", size: 18},
+		body("Numbats eat termites every day of the year, and a great many of them."),
+		body("They live in the south-west."),
+		{text: "Diet", size: 10, bold: true},
+		body("Termites, mostly."),
+		{text: "SELECT name", size: 10, bold: true, mono: true},
+		body("Code is not a heading."),
+		{text: "Bold one", size: 10, bold: true},
+		{text: "Bold two", size: 10, bold: true},
+		{text: "Bold three", size: 10, bold: true},
+		{text: "Bold four", size: 10, bold: true},
+		body("A run of four bold lines is emphasis, not a heading."),
+	}, {
+		{text: "Habitat", size: 14},
+		body("Woodland."),
+	}}
+	d, err := buildPDFDoc("numbat.pdf", "", pages, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSpans(t, "numbat.pdf", d)
+	var got []string
+	for _, h := range d.Headings {
+		got = append(got, fmt.Sprintf("%d %s", h.Level, h.Text))
+	}
+	want := []string{"1 Annual Report of the Numbat", "3 Diet", "2 Habitat"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("headings %q, want %q", got, want)
+	}
+	if h := d.Headings[0]; d.Text[h.Start:h.End] != "Annual Report\nof the Numbat" {
+		t.Errorf("two-line heading spans %q", d.Text[h.Start:h.End])
+	}
+	for _, u := range units(d) {
+		if u == "Diet" || u == "Habitat" || strings.HasPrefix(u, "Annual") {
+			t.Errorf("heading line %q in a unit", u)
+		}
+	}
+	if !strings.Contains(strings.Join(units(d), "|"), "SELECT name") {
+		t.Errorf("code line lost from the units: %q", units(d))
+	}
+	// With an outline, the outline decides and type is ignored.
+	d, err = buildPDFDoc("numbat.pdf", "", pages, []pdfHeading{{title: "Habitat", level: 1, page: 1}})
+	if err != nil || len(d.Headings) != 1 || d.Headings[0].Text != "Habitat" {
+		t.Errorf("with an outline: %+v, %v", d.Headings, err)
+	}
+}
+
+// Without an outline, the headings of a real PDF come from its type: all
+// eleven section titles of multi_page.pdf.
+func TestPDFTypeHeadingsReal(t *testing.T) {
+	d, err := extractFile(t, filepath.Join(sharedDocs(t), "pdf", "multi_page.pdf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, h := range d.Headings {
+		got = append(got, h.Text)
+	}
+	want := []string{"The Evolution of the Word Processor", "Pre-Digital Era (19th - Early 20th Century)",
+		"The Birth of Word Processing (1960s - 1970s)", "The Rise of Personal Computers (1980s)", "The Modern Era (1990s - Present)",
+		"Future of Word Processing", "Specialized Word Processing Tools", "Key Features That Changed Word Processing",
+		"The Cultural Impact of Word Processors", "Word Processors in a Post-Digital Era", "A Glimpse Into the Future"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("headings\n got %q\nwant %q", got, want)
+	}
+}
