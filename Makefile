@@ -1,5 +1,5 @@
 # escurel: two commands on a fresh machine.
-#   make demo   builds, ingests DEMO_DATA into a fresh index, runs two searches
+#   make demo   builds, ingests DEMO_DATA into a fresh index, runs three searches
 #   make test   vet, gofmt check, all tests
 # Go modules download on first use; gcc (cgo, for DuckDB) is installed with
 # apt-get when missing.
@@ -7,15 +7,20 @@
 GO        ?= go
 BIN       := bin/escurel
 SHARED_MD := ../shared/data/markdown/fastapi
+SHARED_DOCS := ../shared/data/documents
 
 ifneq ($(wildcard $(SHARED_MD)),)
-DEMO_DATA   ?= $(SHARED_MD)
+# The FastAPI pages with the real PDFs and Word files (not the corrupt ones:
+# the demo should exit 0).
+DEMO_DATA   ?= $(SHARED_MD) $(SHARED_DOCS)/pdf $(SHARED_DOCS)/docx
 DEMO_QUERY1 ?= how do I declare path parameters with types
 DEMO_QUERY2 ?= OAuth2 password flow with JWT tokens
+DEMO_QUERY3 ?= row permissions and column masks in DB2
 else
 DEMO_DATA   ?= .
 DEMO_QUERY1 ?= blob store source of truth
 DEMO_QUERY2 ?= manifest refuses a mismatched open
+DEMO_QUERY3 ?= failed documents are kept
 endif
 DEMO_INDEX ?= .demo
 
@@ -90,6 +95,8 @@ demo: build
 	@$(BIN) --index $(DEMO_INDEX) search -k 3 "$(DEMO_QUERY1)"
 	@echo '$$ escurel search -k 3 "$(DEMO_QUERY2)"'
 	@$(BIN) --index $(DEMO_INDEX) search -k 3 "$(DEMO_QUERY2)"
+	@echo '$$ escurel search -k 3 "$(DEMO_QUERY3)"'
+	@$(BIN) --index $(DEMO_INDEX) search -k 3 "$(DEMO_QUERY3)"
 	$(BIN) --index $(DEMO_INDEX) status
 
 clean:
