@@ -66,6 +66,8 @@ test: deps onnxruntime
 # Benchmarks report ingest docs/s, blocks, index size and search p50/p95 on
 # the shared FastAPI pages (skipped when ../shared/data is absent).
 bench: deps
+	@command -v pdftotext >/dev/null 2>&1 || { echo "installing poppler-utils: pdftotext is the PDF extraction peer"; \
+		apt-get update -qq && apt-get install -y -qq poppler-utils || echo "no pdftotext: its benchmark is skipped"; }
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./tests/
 
 # escurel against bleve v2.6.3 and SQLite FTS5 on BENCH_N passages (its own

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/escurel/escurel/embed"
 	"github.com/escurel/escurel/index"
+	"github.com/escurel/escurel/index/extract"
 	"github.com/escurel/escurel/rebuild"
 )
 
@@ -212,4 +214,81 @@ func BenchmarkRebuildVsIngest(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkExtractPDF extracts the five shared PDFs (31 pages) per
+// iteration with escurel's PDF extractor (PDFium as WebAssembly, engine
+// started before the timer), and, as the peer in the same run, with
+// Poppler's pdftotext (a process per file, as a pipeline would run it;
+// skipped when pdftotext is not installed: `make bench` installs it).
+func BenchmarkExtractPDF(b *testing.B) {
+	dir := sharedData(b, "documents/pdf")
+	files, _ := filepath.Glob(filepath.Join(dir, "*.pdf"))
+	var data [][]byte
+	size := 0
+	for _, f := range files {
+		d, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		data = append(data, d)
+		size += len(d)
+	}
+	ctx := context.Background()
+	if _, err := extract.Extract(ctx, extract.MediaPDF, "warm.pdf", data[0], extract.Limits{}); err != nil {
+		b.Fatal(err) // start the engine outside the timings
+	}
+	b.Run("escurel", func(b *testing.B) {
+		pages := 0
+		for i := 0; i < b.N; i++ {
+			pages = 0
+			for j, d := range data {
+				doc, err := extract.Extract(ctx, extract.MediaPDF, files[j], d, extract.Limits{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				pages += doc.Pages
+			}
+		}
+		b.SetBytes(int64(size))
+		b.ReportMetric(float64(pages*b.N)/b.Elapsed().Seconds(), "pages/s")
+	})
+	b.Run("pdftotext", func(b *testing.B) {
+		bin, err := exec.LookPath("pdftotext")
+		if err != nil {
+			b.Skip("pdftotext not installed (apt-get install poppler-utils)")
+		}
+		for i := 0; i < b.N; i++ {
+			for _, f := range files {
+				if out, err := exec.Command(bin, "-q", f, "-").Output(); err != nil || len(out) == 0 {
+					b.Fatalf("pdftotext %s: %v", f, err)
+				}
+			}
+		}
+		b.SetBytes(int64(size))
+		b.ReportMetric(float64(31*b.N)/b.Elapsed().Seconds(), "pages/s")
+	})
+}
+
+// BenchmarkIngestDocuments ingests the shared PDFs and Word files, with
+// the damaged and truncated ones, into a fresh index per iteration: the
+// whole path, failures recorded.
+func BenchmarkIngestDocuments(b *testing.B) {
+	dir := sharedData(b, "documents")
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		ix, err := index.Open(context.Background(), b.TempDir(), &index.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		sum, err := ix.IngestFiles(context.Background(), []string{filepath.Join(dir, "pdf"), filepath.Join(dir, "docx"), filepath.Join(dir, "corrupt")}, index.IngestOptions{})
+		if err != nil || sum.Added != 13 || len(sum.Failed) != 2 {
+			b.Fatalf("added %d, failed %d: %v", sum.Added, len(sum.Failed), err)
+		}
+		b.StopTimer()
+		ix.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(15*b.N)/b.Elapsed().Seconds(), "docs/s")
 }

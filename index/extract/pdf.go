@@ -211,21 +211,38 @@ type pdfLine struct {
 }
 
 // pdfPageLines reads a page's text and the type of each line. The text is
-// PDFium's (FPDFText_GetText), whose UTF-16 units are its character
-// indexes; the type of a line is sampled at its first, middle and last
-// visible characters: the median rendered size (font size times the text
-// matrix's vertical scale), and bold when all three are in a bold face.
+// PDFium's (FPDFText_GetText, one call for the page), whose UTF-16 units
+// are its character indexes; the type of a line is sampled at its first,
+// middle and last visible characters: the median rendered size (font size
+// times the text matrix's vertical scale), and bold when all three are in
+// a bold face. When the text's units do not match the page's character
+// count, the type is left unknown (no headings by type on that page).
 func pdfPageLines(inst pdfium.Pdfium, page requests.Page) ([]pdfLine, error) {
-	t, err := inst.GetPageText(&requests.GetPageText{Page: page})
-	if err != nil {
-		return nil, err
-	}
 	tp, err := inst.FPDFText_LoadPage(&requests.FPDFText_LoadPage{Page: page})
 	if err != nil {
 		return nil, err
 	}
 	defer inst.FPDFText_ClosePage(&requests.FPDFText_ClosePage{TextPage: tp.TextPage})
+	count, err := inst.FPDFText_CountChars(&requests.FPDFText_CountChars{TextPage: tp.TextPage})
+	if err != nil {
+		return nil, err
+	}
+	if count.Count <= 0 {
+		return nil, nil
+	}
+	t, err := inst.FPDFText_GetText(&requests.FPDFText_GetText{TextPage: tp.TextPage, StartIndex: 0, Count: count.Count})
+	if err != nil {
+		return nil, err
+	}
+	units := 0
+	for _, r := range t.Text {
+		units += max(utf16.RuneLen(r), 1)
+	}
+	aligned := units == count.Count
 	style := func(idx []int) (size float64, bold, mono bool) {
+		if !aligned {
+			return 0, false, false
+		}
 		var sizes []float64
 		bold, mono = len(idx) > 0, len(idx) > 0
 		for _, i := range idx {
