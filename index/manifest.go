@@ -291,8 +291,26 @@ func reach(m, configured embed.Spec) embed.Spec {
 
 func readManifest(ctx context.Context, db *sql.DB) (Manifest, bool, error) {
 	var m Manifest
-	err := db.QueryRowContext(ctx, `SELECT schema_version, embedder_model, embedder_dim, embedder_spec, chunker, analyzer,
-		contextualize, extractors, escurel_version, created_at, updated_at FROM manifest WHERE id = 1`).Scan(
+	// Inspect reads files it does not migrate: columns added since 0001
+	// may be missing there.
+	cols := map[string]string{"embedder_spec": "''", "extractors": "''"}
+	rows, err := db.QueryContext(ctx, `SELECT column_name FROM information_schema.columns WHERE table_name = 'manifest'`)
+	if err != nil {
+		return m, false, fmt.Errorf("read manifest: %w", err)
+	}
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			rows.Close()
+			return m, false, fmt.Errorf("read manifest: %w", err)
+		}
+		if _, ok := cols[c]; ok {
+			cols[c] = c
+		}
+	}
+	rows.Close()
+	err = db.QueryRowContext(ctx, `SELECT schema_version, embedder_model, embedder_dim, `+cols["embedder_spec"]+`, chunker, analyzer,
+		contextualize, `+cols["extractors"]+`, escurel_version, created_at, updated_at FROM manifest WHERE id = 1`).Scan(
 		&m.SchemaVersion, &m.EmbedderModel, &m.EmbedderDim, &m.EmbedderSpec, &m.Chunker, &m.Analyzer,
 		&m.Contextualize, &m.Extractors, &m.EscurelVersion, &m.CreatedAt, &m.UpdatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -317,19 +335,20 @@ func writeManifest(ctx context.Context, db *sql.DB, m Manifest) error {
 	return nil
 }
 
-// Inspect returns the manifest of the live index in dir and its documents
-// (doc id → source) without migrating it, after a CHECKPOINT that folds any
+// Inspect returns the manifest of the live index in dir, its documents
+// (doc id → source) and which of them failed extraction (doc id → true;
+// none in a file from before schema 9) without migrating it, after a CHECKPOINT that folds any
 // write-ahead log into the file. It does not take the directory lock. It
 // fails with an error wrapping fs.ErrNotExist when dir has no index file,
 // with a *SchemaError when the file is newer than this binary, and with
 // DuckDB's error when another process holds the file.
-func Inspect(ctx context.Context, dir string) (Manifest, map[string]string, error) {
+func Inspect(ctx context.Context, dir string) (Manifest, map[string]string, map[string]bool, error) {
 	path, err := livePath(dir)
 	if err != nil {
-		return Manifest{}, nil, fmt.Errorf("inspect %s: %w", dir, err)
+		return Manifest{}, nil, nil, fmt.Errorf("inspect %s: %w", dir, err)
 	}
-	fail := func(err error) (Manifest, map[string]string, error) {
-		return Manifest{}, nil, fmt.Errorf("inspect %s: %w", path, err)
+	fail := func(err error) (Manifest, map[string]string, map[string]bool, error) {
+		return Manifest{}, nil, nil, fmt.Errorf("inspect %s: %w", path, err)
 	}
 	db, err := sql.Open("duckdb", dsn(path))
 	if err != nil {
@@ -341,7 +360,7 @@ func Inspect(ctx context.Context, dir string) (Manifest, map[string]string, erro
 		return fail(err)
 	}
 	if version > SchemaVersion {
-		return Manifest{}, nil, &SchemaError{Path: path, File: version, Binary: SchemaVersion}
+		return Manifest{}, nil, nil, &SchemaError{Path: path, File: version, Binary: SchemaVersion}
 	}
 	m, ok, err := readManifest(ctx, db)
 	if err == nil && !ok {
@@ -350,18 +369,25 @@ func Inspect(ctx context.Context, dir string) (Manifest, map[string]string, erro
 	if err != nil {
 		return fail(err)
 	}
-	rows, err := db.QueryContext(ctx, `SELECT doc_id, source FROM documents`)
+	status := `'ok'`
+	if version >= 9 {
+		status = `status`
+	}
+	rows, err := db.QueryContext(ctx, `SELECT doc_id, source, `+status+` FROM documents`)
 	if err != nil {
 		return fail(err)
 	}
 	defer rows.Close()
-	docs := map[string]string{}
+	docs, failed := map[string]string{}, map[string]bool{}
 	for rows.Next() {
-		var id, src string
-		if err := rows.Scan(&id, &src); err != nil {
+		var id, src, st string
+		if err := rows.Scan(&id, &src, &st); err != nil {
 			return fail(err)
 		}
 		docs[id] = src
+		if st == statusFailed {
+			failed[id] = true
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return fail(err)
@@ -369,5 +395,5 @@ func Inspect(ctx context.Context, dir string) (Manifest, map[string]string, erro
 	if _, err := db.ExecContext(ctx, `CHECKPOINT`); err != nil {
 		return fail(err)
 	}
-	return m, docs, nil
+	return m, docs, failed, nil
 }

@@ -211,7 +211,7 @@ func TestRefuseNewerSchema(t *testing.T) {
 		t.Error("refused open changed the file")
 	}
 	// rebuild reads the manifest first: it refuses too.
-	if _, _, err := Inspect(ctx, dir); !errors.Is(err, ErrSchemaTooNew) {
+	if _, _, _, err := Inspect(ctx, dir); !errors.Is(err, ErrSchemaTooNew) {
 		t.Errorf("Inspect of a newer file: err = %v", err)
 	}
 }

@@ -63,6 +63,12 @@ type Options struct {
 	// have no record in Blobs. Without it such a rebuild is refused: a
 	// mistyped blob URL must not empty an index.
 	AllowMissing bool
+	// AllowFailures lets documents that the live index serves become
+	// failed documents in the new generation (their bytes no longer
+	// extract: a stricter limit, an extractor that regressed). Without it
+	// such a rebuild is refused (ErrNewFailures), so that a transient
+	// limit cannot take documents out of service.
+	AllowFailures bool
 	// Keep is how many generations stay afterwards, the new live one
 	// included (≥ 1); 0 means DefaultKeep.
 	Keep int
@@ -89,12 +95,15 @@ type Summary struct {
 	// Failed counts the documents whose bytes still fail extraction:
 	// kept as failed, with their reasons (index.Index.Failed). Documents
 	// that failed before and extract now are searchable again.
-	Failed   int
-	Removed  int   // old or unfinished generations removed
-	Bytes    int64 // blob bytes read
-	Elapsed  time.Duration
-	Manifest index.Manifest      // of the new generation
-	Verify   *index.Verification // of the new generation, just before the swap
+	Failed int
+	// Recovered counts the documents that failed in the live index and
+	// extract in the new generation.
+	Recovered int
+	Removed   int   // old or unfinished generations removed
+	Bytes     int64 // blob bytes read
+	Elapsed   time.Duration
+	Manifest  index.Manifest      // of the new generation
+	Verify    *index.Verification // of the new generation, just before the swap
 }
 
 // DocumentError lists the documents whose blobs could not be re-derived; the
@@ -111,6 +120,10 @@ func (e *DocumentError) Error() string {
 // documents and Options.AllowMissing is false.
 var ErrMissing = errors.New("rebuild: blob store lacks documents of the live index")
 
+// ErrNewFailures is returned, wrapped, when documents the live index serves
+// fail extraction in the new generation and Options.AllowFailures is false.
+var ErrNewFailures = errors.New("rebuild: documents served now would fail")
+
 // DefaultBatch is the number of documents per transaction: as many as
 // escurel eval's ingest uses (fewer, larger transactions: 64 took 1.8× as
 // long on SciFact).
@@ -119,7 +132,9 @@ const DefaultBatch = 512
 // Run rebuilds the index in opts.Dir from opts.Blobs into a new generation
 // and makes it live. It fails, leaving the live generation as it was, when
 // the directory is locked (index.ErrLocked), when the blob store lacks
-// documents of the live index (ErrMissing) or holds none at all, when a
+// documents of the live index (ErrMissing) or holds none at all, when
+// documents it serves fail extraction in the new generation
+// (ErrNewFailures), when a
 // setting is unknown, when a record's blob is missing or corrupt, when any
 // document fails to derive (*DocumentError), or when the new generation
 // does not verify against the blob store.
@@ -163,6 +178,7 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 	settings.BlobURL, settings.Blobs, settings.Lock, settings.Reembed = "", opts.Blobs, nil, reembed
 	var live index.Manifest
 	var liveDocs map[string]string
+	var liveFailed map[string]bool
 	hasLive := true
 	if opts.Live != nil {
 		if opts.Live.Dir() != opts.Dir {
@@ -171,6 +187,14 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 		live, sum.Previous = opts.Live.Manifest(), opts.Live.Generation()
 		if liveDocs, err = opts.Live.Documents(ctx); err != nil {
 			return sum, fmt.Errorf("%s: %w", what, err)
+		}
+		failed, err := opts.Live.Failed(ctx)
+		if err != nil {
+			return sum, fmt.Errorf("%s: %w", what, err)
+		}
+		liveFailed = map[string]bool{}
+		for _, f := range failed {
+			liveFailed[f.DocID] = true
 		}
 	} else {
 		lock, err := index.LockDir(opts.Dir)
@@ -181,7 +205,7 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 		if err := index.UpgradeLayout(opts.Dir); err != nil {
 			return sum, fmt.Errorf("%s: %w", what, err)
 		}
-		live, liveDocs, err = index.Inspect(ctx, opts.Dir)
+		live, liveDocs, liveFailed, err = index.Inspect(ctx, opts.Dir)
 		switch {
 		case err == nil:
 			sum.Previous, _, _ = index.Current(opts.Dir)
@@ -290,6 +314,11 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 				return "", err
 			}
 		}
+		if !reembed {
+			if err := checkFailures(ctx, ix, liveDocs, liveFailed, opts, &sum); err != nil {
+				return "", err
+			}
+		}
 		v, err := ix.Verify(ctx, &index.VerifyOptions{Records: current, SkipOrphans: true})
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", what, err)
@@ -326,6 +355,37 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 		return sum, fmt.Errorf("%s: swapped in %s, but removing old generations failed: %w", what, gen, perr)
 	}
 	return sum, nil
+}
+
+// checkFailures compares the failed documents of the new generation ix
+// with the live index's: documents served now that fail refuse the rebuild
+// (unless opts.AllowFailures); documents that failed and extract now are
+// counted in sum.Recovered.
+func checkFailures(ctx context.Context, ix *index.Index, liveDocs map[string]string, liveFailed map[string]bool, opts Options, sum *Summary) error {
+	failed, err := ix.Failed(ctx)
+	if err != nil {
+		return fmt.Errorf("rebuild: %w", err)
+	}
+	now := map[string]bool{}
+	var lost []index.FailedDocument
+	for _, f := range failed {
+		now[f.DocID] = true
+		if _, served := liveDocs[f.DocID]; served && !liveFailed[f.DocID] {
+			lost = append(lost, f)
+		}
+	}
+	sum.Recovered = 0
+	for id := range liveFailed {
+		if !now[id] {
+			sum.Recovered++
+		}
+	}
+	if len(lost) > 0 && !opts.AllowFailures {
+		return fmt.Errorf("%w: %d documents the live index serves fail extraction in the new generation (first: %s: %s); the live index was kept. "+
+			"If a limit was too tight (--extract-timeout, --max-unzipped-bytes), rebuild again without it; to take them out of service, "+
+			"escurel rebuild --allow-failures (Options.AllowFailures)", ErrNewFailures, len(lost), lost[0].Source, lost[0].Reason)
+	}
+	return nil
 }
 
 // catchUp applies to ix what changed in the blob store since recs was

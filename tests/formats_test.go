@@ -16,6 +16,7 @@ import (
 	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/index/extract"
 	"github.com/escurel/escurel/internal/testdocs"
+	"github.com/escurel/escurel/rebuild"
 )
 
 const htmlPage = `<!doctype html>
@@ -324,4 +325,45 @@ func TestFailedVersionKeepsServedOne(t *testing.T) {
 		t.Errorf("failed %v", failed)
 	}
 	e.digest()
+}
+
+// A rebuild under which served documents would fail is refused, with or
+// without a Live index, and the live generation keeps serving them.
+func TestRebuildRefusesNewFailures(t *testing.T) {
+	docs := sharedData(t, "documents/pdf")
+	e := newEnv(t, index.Options{})
+	ctx := context.Background()
+	if _, err := e.ix.IngestFiles(ctx, []string{docs}, index.IngestOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := e.digest()
+	tight := index.Options{Extract: extract.Limits{Timeout: time.Nanosecond}}
+	// Live: the open index serves during the attempt.
+	_, err := rebuild.Run(ctx, rebuild.Options{Dir: e.dir, Blobs: blobsOf(e), Index: tight, Live: e.ix})
+	if !errors.Is(err, rebuild.ErrNewFailures) || !strings.Contains(err.Error(), "5 documents the live index serves") {
+		t.Fatalf("Live rebuild under 1 ns: %v, want ErrNewFailures", err)
+	}
+	if got := e.digest(); got != before {
+		t.Errorf("live digest changed: %s, was %s", got, before)
+	}
+	// Without Live, from the directory.
+	if err := e.ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = rebuild.Run(ctx, rebuild.Options{Dir: e.dir, Blobs: blobsOf(e), Index: tight})
+	if !errors.Is(err, rebuild.ErrNewFailures) {
+		t.Fatalf("rebuild under 1 ns: %v, want ErrNewFailures", err)
+	}
+	e.open()
+	if got := e.digest(); got != before || len(e.search("word processor", 3)) == 0 {
+		t.Errorf("after the refused rebuilds: digest %s (was %s)", got, before)
+	}
+	if e.ix.Close() != nil {
+		t.Fatal("close")
+	}
+	sum, err := rebuild.Run(ctx, rebuild.Options{Dir: e.dir, Blobs: blobsOf(e), Index: tight, AllowFailures: true})
+	if err != nil || sum.Failed != 5 {
+		t.Fatalf("AllowFailures: %+v, %v", sum, err)
+	}
+	e.open()
 }

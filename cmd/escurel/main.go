@@ -224,11 +224,17 @@ Usage:
   escurel [--index DIR] [--blobs URL] <command> [flags] [args]
 
 Commands:
-  ingest [--lang TAG] [--sensitivity LEVEL] PATH...
-                          ingest Markdown (.md, .markdown) and text (.txt)
-                          files; directories recursively. LEVEL: public
+  ingest [--lang TAG] [--sensitivity LEVEL] [--max-file-bytes N] PATH...
+                          ingest Markdown (.md, .markdown), text (.txt),
+                          HTML (.html, .htm, .xhtml), PDF and DOCX files
+                          (a named file's content decides its type);
+                          directories recursively. LEVEL: public
                           (default), internal or restricted, unless the front
-                          matter says otherwise
+                          matter says otherwise. A file that cannot be
+                          extracted (corrupt, encrypted, empty, past a
+                          limit) is kept as a failed document, listed by
+                          status; one over N bytes (default 100 MiB) is
+                          recorded unread. Prints a table per format
   search [-k N] [--json] [--clearance LEVEL] [--mode MODE] [--fusion F]
          [--explain] [--rerank URL] [--and] [--lang TAG] [--] QUERY
                           rank blocks: MODE bm25 (BM25F over body and
@@ -250,14 +256,18 @@ Commands:
                           store, so rebuild does not bring them back)
   compact                 merge the full-text segments, dropping the postings
                           of deleted blocks (also automatic past 20% dead)
-  status [--json]         schema version, manifest and counts
+  status [--json]         schema version, manifest, counts, the extractors
+                          that read the documents, and the failed documents
+                          with their reasons
   rebuild [--contextualize MODE] [--chunker SPEC] [--embedder SPEC]
           [--analyzer NAME] [--allow-missing] [--keep N] [--workers N]
                           re-derive the index from the blob store into a new
                           generation, with new settings if given, verify it
                           and make it live; keeps N generations (default 2);
                           refused when the store lacks live documents,
-                          unless --allow-missing
+                          unless --allow-missing, or when documents that
+                          are served now fail extraction, unless
+                          --allow-failures; failed documents are tried again
   reembed --embedder SPEC [--keep N]
                           give the index a new embedding set in a new
                           generation, without re-extracting, and make it live
@@ -292,12 +302,22 @@ Global flags (also accepted after the command):
                           timeout, retries;
                           fixed when the index is created (default hash/384),
                           changed by rebuild; the url may change any time
+  --extract-timeout D     time limit of one document's extraction, e.g. 30s
+                          (env ESCUREL_EXTRACT_TIMEOUT; default 1m); past it
+                          the document is kept as failed
+  --max-unzipped-bytes N  bytes a DOCX may decompress to (env
+                          ESCUREL_MAX_UNZIPPED_BYTES; default 256 MiB)
 
 Environment:
   ESCUREL_INGEST_CONTEXTUALIZE=structural|off
                           store "[title › headings]" context beside each block
                           body (default structural); fixed when the index is
                           created, changed by rebuild
+  ESCUREL_CACHE_DIR=DIR|off
+                          where the compiled PDF engine is cached between
+                          runs (default <user cache dir>/escurel/wasm);
+                          without the cache each process compiles it again
+                          (seconds)
 `)
 }
 
@@ -310,6 +330,8 @@ func (m *Main) newFlagSet(name string, g *globals) *flag.FlagSet {
 	fs.StringVar(&g.blobURL, "blobs", g.blobURL, "blob store URL")
 	fs.StringVar(&g.embedder, "embedder", g.embedder, "embedder spec")
 	fs.StringVar(&g.chunker, "chunker", g.chunker, "chunker spec")
+	fs.StringVar(&g.extractTimeout, "extract-timeout", g.extractTimeout, "time limit of one extraction")
+	fs.StringVar(&g.maxUnzipped, "max-unzipped-bytes", g.maxUnzipped, "bytes a DOCX may decompress to")
 	return fs
 }
 

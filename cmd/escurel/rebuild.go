@@ -33,11 +33,12 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 	}
 	fs := c.m.newFlagSet(name, &c.g)
 	var contextualize, analyzer *string
-	var allowMissing *bool
+	var allowMissing, allowFailures *bool
 	if !c.reembed {
 		contextualize = fs.String("contextualize", "", "structural or off (default: the index's)")
 		analyzer = fs.String("analyzer", "", "analyzer: standard or simple (default: the index's)")
 		allowMissing = fs.Bool("allow-missing", false, "drop live documents that have no record in the blob store instead of refusing")
+		allowFailures = fs.Bool("allow-failures", false, "let documents served now become failed documents when they no longer extract, instead of refusing")
 	}
 	keep := fs.Int("keep", rebuild.DefaultKeep, "generations to keep, the new live one included (for escurel rollback)")
 	workers := fs.Int("workers", 0, "documents derived and embedding calls run at once (default: the number of CPUs)")
@@ -85,7 +86,7 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 	if c.reembed {
 		sum, err = rebuild.Reembed(ctx, ropts)
 	} else {
-		ropts.AllowMissing = *allowMissing
+		ropts.AllowMissing, ropts.AllowFailures = *allowMissing, *allowFailures
 		sum, err = rebuild.Run(ctx, ropts)
 	}
 	if err != nil {
@@ -96,8 +97,11 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.m.Stdout, "dropped %d documents that have no record in %s\n", sum.Dropped, blobURL)
 	}
 	secs := sum.Elapsed.Seconds()
-	fmt.Fprintf(c.m.Stdout, "%s: %d documents (%d failed extraction, listed by escurel status), %d blocks from %s in %.2fs (%.0f docs/s, %.1f MB/s)\n",
-		name, sum.Documents, sum.Failed, sum.Blocks, blobURL, secs, float64(sum.Documents)/secs, float64(sum.Bytes)/1e6/secs)
+	fmt.Fprintf(c.m.Stdout, "%s: %d documents, %d blocks from %s in %.2fs (%.0f docs/s, %.1f MB/s)\n",
+		name, sum.Documents, sum.Blocks, blobURL, secs, float64(sum.Documents)/secs, float64(sum.Bytes)/1e6/secs)
+	if sum.Failed > 0 || sum.Recovered > 0 {
+		fmt.Fprintf(c.m.Stdout, "failed documents: %d (escurel status lists them); %d that failed before extract now\n", sum.Failed, sum.Recovered)
+	}
 	prev := sum.Previous
 	if prev == "" {
 		prev = "none"

@@ -223,6 +223,12 @@ func Extract(ctx context.Context, mediaType, name string, data []byte, lim Limit
 		doc *Doc
 		err error
 	}
+	if ctx.Err() != nil { // a limit too short to start
+		if err := parent.Err(); err != nil {
+			return nil, err
+		}
+		return nil, timeoutError(lim)
+	}
 	done := make(chan result, 1) // buffered: an abandoned extraction never blocks
 	go func() {
 		var r result
