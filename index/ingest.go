@@ -441,6 +441,10 @@ func (ix *Index) derive(ctx context.Context, in Input, old *blobstore.Record) (p
 		if ctx.Err() != nil {
 			return pending{}, ctx.Err()
 		}
+		if errors.Is(err, extract.ErrEngine) {
+			// Not the document's fault: stop rather than record it.
+			return pending{}, fmt.Errorf("ingest %s: %w", in.Source, err)
+		}
 		failure = err
 	}
 	took := time.Since(start)

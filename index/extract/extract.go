@@ -50,6 +50,10 @@ var (
 	ErrTimeout = errors.New("extraction time limit exceeded")
 	// ErrPanic: the extractor panicked; the panic was recovered.
 	ErrPanic = errors.New("extractor failed")
+	// ErrEngine: the extractor itself cannot run here (the PDF engine did
+	// not start). It says nothing about the document: callers should stop,
+	// not record the document as failed.
+	ErrEngine = errors.New("PDF engine unavailable")
 )
 
 // Defaults of Limits.
@@ -158,6 +162,9 @@ type Extractor struct {
 	// Doc under one version, and may not under the next.
 	Version int
 	fn      func(ctx context.Context, name string, data []byte, lim Limits) (*Doc, error)
+	// start, when not nil, readies the extractor (starts an engine); it
+	// runs before the time limit starts.
+	start func() error
 }
 
 // ID is "<name>/<version>", e.g. "pdf/1".
@@ -165,19 +172,19 @@ func (e *Extractor) ID() string { return fmt.Sprintf("%s/%d", e.Name, e.Version)
 
 // extractors, by media type.
 var extractors = map[string]*Extractor{
-	MediaMarkdown: {MediaMarkdown, "markdown", 1, func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
+	MediaMarkdown: {MediaType: MediaMarkdown, Name: "markdown", Version: 1, fn: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
 		return Markdown(name, data)
 	}},
-	MediaText: {MediaText, "text", 1, func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
+	MediaText: {MediaType: MediaText, Name: "text", Version: 1, fn: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
 		return Text(name, data)
 	}},
-	MediaHTML: {MediaHTML, "html", 1, func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
+	MediaHTML: {MediaType: MediaHTML, Name: "html", Version: 1, fn: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
 		return HTML(name, data)
 	}},
-	MediaDOCX: {MediaDOCX, "docx", 1, func(_ context.Context, name string, data []byte, lim Limits) (*Doc, error) {
+	MediaDOCX: {MediaType: MediaDOCX, Name: "docx", Version: 1, fn: func(_ context.Context, name string, data []byte, lim Limits) (*Doc, error) {
 		return DOCX(name, data, lim)
 	}},
-	MediaPDF: {MediaPDF, "pdf", 1, pdfExtract},
+	MediaPDF: {MediaType: MediaPDF, Name: "pdf", Version: 1, fn: pdfExtract, start: pdfStart},
 }
 
 // For returns the extractor of a media type, or an error wrapping
@@ -209,11 +216,21 @@ func IDs() string {
 // ErrPanic, so that one bad document never takes the process down. Errors
 // wrap ErrUnsupported, ErrEmpty, ErrBinary, ErrInvalidUTF8, ErrFrontMatter,
 // ErrCorrupt, ErrEncrypted, ErrTooLarge, ErrTimeout or ErrPanic and say
-// where the problem is, or are ctx's error when ctx ends first.
+// where the problem is; ErrEngine when the extractor cannot run at all
+// (not the document's fault); or ctx's error when ctx ends first. Empty
+// data is ErrEmpty whatever the format.
 func Extract(ctx context.Context, mediaType, name string, data []byte, lim Limits) (*Doc, error) {
 	e, err := For(mediaType)
 	if err != nil {
 		return nil, err
+	}
+	if e.start != nil {
+		if err := e.start(); err != nil {
+			return nil, err
+		}
+	}
+	if len(data) == 0 {
+		return nil, fmt.Errorf("%w: 0 bytes", ErrEmpty)
 	}
 	lim = lim.withDefaults()
 	parent := ctx

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -71,17 +72,23 @@ func pdfPool() (pdfium.Pool, error) {
 		WithCloseOnContextDone(true) // Kill interrupts a running extraction
 	dir := pdfEngine.cacheDir
 	if dir == "" {
-		if base, err := os.UserCacheDir(); err == nil {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			slog.Warn("PDF engine: no user cache directory; compiling PDFium on every start (seconds): set ESCUREL_CACHE_DIR", "err", err)
+		} else {
 			dir = filepath.Join(base, "escurel", "wasm")
 		}
 	}
 	if dir != "" && dir != "off" {
-		cache, err := wazero.NewCompilationCacheWithDir(dir)
-		if err != nil {
-			pdfEngine.err = fmt.Errorf("PDF engine: compilation cache %s: %w (set ESCUREL_CACHE_DIR, or off)", dir, err)
-			return nil, pdfEngine.err
+		// A cache that cannot be used costs seconds per process, not
+		// correctness: warn and go on without it.
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			slog.Warn("PDF engine: cannot use the compilation cache; compiling PDFium on every start (seconds): set ESCUREL_CACHE_DIR to a writable directory, or off", "dir", dir, "err", err)
+		} else if cache, err := wazero.NewCompilationCacheWithDir(dir); err != nil {
+			slog.Warn("PDF engine: cannot use the compilation cache; compiling PDFium on every start (seconds): set ESCUREL_CACHE_DIR to a writable directory, or off", "dir", dir, "err", err)
+		} else {
+			rc = rc.WithCompilationCache(cache)
 		}
-		rc = rc.WithCompilationCache(cache)
 	}
 	n := runtime.GOMAXPROCS(0)
 	pool, err := webassembly.Init(webassembly.Config{
@@ -91,11 +98,18 @@ func pdfPool() (pdfium.Pool, error) {
 		Stdout:        io.Discard, Stderr: io.Discard,
 	})
 	if err != nil {
-		pdfEngine.err = fmt.Errorf("PDF engine: %w", err)
+		pdfEngine.err = fmt.Errorf("%w: %v", ErrEngine, err)
 		return nil, pdfEngine.err
 	}
 	pdfEngine.pool = pool
 	return pool, nil
+}
+
+// pdfStart starts the PDF engine (outside any extraction's time limit: it
+// may take seconds without the compilation cache).
+func pdfStart() error {
+	_, err := pdfPool()
+	return err
 }
 
 // pdfExtract extracts a PDF's text layer page by page with PDFium.
@@ -135,7 +149,7 @@ func pdfExtract(ctx context.Context, name string, data []byte, _ Limits) (doc *D
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("PDF engine: %w", err)
+		return nil, fmt.Errorf("%w: %v", ErrEngine, err)
 	}
 	// Past the deadline, kill the instance: wazero then stops the running
 	// call, and the pool makes a fresh instance for the next document.

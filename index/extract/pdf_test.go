@@ -272,7 +272,7 @@ func TestDetect(t *testing.T) {
 func TestExtractRecoversPanics(t *testing.T) {
 	saved := extractors[MediaText]
 	defer func() { extractors[MediaText] = saved }()
-	extractors[MediaText] = &Extractor{MediaText, "text", 1, func(context.Context, string, []byte, Limits) (*Doc, error) {
+	extractors[MediaText] = &Extractor{MediaType: MediaText, Name: "text", Version: 1, fn: func(context.Context, string, []byte, Limits) (*Doc, error) {
 		var m map[string]int
 		m["boom"]++ // a nil map write: a runtime panic
 		return nil, nil
