@@ -173,9 +173,10 @@ func (p *pending) reason() string {
 
 // storedDoc is a document as the index holds it.
 type storedDoc struct {
-	rec       *blobstore.Record
-	status    string
-	extractor string
+	rec           *blobstore.Record
+	status        string
+	extractor     string
+	pages, blocks int
 }
 
 // IngestBatch ingests ins as Ingest does, with one transaction for all of
@@ -212,6 +213,14 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 		if j, ok := slot[docID]; ok { // the batch already replaces it
 			w := writes[j]
 			old, exists = &storedDoc{rec: w.rec, status: w.status, extractor: w.extractor}, w.exists
+		}
+		if derived[i].unchanged {
+			res[i].Title, res[i].Status, res[i].MediaType = old.rec.Title, Unchanged, old.rec.MediaType
+			res[i].Blocks, res[i].Pages, res[i].Extractor = old.blocks, old.pages, old.extractor
+			if err := ix.ensureStored(ctx, in.Data, old.rec); err != nil {
+				return res, errs, err
+			}
+			continue
 		}
 		p, err := derived[i].p, derived[i].err
 		if err != nil {
@@ -303,6 +312,35 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 type derivation struct {
 	p   pending
 	err error
+	// unchanged: the index holds this version already (sameBytes); p and
+	// err are not set.
+	unchanged bool
+}
+
+// sameBytes reports whether in is the version of the document that the
+// index already serves, so that extracting it again would give the same
+// rows: the same bytes, read by the same extractor, with inputs that
+// cannot change the outcome. It is conservative: false means "derive and
+// compare". A failed document is always derived again (a looser limit may
+// let it through).
+func sameBytes(in Input, old *storedDoc) bool {
+	if old == nil || old.status != statusOK || in.Rederive || in.Failure != "" || in.Source != old.rec.Source {
+		return false
+	}
+	if old.rec.BlobID != blobstore.BlobID(in.Data) || (in.MediaType != "" && in.MediaType != old.rec.MediaType) {
+		return false
+	}
+	if in.Name != "" && in.Name != path.Base(strings.ReplaceAll(in.Source, "\\", "/")) {
+		return false // another name may detect another type, or title
+	}
+	e, err := extract.For(old.rec.MediaType)
+	if err != nil || e.ID() != old.extractor {
+		return false // a newer extractor reads it differently
+	}
+	if in.Title != "" && (!old.rec.TitleGiven || in.Title != old.rec.Title) || in.Title == "" && old.rec.TitleGiven {
+		return false
+	}
+	return (in.Language == "" || in.Language == old.rec.Language) && (in.Sensitivity == "" || in.Sensitivity == old.rec.Sensitivity)
 }
 
 // deriveAll derives every input, on all cores when the batch names each
@@ -341,6 +379,10 @@ func (ix *Index) deriveAll(ctx context.Context, ins []Input, ids []string, curre
 		go func() {
 			defer wg.Done()
 			for i := range next {
+				if sameBytes(ins[i], current[ids[i]]) {
+					out[i].unchanged = true
+					continue
+				}
 				out[i].p, out[i].err = ix.derive(ctx, ins[i], recOf(ids[i]))
 			}
 		}()
@@ -587,8 +629,8 @@ func (ix *Index) currentDocs(ctx context.Context, docIDs []string) (map[string]*
 		return out, nil
 	}
 	rows, err := ix.db.QueryContext(ctx, `SELECT doc_id, source, media_type, title, title_from, sensitivity, blob_id, language, ingested_at,
-		status, reason, extractor
-		FROM documents WHERE doc_id IN (SELECT unnest(?::VARCHAR[]))`, docIDs)
+		status, reason, extractor, pages, (SELECT count(*) FROM blocks b WHERE b.doc_id = d.doc_id)
+		FROM documents d WHERE doc_id IN (SELECT unnest(?::VARCHAR[]))`, docIDs)
 	if err != nil {
 		return nil, fmt.Errorf("read documents: %w", err)
 	}
@@ -598,7 +640,7 @@ func (ix *Index) currentDocs(ctx context.Context, docIDs []string) (map[string]*
 		var d storedDoc
 		var titleFrom, reason string
 		if err := rows.Scan(&r.DocID, &r.Source, &r.MediaType, &r.Title, &titleFrom, &r.Sensitivity, &r.BlobID, &r.Language, &r.IngestedAt,
-			&d.status, &reason, &d.extractor); err != nil {
+			&d.status, &reason, &d.extractor, &d.pages, &d.blocks); err != nil {
 			return nil, fmt.Errorf("read documents: %w", err)
 		}
 		r.TitleGiven = titleFrom == titleFromInput

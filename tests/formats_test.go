@@ -367,3 +367,33 @@ func TestRebuildRefusesNewFailures(t *testing.T) {
 	}
 	e.open()
 }
+
+// Ingesting the same files again extracts nothing: the index already holds
+// these bytes, read by the same extractor. The per-format totals still
+// count their pages and blocks.
+func TestReingestSkipsExtraction(t *testing.T) {
+	docs := sharedData(t, "documents")
+	e := newEnv(t, index.Options{})
+	ctx := context.Background()
+	paths := []string{filepath.Join(docs, "pdf"), filepath.Join(docs, "docx")}
+	first, err := e.ix.IngestFiles(ctx, paths, index.IngestOptions{})
+	if err != nil || first.Added != 9 {
+		t.Fatalf("first ingest: %+v, %v", first, err)
+	}
+	second, err := e.ix.IngestFiles(ctx, paths, index.IngestOptions{})
+	if err != nil || second.Unchanged != 9 || second.Added+second.Replaced != 0 {
+		t.Fatalf("second ingest: %+v, %v", second, err)
+	}
+	for _, name := range []string{"pdf", "docx"} {
+		a, b := first.Formats[name], second.Formats[name]
+		if b.Extract != 0 || a.Pages != b.Pages || a.Blocks != b.Blocks || a.Documents != b.Documents {
+			t.Errorf("%s: first %+v, second %+v; want no extraction and equal counts", name, a, b)
+		}
+	}
+	// A new sensitivity is a change: extracted and rewritten.
+	third, err := e.ix.IngestFiles(ctx, []string{filepath.Join(docs, "pdf", "multi_page.pdf")}, index.IngestOptions{Sensitivity: index.Restricted})
+	if err != nil || third.Replaced != 1 || third.Formats["pdf"].Extract == 0 {
+		t.Errorf("re-ingest as restricted: %+v, %v", third, err)
+	}
+	e.digest()
+}
