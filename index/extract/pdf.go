@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -226,11 +227,11 @@ type pdfLine struct {
 
 // pdfPageLines reads a page's text and the type of each line. The text is
 // PDFium's (FPDFText_GetText, one call for the page), whose UTF-16 units
-// are its character indexes; the type of a line is sampled at its first,
-// middle and last visible characters: the median rendered size (font size
-// times the text matrix's vertical scale), and bold when all three are in
-// a bold face. When the text's units do not match the page's character
-// count, the type is left unknown (no headings by type on that page).
+// are its character indexes (when GetText leaves characters out, the page
+// is read a character at a time instead); the type of a line is sampled
+// at its first, middle and last visible characters: the median rendered
+// size (font size times the text matrix's vertical scale), and bold when
+// all three are in a bold face.
 func pdfPageLines(inst pdfium.Pdfium, page requests.Page) ([]pdfLine, error) {
 	tp, err := inst.FPDFText_LoadPage(&requests.FPDFText_LoadPage{Page: page})
 	if err != nil {
@@ -248,15 +249,31 @@ func pdfPageLines(inst pdfium.Pdfium, page requests.Page) ([]pdfLine, error) {
 	if err != nil {
 		return nil, err
 	}
+	raw := t.Text
 	units := 0
-	for _, r := range t.Text {
+	for _, r := range raw {
 		units += max(utf16.RuneLen(r), 1)
 	}
-	aligned := units == count.Count
-	style := func(idx []int) (size float64, bold, mono bool) {
-		if !aligned {
-			return 0, false, false
+	if units != count.Count {
+		// GetText left characters out (those without a Unicode value):
+		// read the page a character at a time, so that each rune is one
+		// character index again, NUL standing for the ones left out
+		// (cleanLine drops it).
+		var b strings.Builder
+		for i := 0; i < count.Count; i++ {
+			u, err := inst.FPDFText_GetUnicode(&requests.FPDFText_GetUnicode{TextPage: tp.TextPage, Index: i})
+			if err != nil {
+				return nil, err
+			}
+			r := rune(u.Unicode)
+			if !utf8.ValidRune(r) || utf16.RuneLen(r) != 1 {
+				r = 0 // one index, one rune: a pair or an invalid value is dropped
+			}
+			b.WriteRune(r)
 		}
+		raw = b.String()
+	}
+	style := func(idx []int) (size float64, bold, mono bool) {
 		var sizes []float64
 		bold, mono = len(idx) > 0, len(idx) > 0
 		for _, i := range idx {
@@ -294,7 +311,6 @@ func pdfPageLines(inst pdfium.Pdfium, page requests.Page) ([]pdfLine, error) {
 		b.Reset()
 		visible = visible[:0]
 	}
-	raw := t.Text
 	for i, r := range raw {
 		switch {
 		case r == '\r' && strings.HasPrefix(raw[i+1:], "\n"):
@@ -350,10 +366,11 @@ func buildPDFDoc(name, title string, pages [][]pdfLine, outline []pdfHeading) (*
 	// The headings of each page, by the index of their first line.
 	heads := make([]map[int]pdfHeading, len(pages))
 	var missing [][]pdfHeading // outline entries not found on their page
+	furniture := pageFurniture(pages)
 	if len(outline) > 0 {
 		heads, missing = placeOutline(pages, outline)
 	} else {
-		heads = typeHeadings(pages)
+		heads = typeHeadings(pages, furniture)
 	}
 	var b strings.Builder
 	var paras []Unit // untrimmed; trimmed once the text is whole
@@ -383,6 +400,17 @@ func buildPDFDoc(name, title string, pages [][]pdfLine, outline []pdfHeading) (*
 			line := lines[j].text
 			if line == "" {
 				endPara(b.Len())
+				prev = ""
+				continue
+			}
+			if furniture[i][j] {
+				// A running header or footer: kept in the text, in no
+				// unit and no heading.
+				endPara(b.Len())
+				if b.Len() > pageStart {
+					b.WriteString("\n\n")
+				}
+				b.WriteString(line)
 				prev = ""
 				continue
 			}
@@ -470,21 +498,8 @@ const (
 // heading types: the largest size is level 1; at one size, bold ranks
 // higher; bold at the body size comes last. At most 6 levels; smaller
 // types share level 6.
-func typeHeadings(pages [][]pdfLine) []map[int]pdfHeading {
-	weight := map[float64]int{}
-	for _, lines := range pages {
-		for _, l := range lines {
-			if l.size > 0 {
-				weight[l.size] += utf8.RuneCountInString(l.text)
-			}
-		}
-	}
-	body, most := 0.0, 0
-	for size, n := range weight {
-		if n > most || n == most && size < body {
-			body, most = size, n
-		}
-	}
+func typeHeadings(pages [][]pdfLine, furniture []map[int]bool) []map[int]pdfHeading {
+	body := bodySize(pages)
 	heads := make([]map[int]pdfHeading, len(pages))
 	if body == 0 {
 		return heads
@@ -504,7 +519,7 @@ func typeHeadings(pages [][]pdfLine) []map[int]pdfHeading {
 	for p, lines := range pages {
 		for j := 0; j < len(lines); j++ {
 			l := lines[j]
-			if l.text == "" || !isHeadType(l) {
+			if l.text == "" || !isHeadType(l) || furniture[p][j] {
 				continue
 			}
 			st := style{l.size, l.bold}
@@ -560,8 +575,115 @@ func typeHeadings(pages [][]pdfLine) []map[int]pdfHeading {
 	return heads
 }
 
-// addUnitPage appends the trimmed span [start, end) on page page.
+// bodySize is the font size most characters of the document are set in,
+// or 0 when no size is known.
+func bodySize(pages [][]pdfLine) float64 {
+	weight := map[float64]int{}
+	for _, lines := range pages {
+		for _, l := range lines {
+			if l.size > 0 {
+				weight[l.size] += utf8.RuneCountInString(l.text)
+			}
+		}
+	}
+	body, most := 0.0, 0
+	for size, n := range weight {
+		if n > most || n == most && size < body {
+			body, most = size, n
+		}
+	}
+	return body
+}
+
+// pageFurniture finds the running headers and footers of a document of at
+// least 3 pages: among the first and last two lines of each page of at
+// least 5 lines, a line
+// that recurs, digits aside (page numbers), case folded, on at least 3
+// pages and at least 20% of them, and that has a digit or is not set in
+// the body size (a paragraph repeated page after page is not furniture).
+// It returns them by page and line.
+func pageFurniture(pages [][]pdfLine) []map[int]bool {
+	out := make([]map[int]bool, len(pages))
+	if len(pages) < 3 {
+		return out
+	}
+	body := bodySize(pages)
+	// key folds case and white space and makes each run of digits "#":
+	// "10 Report" and "2 Report" are one running footer.
+	key := func(s string) string {
+		var b strings.Builder
+		digits := false
+		for _, r := range strings.ToLower(strings.Join(strings.Fields(s), " ")) {
+			if unicode.IsDigit(r) {
+				if !digits {
+					b.WriteByte('#')
+				}
+				digits = true
+				continue
+			}
+			digits = false
+			b.WriteRune(r)
+		}
+		return b.String()
+	}
+	// edges lists the indexes of a page's first two and last two lines;
+	// none on a page of fewer than 5 lines, which would be all edge.
+	edges := func(lines []pdfLine) []int {
+		n := 0
+		for _, l := range lines {
+			if l.text != "" {
+				n++
+			}
+		}
+		if n < 5 {
+			return nil
+		}
+		var idx []int
+		for j := 0; j < len(lines) && len(idx) < 2; j++ {
+			if lines[j].text != "" {
+				idx = append(idx, j)
+			}
+		}
+		var tail []int
+		for j := len(lines) - 1; j >= 0 && len(tail) < 2; j-- {
+			if lines[j].text != "" && !slices.Contains(idx, j) {
+				tail = append(tail, j)
+			}
+		}
+		return append(idx, tail...)
+	}
+	count := map[string]int{}
+	for _, lines := range pages {
+		seen := map[string]bool{}
+		for _, j := range edges(lines) {
+			if k := key(lines[j].text); !seen[k] {
+				seen[k] = true
+				count[k]++
+			}
+		}
+	}
+	min := max(3, (len(pages)*2+9)/10)
+	for p, lines := range pages {
+		for _, j := range edges(lines) {
+			k := key(lines[j].text)
+			if count[k] >= min && (strings.Contains(k, "#") || lines[j].size > 0 && lines[j].size != body) {
+				if out[p] == nil {
+					out[p] = map[int]bool{}
+				}
+				out[p][j] = true
+			}
+		}
+	}
+	return out
+}
+
+// addUnitPage appends the trimmed span [start, end) on page page, unless
+// it has no letter or digit (a stray "." or a rule of dashes: nothing to
+// retrieve).
 func (d *Doc) addUnitPage(start, end, page int) {
+	if strings.IndexFunc(d.Text[start:end], func(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }) < 0 {
+		return
+	}
 	n := len(d.Units)
 	d.addUnit(start, end)
 	if len(d.Units) > n {

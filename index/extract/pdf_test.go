@@ -359,3 +359,37 @@ func TestPDFTypeHeadingsReal(t *testing.T) {
 		t.Errorf("headings\n got %q\nwant %q", got, want)
 	}
 }
+
+func TestPDFRunningHeadersAndFooters(t *testing.T) {
+	var pages [][]pdfLine
+	for p, word := range []string{"alpha", "beta", "gamma", "delta"} {
+		pages = append(pages, []pdfLine{
+			{text: fmt.Sprintf("Numbat Report — page %d", p+1), size: 10},
+			{text: "The same boilerplate paragraph closes every page of this report.", size: 10},
+			{text: "Body text about numbats, part " + word + ".", size: 10},
+			{},
+			{text: "Numbats are marsupials of Western Australia.", size: 10},
+			{text: "Confidential", size: 8},
+		})
+	}
+	d, err := buildPDFDoc("report.pdf", "", pages, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSpans(t, "report.pdf", d)
+	got := strings.Join(units(d), "|")
+	if strings.Contains(got, "Numbat Report") || strings.Contains(got, "Confidential") {
+		t.Errorf("running header or footer in a unit: %q", units(d))
+	}
+	if strings.Count(got, "The same boilerplate paragraph") != 4 || !strings.Contains(got, "part delta") {
+		t.Errorf("body lost: %q", units(d))
+	}
+	if !strings.Contains(d.Text, "Numbat Report — page 3") {
+		t.Error("furniture dropped from the text; it stays, outside the units")
+	}
+	// Two pages: too few to tell furniture from content.
+	d, _ = buildPDFDoc("short.pdf", "", pages[:2], nil)
+	if !strings.Contains(strings.Join(units(d), "|"), "Numbat Report — page 1") {
+		t.Errorf("two-page document lost its first line: %q", units(d))
+	}
+}
