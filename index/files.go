@@ -304,7 +304,7 @@ var errTooLarge = errors.New("file over the size cap")
 // its size is within max.
 func readFile(f fileEntry, max int64) ([]byte, error) {
 	if f.size > max {
-		return nil, fmt.Errorf("%w: %d bytes, over %d (--max-file-bytes; IngestOptions.MaxFileBytes); not read", errTooLarge, f.size, max)
+		return nil, fmt.Errorf("%w: %d bytes, over %d; not read, so no rebuild can retry it: ingest it again with a larger --max-file-bytes", errTooLarge, f.size, max)
 	}
 	fh, err := os.Open(f.real)
 	if err != nil {
@@ -316,7 +316,7 @@ func readFile(f fileEntry, max int64) ([]byte, error) {
 		return nil, err
 	}
 	if int64(len(data)) > max {
-		return nil, fmt.Errorf("%w: more than %d bytes (--max-file-bytes; IngestOptions.MaxFileBytes); not read", errTooLarge, max)
+		return nil, fmt.Errorf("%w: more than %d bytes; not read, so no rebuild can retry it: ingest it again with a larger --max-file-bytes", errTooLarge, max)
 	}
 	return data, nil
 }

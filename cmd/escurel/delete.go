@@ -35,11 +35,22 @@ func (c *DeleteCommand) Run(ctx context.Context, args []string) error {
 		names[i] = a
 		// A file named as ingest named it: its real absolute path (a
 		// relative path or a symbolic link would miss the document).
-		if _, err := os.Stat(a); err == nil && !strings.Contains(a, "://") {
-			if abs, err := filepath.Abs(a); err == nil {
-				if real, err := filepath.EvalSymlinks(abs); err == nil {
-					names[i] = real
-				}
+		// A file already removed from disk resolves through its
+		// directory.
+		if strings.Contains(a, "://") {
+			continue
+		}
+		abs, err := filepath.Abs(a)
+		if err != nil {
+			continue
+		}
+		if _, err := os.Stat(a); err == nil {
+			if real, err := filepath.EvalSymlinks(abs); err == nil {
+				names[i] = real
+			}
+		} else if !filepath.IsAbs(a) && strings.ContainsAny(a, `/\.`) {
+			if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+				names[i] = filepath.Join(dir, filepath.Base(abs))
 			}
 		}
 	}

@@ -91,7 +91,7 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 		}
 		return err
 	}
-	fmt.Fprintf(c.m.Stdout, "%d files into %s: %d added, %d replaced, %d unchanged, %d failed; %d blocks, %.1f MB in %.2fs\n",
+	fmt.Fprintf(c.m.Stdout, "%d files into %s: %d added, %d replaced, %d unchanged, %d failed; %d blocks written, %.1f MB in %.2fs\n",
 		total, ix.Path(), sum.Added, sum.Replaced, sum.Unchanged, len(sum.Failed), sum.Blocks,
 		float64(sum.Bytes)/1e6, sum.Elapsed.Seconds())
 	c.formats(sum)
@@ -127,7 +127,7 @@ func (c *IngestCommand) formats(sum index.Summary) {
 	}
 	sort.Strings(names)
 	w := tabwriter.NewWriter(c.m.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "format\tdocuments\tpages\tblocks\tfailed\textract s\t\n")
+	fmt.Fprintf(w, "format\tdocuments\tpages\tblocks\tfailed\textract s (summed)\t\n")
 	for _, n := range names {
 		f := sum.Formats[n]
 		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%.2f\t\n", n, f.Documents, f.Pages, f.Blocks, f.Failed, f.Extract.Seconds())

@@ -61,7 +61,7 @@ func TestIngestSearchStatus(t *testing.T) {
 	if !strings.Contains(errOut, "bad.md: binary content: NUL byte at offset 0") || !strings.Contains(errOut, "1 of 3 files failed (1 kept as failed documents, listed by escurel status): bad.md") {
 		t.Errorf("stderr does not name the failure:\n%s", errOut)
 	}
-	if !strings.Contains(out, "2 added, 0 replaced, 0 unchanged, 1 failed; 3 blocks") {
+	if !strings.Contains(out, "2 added, 0 replaced, 0 unchanged, 1 failed; 3 blocks written") {
 		t.Errorf("summary:\n%s", out)
 	}
 
@@ -416,6 +416,14 @@ func TestDeleteRelativePath(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "deleted 1 documents") {
 		t.Errorf("delete notes.txt: exit %d %s %s", code, out, errOut)
 	}
+	// A file already removed from disk, named relative to the directory.
+	if err := os.Remove("guide.md"); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = run(t, nil, "--index", idx, "delete", "./guide.md")
+	if code != 0 || !strings.Contains(out, "deleted 1 documents") {
+		t.Errorf("delete a removed file: exit %d %s %s", code, out, errOut)
+	}
 }
 
 // A directory of mixed formats: the per-format table, exit 1 for the bad
@@ -447,7 +455,7 @@ func TestIngestMixedFormats(t *testing.T) {
 	}
 	for _, want := range []string{
 		"5 files into", "3 added, 0 replaced, 0 unchanged, 2 failed",
-		"format  documents  pages  blocks  failed  extract s",
+		"format  documents  pages  blocks  failed  extract s (summed)",
 		"docx          2      0       4       1",
 		"html          1      0       1       0",
 		"markdown          1      0       0       1",
@@ -464,7 +472,7 @@ func TestIngestMixedFormats(t *testing.T) {
 		}
 	}
 	out, _, code = run(t, nil, "--index", idx, "status")
-	if code != 0 || !strings.Contains(out, "5 (2 failed)") || !strings.Contains(out, "docx/1 2, html/1 1, none 1, pdf/1 1") ||
+	if code != 0 || !strings.Contains(out, "5 (2 failed)") || !strings.Contains(out, "docx/1 2, html/1 1, none (over the size cap, never read) 1, pdf/1 1") ||
 		!strings.Contains(out, "big.md: file over the size cap") || !strings.Contains(out, "notzip.docx: corrupt document") {
 		t.Errorf("status:\n%s", out)
 	}

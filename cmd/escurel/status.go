@@ -65,7 +65,7 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	var ex []string
 	for id, n := range st.Extractors {
 		if id == "" {
-			id = "none"
+			id = "none (over the size cap, never read)"
 		}
 		ex = append(ex, fmt.Sprintf("%s %d", id, n))
 	}
@@ -88,7 +88,7 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(failed) > 0 {
-		fmt.Fprintf(c.m.Stdout, "\nfailed documents (no blocks; escurel rebuild tries them again):\n")
+		fmt.Fprintf(c.m.Stdout, "\nfailed documents (no blocks; escurel rebuild extracts them again, except those never read):\n")
 		for _, f := range failed {
 			fmt.Fprintf(c.m.Stdout, "  %s: %s\n", f.Source, f.Reason)
 		}

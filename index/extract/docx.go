@@ -183,7 +183,7 @@ func assembleDOCX(blocks []docxBlock, maxBytes int64) (*Doc, error) {
 		starts[i] = b.Len()
 		b.WriteString(bl.text)
 		if int64(b.Len()) > maxBytes {
-			return nil, fmt.Errorf("%w: extracted text over %d bytes", ErrTooLarge, maxBytes)
+			return nil, fmt.Errorf("%w: extracted text over %d bytes (--max-unzipped-bytes)", ErrTooLarge, maxBytes)
 		}
 	}
 	doc := &Doc{Text: b.String()}
@@ -328,7 +328,7 @@ func (r *budgetReader) Read(p []byte) (int, error) {
 func (r *budgetReader) Close() error { return r.rc.Close() }
 
 func (r *budgetReader) tooLarge() error {
-	return fmt.Errorf("%w: DOCX parts decompress to more than %d bytes (limit reached in %s)", ErrTooLarge, r.pkg.max, r.part)
+	return fmt.Errorf("%w: DOCX parts decompress to more than %d bytes (limit reached in %s; --max-unzipped-bytes)", ErrTooLarge, r.pkg.max, r.part)
 }
 
 // docxBlock is a paragraph or a table of the body, as text.
