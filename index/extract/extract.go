@@ -17,6 +17,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -137,19 +138,27 @@ func MediaType(name string) (string, error) {
 }
 
 // Detect returns the media type of data, whose file name is name. The
-// content decides where it is unambiguous: "%PDF-" in the first 1024 bytes
-// (where PDF readers look for it) is PDF, and a zip holding
-// word/document.xml is DOCX, whatever the extension. Otherwise the
-// extension decides (MediaType), so a .pdf that is not a PDF is detected as
-// PDF and fails extraction as corrupt, with the bytes kept.
+// content decides where it is unambiguous: a zip holding
+// word/document.xml is DOCX, and bytes starting with "%PDF-" (after a byte
+// order mark or white space) are PDF, whatever the extension. For a name
+// without a text extension (.md, .txt, .html, …), "%PDF-" anywhere in the
+// first 1024 bytes, where PDF readers look for it, is PDF too; a Markdown
+// page that mentions "%PDF-" stays Markdown. Otherwise the extension
+// decides (MediaType), so a .pdf that is not a PDF is detected as PDF and
+// fails extraction as corrupt, with the bytes kept.
 func Detect(name string, data []byte) (string, error) {
-	if bytes.Contains(data[:min(len(data), 1024)], []byte("%PDF-")) {
+	byName, nameErr := MediaType(name)
+	head := bytes.TrimLeft(bytes.TrimPrefix(data, []byte("\uFEFF")), " \t\r\n\f")
+	textName := byName == MediaMarkdown || byName == MediaText || byName == MediaHTML
+	switch {
+	case bytes.HasPrefix(head, []byte("%PDF-")):
 		return MediaPDF, nil
-	}
-	if bytes.HasPrefix(data, []byte("PK\x03\x04")) && isDOCX(data) {
+	case !textName && bytes.Contains(data[:min(len(data), 1024)], []byte("%PDF-")):
+		return MediaPDF, nil
+	case bytes.HasPrefix(data, []byte("PK\x03\x04")) && isDOCX(data):
 		return MediaDOCX, nil
 	}
-	return MediaType(name)
+	return byName, nameErr
 }
 
 // Extractor extracts one media type. Its ID, name and version, is stored
@@ -165,6 +174,9 @@ type Extractor struct {
 	// start, when not nil, readies the extractor (starts an engine); it
 	// runs before the time limit starts.
 	start func() error
+	// lateClock: fn starts the time limit itself (beginClock), after
+	// waiting for what is not the document's time.
+	lateClock bool
 }
 
 // ID is "<name>/<version>", e.g. "pdf/1".
@@ -184,7 +196,7 @@ var extractors = map[string]*Extractor{
 	MediaDOCX: {MediaType: MediaDOCX, Name: "docx", Version: 1, fn: func(_ context.Context, name string, data []byte, lim Limits) (*Doc, error) {
 		return DOCX(name, data, lim)
 	}},
-	MediaPDF: {MediaType: MediaPDF, Name: "pdf", Version: 1, fn: pdfExtract, start: pdfStart},
+	MediaPDF: {MediaType: MediaPDF, Name: "pdf", Version: 1, fn: pdfExtract, start: pdfStart, lateClock: true},
 }
 
 // For returns the extractor of a media type, or an error wrapping
@@ -234,17 +246,17 @@ func Extract(ctx context.Context, mediaType, name string, data []byte, lim Limit
 	}
 	lim = lim.withDefaults()
 	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	c := &clock{limit: lim.Timeout, cancel: cancel}
+	defer c.stop()
+	ctx = context.WithValue(ctx, clockKey{}, c)
+	if !e.lateClock {
+		c.begin()
+	}
 	type result struct {
 		doc *Doc
 		err error
-	}
-	if ctx.Err() != nil { // a limit too short to start
-		if err := parent.Err(); err != nil {
-			return nil, err
-		}
-		return nil, timeoutError(lim)
 	}
 	done := make(chan result, 1) // buffered: an abandoned extraction never blocks
 	go func() {
@@ -259,11 +271,14 @@ func Extract(ctx context.Context, mediaType, name string, data []byte, lim Limit
 	}()
 	select {
 	case r := <-done:
-		if r.err != nil && parent.Err() != nil {
+		switch {
+		case errors.Is(r.err, ErrPanic):
+			return nil, r.err
+		case r.err != nil && parent.Err() != nil:
 			return nil, parent.Err()
-		}
-		if r.err != nil && ctx.Err() != nil && !errors.Is(r.err, ErrPanic) {
-			// The extractor saw the deadline and gave up.
+		case c.over():
+			// Past the limit, finished or not: one outcome for one
+			// document, however the race between the two went.
 			return nil, timeoutError(lim)
 		}
 		return r.doc, r.err
@@ -272,6 +287,53 @@ func Extract(ctx context.Context, mediaType, name string, data []byte, lim Limit
 			return nil, err
 		}
 		return nil, timeoutError(lim)
+	}
+}
+
+// clock times one extraction: it starts when the extraction begins (for
+// the PDF extractor, once it holds an engine instance: waiting for one is
+// not the document's time) and, past the limit, cancels the extraction's
+// context.
+type clock struct {
+	limit  time.Duration
+	cancel context.CancelCauseFunc
+	mu     sync.Mutex
+	start  time.Time
+	timer  *time.Timer
+}
+
+type clockKey struct{}
+
+// begin starts c, once.
+func (c *clock) begin() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.timer == nil {
+		c.start = time.Now()
+		c.timer = time.AfterFunc(c.limit, func() { c.cancel(ErrTimeout) })
+	}
+}
+
+// over reports whether the limit has passed since c began.
+func (c *clock) over() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.timer != nil && time.Since(c.start) > c.limit
+}
+
+func (c *clock) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+}
+
+// beginClock starts the time limit of the extraction ctx belongs to; an
+// extractor with lateClock calls it once it is ready to work.
+func beginClock(ctx context.Context) {
+	if c, ok := ctx.Value(clockKey{}).(*clock); ok {
+		c.begin()
 	}
 }
 

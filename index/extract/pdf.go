@@ -60,8 +60,14 @@ func SetCacheDir(dir string) error {
 	return nil
 }
 
+// pdfMemoryPages caps one PDFium instance's memory: 8192 WebAssembly
+// pages of 64 KiB, 512 MiB. A PDF that needs more (a content stream that
+// inflates to gigabytes) fails as corrupt instead of taking the process's
+// memory.
+const pdfMemoryPages = 8192
+
 // pdfPool returns the PDFium pool, starting it on first use: up to
-// GOMAXPROCS instances, reused between documents.
+// 2×GOMAXPROCS instances, each used for one document.
 func pdfPool() (pdfium.Pool, error) {
 	pdfEngine.mu.Lock()
 	defer pdfEngine.mu.Unlock()
@@ -91,9 +97,13 @@ func pdfPool() (pdfium.Pool, error) {
 			rc = rc.WithCompilationCache(cache)
 		}
 	}
+	rc = rc.WithMemoryLimitPages(pdfMemoryPages)
 	n := runtime.GOMAXPROCS(0)
 	pool, err := webassembly.Init(webassembly.Config{
-		MaxIdle: n, MaxTotal: n, ReuseWorkers: true,
+		// Each document gets a fresh instance (about 10 ms with the
+		// compiled module): WebAssembly memory never shrinks, so a reused
+		// instance would keep the peak of the largest PDF it ever read.
+		MaxIdle: n, MaxTotal: 2 * n, ReuseWorkers: false,
 		RuntimeConfig: rc,
 		FSConfig:      wazero.NewFSConfig(), // no host files: documents come as bytes
 		Stdout:        io.Discard, Stderr: io.Discard,
@@ -152,8 +162,11 @@ func pdfExtract(ctx context.Context, name string, data []byte, _ Limits) (doc *D
 		}
 		return nil, fmt.Errorf("%w: %v", ErrEngine, err)
 	}
+	beginClock(ctx) // waiting for an instance was not this document's time
 	// Past the deadline, kill the instance: wazero then stops the running
-	// call, and the pool makes a fresh instance for the next document.
+	// call. An instance that failed in any way is killed too, never
+	// reused; the pool makes a fresh one (instances are not reused anyway:
+	// see pdfPool).
 	stop := context.AfterFunc(ctx, func() { inst.Kill() })
 	defer func() {
 		if stop() {
@@ -161,7 +174,11 @@ func pdfExtract(ctx context.Context, name string, data []byte, _ Limits) (doc *D
 				inst.Kill()
 				panic(p) // Extract turns it into ErrPanic
 			}
-			inst.Close()
+			if err != nil {
+				inst.Kill()
+			} else {
+				inst.Close()
+			}
 		}
 		if err != nil && ctx.Err() != nil {
 			doc, err = nil, ctx.Err()

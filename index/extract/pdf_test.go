@@ -254,7 +254,10 @@ func TestDetect(t *testing.T) {
 	}{
 		{"a.md", "# hi", MediaMarkdown},
 		{"report", "%PDF-1.7\n...", MediaPDF},
-		{"report.txt", "\x00\x00%PDF-1.4", MediaPDF}, // junk before the header, as readers allow
+		{"report", "\x00\x00%PDF-1.4", MediaPDF},                               // junk before the header, as readers allow
+		{"report.txt", "  %PDF-1.4\n", MediaPDF},                               // a PDF named .txt
+		{"notes.md", "# PDF\n\nA file starts with `%PDF-1.7`.", MediaMarkdown}, // prose about PDFs
+		{"notes.txt", "\x00\x00%PDF-1.4", MediaText},                           // a text name needs the header first
 		{"x.pdf", "not a pdf", MediaPDF},
 		{"x.docx", "not a zip", MediaDOCX},
 		{"page.HTM", "<p>x", MediaHTML},
@@ -392,4 +395,39 @@ func TestPDFRunningHeadersAndFooters(t *testing.T) {
 	if !strings.Contains(strings.Join(units(d), "|"), "Numbat Report — page 1") {
 		t.Errorf("two-page document lost its first line: %q", units(d))
 	}
+}
+
+// A PDF whose content stream inflates past an instance's memory cap fails
+// as one document, and the engine's memory goes back: the next PDFs
+// extract, and the process does not keep the peak.
+func TestPDFMemoryBomb(t *testing.T) {
+	if testing.Short() {
+		t.Skip("inflates 768 MiB")
+	}
+	ctx := context.Background()
+	bomb := testdocs.FlateBombPDF(3 << 28)
+	start := time.Now()
+	_, err := Extract(ctx, MediaPDF, "bomb.pdf", bomb, Limits{Timeout: 5 * time.Minute})
+	if err == nil {
+		t.Fatal("a 768 MiB content stream extracted under a 512 MiB cap")
+	}
+	t.Logf("bomb (%d bytes on disk): %v after %v; VmHWM %s", len(bomb), err, time.Since(start).Round(time.Millisecond), procStatus("VmHWM"))
+	for i := 0; i < 3; i++ {
+		d, err := Extract(ctx, MediaPDF, "after.pdf", testdocs.PDF([]string{"still working"}, false), Limits{})
+		if err != nil || !strings.Contains(d.Text, "still working") {
+			t.Fatalf("after the bomb: %v", err)
+		}
+	}
+	t.Logf("after: VmRSS %s", procStatus("VmRSS"))
+}
+
+// procStatus reads a field of /proc/self/status ("" where there is none).
+func procStatus(field string) string {
+	data, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }

@@ -5,6 +5,7 @@ package testdocs
 import (
 	"archive/zip"
 	"bytes"
+	"compress/zlib"
 	"fmt"
 	"strings"
 )
@@ -70,5 +71,38 @@ func ZipBomb(n int) []byte {
 		w.Write(chunk[:min(left, len(chunk))])
 	}
 	zw.Close()
+	return b.Bytes()
+}
+
+// FlateBombPDF returns a one-page PDF whose content stream is a
+// FlateDecode stream inflating to n bytes (a line of text, then spaces):
+// about n/1000 bytes on disk.
+func FlateBombPDF(n int) []byte {
+	var z bytes.Buffer
+	zw, _ := zlib.NewWriterLevel(&z, zlib.BestCompression)
+	zw.Write([]byte("BT /F1 12 Tf 72 720 Td (Bomb text here) Tj ET\n"))
+	chunk := bytes.Repeat([]byte(" "), 1<<20)
+	for left := n; left > 0; left -= len(chunk) {
+		zw.Write(chunk[:min(left, len(chunk))])
+	}
+	zw.Close()
+	var b bytes.Buffer
+	var offs []int
+	obj := func(body string) {
+		offs = append(offs, b.Len())
+		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", len(offs), body)
+	}
+	b.WriteString("%PDF-1.4\n")
+	obj("<< /Type /Catalog /Pages 2 0 R >>")
+	obj("<< /Type /Pages /Kids [4 0 R] /Count 1 >>")
+	obj("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+	obj("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents 5 0 R >>")
+	obj(fmt.Sprintf("<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream", z.Len(), z.Bytes()))
+	xref := b.Len()
+	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(offs)+1)
+	for _, o := range offs {
+		fmt.Fprintf(&b, "%010d 00000 n \n", o)
+	}
+	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", len(offs)+1, xref)
 	return b.Bytes()
 }
