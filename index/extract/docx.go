@@ -3,6 +3,7 @@ package extract
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -112,6 +113,16 @@ var oleMagic = []byte{0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1}
 // the zip declares, or when Doc.Text would exceed it; ErrEmpty when the
 // document has no text. A zero lim means the defaults.
 func DOCX(name string, data []byte, lim Limits) (*Doc, error) {
+	return docx(context.Background(), name, data, lim)
+}
+
+// docxSidePartMax caps each of styles.xml, numbering.xml and core.xml:
+// decoded into Go values they take about ten times their size, and real
+// ones are tens of KiB.
+const docxSidePartMax = 4 << 20
+
+// docx is DOCX under ctx: reading stops with ctx's error once it ends.
+func docx(ctx context.Context, name string, data []byte, lim Limits) (*Doc, error) {
 	lim = lim.withDefaults()
 	if bytes.HasPrefix(data, oleMagic) {
 		if bytes.Contains(data, utf16LE("EncryptedPackage")) {
@@ -123,7 +134,7 @@ func DOCX(name string, data []byte, lim Limits) (*Doc, error) {
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) {
 		return nil, fmt.Errorf("%w: not a zip: %v", ErrCorrupt, err)
 	}
-	pkg := &docxPackage{zr: zr, left: lim.MaxDecompressedBytes, max: lim.MaxDecompressedBytes}
+	pkg := &docxPackage{ctx: ctx, zr: zr, left: lim.MaxDecompressedBytes, max: lim.MaxDecompressedBytes}
 	if pkg.file(docxDocumentPart) == nil {
 		return nil, fmt.Errorf("%w: zip without %s (not a DOCX)", ErrCorrupt, docxDocumentPart)
 	}
@@ -224,6 +235,7 @@ func utf16LE(s string) []byte {
 // docxPackage reads parts out of a DOCX zip, counting the decompressed
 // bytes of all of them against one budget.
 type docxPackage struct {
+	ctx       context.Context
 	zr        *zip.Reader
 	left, max int64 // bytes that may still be read; the budget
 }
@@ -239,9 +251,10 @@ func (pkg *docxPackage) file(name string) *zip.File {
 	return nil
 }
 
-// open opens a part for reading through the budget. It returns nil, nil
-// when the part is missing.
-func (pkg *docxPackage) open(name string) (io.ReadCloser, error) {
+// open opens a part for reading through the budget, and at most partMax
+// bytes of it (0: no cap of its own). It returns nil, nil when the part is
+// missing.
+func (pkg *docxPackage) open(name string, partMax int64) (io.ReadCloser, error) {
 	f := pkg.file(name)
 	if f == nil {
 		return nil, nil
@@ -250,12 +263,14 @@ func (pkg *docxPackage) open(name string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, name, err)
 	}
-	return &budgetReader{rc: rc, pkg: pkg, part: name}, nil
+	return &budgetReader{rc: rc, pkg: pkg, part: name, partMax: partMax, partLeft: partMax}, nil
 }
 
-// decode unmarshals part name into v. It reports whether the part exists.
+// decode unmarshals part name, a side part (styles, numbering, core
+// properties) capped at docxSidePartMax, into v. It reports whether the
+// part exists.
 func (pkg *docxPackage) decode(name string, v any) (bool, error) {
-	r, err := pkg.open(name)
+	r, err := pkg.open(name, docxSidePartMax)
 	if r == nil || err != nil {
 		return false, err
 	}
@@ -268,7 +283,7 @@ func (pkg *docxPackage) decode(name string, v any) (bool, error) {
 
 // body reads the blocks of word/document.xml's w:body in reading order.
 func (pkg *docxPackage) body(p *docxParser) ([]docxBlock, error) {
-	r, err := pkg.open(docxDocumentPart)
+	r, err := pkg.open(docxDocumentPart, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -296,30 +311,40 @@ func (pkg *docxPackage) body(p *docxParser) ([]docxBlock, error) {
 // other (malformed XML, a broken deflate stream, a size mismatch in the zip)
 // as ErrCorrupt.
 func partError(name string, err error) error {
-	if errors.Is(err, ErrTooLarge) {
+	if errors.Is(err, ErrTooLarge) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	return fmt.Errorf("%w: %s: %v", ErrCorrupt, name, err)
 }
 
 // budgetReader reads a part and fails with ErrTooLarge as soon as the
-// package's parts together have yielded more than the budget.
+// package's parts together have yielded more than the budget, or the part
+// more than its own cap; and with ctx's error once the package's context
+// ends (an extraction past its time limit stops reading).
 type budgetReader struct {
-	rc   io.ReadCloser
-	pkg  *docxPackage
-	part string
+	rc                io.ReadCloser
+	pkg               *docxPackage
+	part              string
+	partMax, partLeft int64 // the part's own cap (0: none) and what is left of it
 }
 
 func (r *budgetReader) Read(p []byte) (int, error) {
-	if r.pkg.left < 0 {
+	if err := r.pkg.ctx.Err(); err != nil {
+		return 0, err
+	}
+	if r.pkg.left < 0 || r.partMax > 0 && r.partLeft < 0 {
 		return 0, r.tooLarge()
 	}
 	if int64(len(p)) > r.pkg.left+1 {
 		p = p[:r.pkg.left+1] // one byte more than allowed shows the excess
 	}
+	if r.partMax > 0 && int64(len(p)) > r.partLeft+1 {
+		p = p[:r.partLeft+1]
+	}
 	n, err := r.rc.Read(p)
 	r.pkg.left -= int64(n)
-	if r.pkg.left < 0 {
+	r.partLeft -= int64(n)
+	if r.pkg.left < 0 || r.partMax > 0 && r.partLeft < 0 {
 		return 0, r.tooLarge()
 	}
 	return n, err
@@ -328,6 +353,9 @@ func (r *budgetReader) Read(p []byte) (int, error) {
 func (r *budgetReader) Close() error { return r.rc.Close() }
 
 func (r *budgetReader) tooLarge() error {
+	if r.partMax > 0 && r.partLeft < 0 {
+		return fmt.Errorf("%w: %s decompresses to more than %d bytes (real ones are tens of KiB)", ErrTooLarge, r.part, r.partMax)
+	}
 	return fmt.Errorf("%w: DOCX parts decompress to more than %d bytes (limit reached in %s; --max-unzipped-bytes)", ErrTooLarge, r.pkg.max, r.part)
 }
 

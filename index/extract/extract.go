@@ -190,13 +190,11 @@ var extractors = map[string]*Extractor{
 	MediaText: {MediaType: MediaText, Name: "text", Version: 1, fn: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
 		return Text(name, data)
 	}},
-	MediaHTML: {MediaType: MediaHTML, Name: "html", Version: 1, fn: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
-		return HTML(name, data)
+	MediaHTML: {MediaType: MediaHTML, Name: "html", Version: 1, fn: func(ctx context.Context, name string, data []byte, _ Limits) (*Doc, error) {
+		return htmlExtract(ctx, name, data)
 	}},
-	MediaDOCX: {MediaType: MediaDOCX, Name: "docx", Version: 1, fn: func(_ context.Context, name string, data []byte, lim Limits) (*Doc, error) {
-		return DOCX(name, data, lim)
-	}},
-	MediaPDF: {MediaType: MediaPDF, Name: "pdf", Version: 1, fn: pdfExtract, start: pdfStart, lateClock: true},
+	MediaDOCX: {MediaType: MediaDOCX, Name: "docx", Version: 1, fn: docx},
+	MediaPDF:  {MediaType: MediaPDF, Name: "pdf", Version: 1, fn: pdfExtract, start: pdfStart, lateClock: true},
 }
 
 // For returns the extractor of a media type, or an error wrapping

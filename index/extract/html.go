@@ -2,6 +2,7 @@ package extract
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 	"unicode"
@@ -72,6 +73,17 @@ import (
 // BCP 47 syntax, trimmed, underscores read as hyphens and case kept, else
 // "". A document left without text fails with ErrEmpty.
 func HTML(name string, data []byte) (*Doc, error) {
+	return htmlExtract(context.Background(), name, data)
+}
+
+// htmlMaxElements caps the elements of an HTML document: the parsed tree
+// takes a few hundred bytes per element (25 MiB of "<p>a" would take
+// 2 GB), and a real page has thousands.
+const htmlMaxElements = 1_000_000
+
+// htmlExtract is HTML under ctx: it stops with ctx's error once ctx ends
+// (checked while counting the elements, before the tree is built).
+func htmlExtract(ctx context.Context, name string, data []byte) (*Doc, error) {
 	data, note, err := htmlDecode(data)
 	if err != nil {
 		return nil, err
@@ -81,6 +93,9 @@ func HTML(name string, data []byte) (*Doc, error) {
 		if note != "" {
 			return nil, fmt.Errorf("%w (%s)", err, note)
 		}
+		return nil, err
+	}
+	if err := htmlCountElements(ctx, data[off:]); err != nil {
 		return nil, err
 	}
 	root, err := html.Parse(bytes.NewReader(data[off:]))
@@ -117,6 +132,29 @@ func HTML(name string, data []byte) (*Doc, error) {
 // htmlDecode transcodes data to UTF-8 by its byte order mark or declared
 // charset (see HTML). note, when not empty, says how data was read, for an
 // error about the result.
+// htmlCountElements fails with ErrTooLarge when data has more than
+// htmlMaxElements start tags, and with ctx's error once ctx ends.
+func htmlCountElements(ctx context.Context, data []byte) error {
+	z := html.NewTokenizer(bytes.NewReader(data))
+	n := 0
+	for {
+		switch z.Next() {
+		case html.ErrorToken:
+			return nil // io.EOF, or an error html.Parse reports itself
+		case html.StartTagToken, html.SelfClosingTagToken:
+			n++
+			if n > htmlMaxElements {
+				return fmt.Errorf("%w: more than %d HTML elements", ErrTooLarge, htmlMaxElements)
+			}
+			if n%4096 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
 func htmlDecode(data []byte) (out []byte, note string, err error) {
 	var label string
 	bom := true
