@@ -173,12 +173,23 @@ type FailedDocument struct {
 	IngestedAt time.Time `json:"ingested_at"` // UTC
 }
 
-// Failed lists the failed documents by source. It gives metadata only,
-// never text, at any sensitivity: it is an operator's view.
-func (ix *Index) Failed(ctx context.Context) ([]FailedDocument, error) {
+// Failed lists the failed documents by source, at every sensitivity: it is
+// an operator's view. A reason may quote the document (a parser's message
+// naming a YAML key or an XML entity), so for documents above clearance
+// (as in SearchOptions.Clearance; "" is Public) it keeps only its class,
+// the part before the first ": ", and says that the rest is withheld.
+func (ix *Index) Failed(ctx context.Context, clearance string) ([]FailedDocument, error) {
+	levels, err := allowed(clearance)
+	if err != nil {
+		return nil, fmt.Errorf("failed documents: %w", err)
+	}
+	cleared := map[string]bool{}
+	for _, l := range levels {
+		cleared[l] = true
+	}
 	ix.genMu.RLock()
 	defer ix.genMu.RUnlock()
-	rows, err := ix.db.QueryContext(ctx, `SELECT doc_id, source, media_type, extractor, reason, ingested_at
+	rows, err := ix.db.QueryContext(ctx, `SELECT doc_id, source, media_type, extractor, reason, ingested_at, sensitivity
 		FROM documents WHERE status = ? ORDER BY source`, statusFailed)
 	if err != nil {
 		return nil, fmt.Errorf("failed documents: %w", err)
@@ -187,8 +198,13 @@ func (ix *Index) Failed(ctx context.Context) ([]FailedDocument, error) {
 	var out []FailedDocument
 	for rows.Next() {
 		var f FailedDocument
-		if err := rows.Scan(&f.DocID, &f.Source, &f.MediaType, &f.Extractor, &f.Reason, &f.IngestedAt); err != nil {
+		var sens string
+		if err := rows.Scan(&f.DocID, &f.Source, &f.MediaType, &f.Extractor, &f.Reason, &f.IngestedAt, &sens); err != nil {
 			return nil, fmt.Errorf("failed documents: %w", err)
+		}
+		if !cleared[sens] {
+			class, _, _ := strings.Cut(f.Reason, ": ")
+			f.Reason = fmt.Sprintf("%s (details withheld: a %s document; clearance %s shows them)", class, sens, sens)
 		}
 		f.IngestedAt = f.IngestedAt.UTC()
 		out = append(out, f)

@@ -188,7 +188,7 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 		if liveDocs, err = opts.Live.Documents(ctx); err != nil {
 			return sum, fmt.Errorf("%s: %w", what, err)
 		}
-		failed, err := opts.Live.Failed(ctx)
+		failed, err := opts.Live.Failed(ctx, index.Restricted)
 		if err != nil {
 			return sum, fmt.Errorf("%s: %w", what, err)
 		}
@@ -362,7 +362,7 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 // (unless opts.AllowFailures); documents that failed and extract now are
 // counted in sum.Recovered.
 func checkFailures(ctx context.Context, ix *index.Index, liveDocs map[string]string, liveFailed map[string]bool, opts Options, sum *Summary) error {
-	failed, err := ix.Failed(ctx)
+	failed, err := ix.Failed(ctx, index.Restricted)
 	if err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}

@@ -95,7 +95,7 @@ func TestFormats(t *testing.T) {
 
 	// Failed documents: listed with their reason; the blob kept, except
 	// for the file over the cap, which was never read.
-	failed, err := e.ix.Failed(ctx)
+	failed, err := e.ix.Failed(ctx, index.Restricted)
 	if err != nil || len(failed) != len(wantFail) {
 		t.Fatalf("Failed: %d (%v), want %d", len(failed), err, len(wantFail))
 	}
@@ -295,7 +295,7 @@ func TestRebuildRetriesFailed(t *testing.T) {
 	if hits := e.search("word processor", 5); len(hits) == 0 || !strings.HasSuffix(hits[0].Source, "multi_page.pdf") {
 		t.Errorf("after the rebuild: %+v", hits)
 	}
-	if failed, err := e.ix.Failed(ctx); err != nil || len(failed) != 0 {
+	if failed, err := e.ix.Failed(ctx, index.Restricted); err != nil || len(failed) != 0 {
 		t.Errorf("Failed after the rebuild: %v, %v", failed, err)
 	}
 	e.digest() // verifies: the records' titles were the file names, the rows now have the PDFs' own
@@ -321,7 +321,7 @@ func TestFailedVersionKeepsServedOne(t *testing.T) {
 	if rec.BlobID != blobstore.BlobID(good) {
 		t.Errorf("record points at %s, want the good version", rec.BlobID)
 	}
-	if failed, _ := e.ix.Failed(ctx); len(failed) != 0 {
+	if failed, _ := e.ix.Failed(ctx, index.Restricted); len(failed) != 0 {
 		t.Errorf("failed %v", failed)
 	}
 	e.digest()
@@ -396,4 +396,31 @@ func TestReingestSkipsExtraction(t *testing.T) {
 		t.Errorf("re-ingest as restricted: %+v, %v", third, err)
 	}
 	e.digest()
+}
+
+// A failure reason can quote the document; above the caller's clearance
+// Failed keeps only the kind of failure.
+func TestFailedReasonsWithheldAboveClearance(t *testing.T) {
+	e := newEnv(t, index.Options{})
+	ctx := context.Background()
+	md := "---\nsensitivity: restricted\nCEO bonus 4200000 EUR: 1\nCEO bonus 4200000 EUR: 2\n---\n\nSecret body.\n"
+	if _, err := e.ix.Ingest(ctx, index.Input{Source: "/hr/payroll.md", Data: []byte(md), Sensitivity: index.Restricted}); !errors.Is(err, extract.ErrFrontMatter) {
+		t.Fatalf("ingest: %v", err)
+	}
+	for _, tc := range []struct {
+		clearance string
+		leaks     bool
+	}{{index.Public, false}, {index.Internal, false}, {index.Restricted, true}} {
+		failed, err := e.ix.Failed(ctx, tc.clearance)
+		if err != nil || len(failed) != 1 {
+			t.Fatalf("%s: %v, %v", tc.clearance, failed, err)
+		}
+		r := failed[0].Reason
+		if strings.Contains(r, "4200000") != tc.leaks || !strings.HasPrefix(r, "invalid front matter") {
+			t.Errorf("clearance %s: reason %q", tc.clearance, r)
+		}
+	}
+	if _, err := e.ix.Failed(ctx, "secret"); err == nil {
+		t.Error("unknown clearance accepted")
+	}
 }

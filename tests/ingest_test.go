@@ -74,7 +74,7 @@ func TestBadFileDoesNotStopBatch(t *testing.T) {
 	if err != nil || len(recs) != 8 {
 		t.Errorf("blob store holds %d records (%v), want 8", len(recs), err)
 	}
-	failed, err := e.ix.Failed(context.Background())
+	failed, err := e.ix.Failed(context.Background(), index.Restricted)
 	if err != nil || len(failed) != 4 {
 		t.Fatalf("Failed() = %d documents (%v), want 4", len(failed), err)
 	}

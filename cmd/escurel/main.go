@@ -256,9 +256,12 @@ Commands:
                           store, so rebuild does not bring them back)
   compact                 merge the full-text segments, dropping the postings
                           of deleted blocks (also automatic past 20% dead)
-  status [--json]         schema version, manifest, counts, the extractors
+  status [--json] [--clearance LEVEL]
+                          schema version, manifest, counts, the extractors
                           that read the documents, and the failed documents
-                          with their reasons
+                          with their reasons (for documents above LEVEL,
+                          default public, only the kind of failure: a
+                          reason may quote the document)
   rebuild [--contextualize MODE] [--chunker SPEC] [--embedder SPEC]
           [--analyzer NAME] [--allow-missing] [--keep N] [--workers N]
                           re-derive the index from the blob store into a new

@@ -22,6 +22,7 @@ type StatusCommand struct {
 func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	fs := c.m.newFlagSet("status", &c.g)
 	asJSON := fs.Bool("json", false, "print the status as one JSON object")
+	clearance := fs.String("clearance", "", "show the failure details of documents up to this sensitivity (default public: others show only the kind of failure)")
 	args, err := c.m.parse(fs, args)
 	if err != nil {
 		return err
@@ -38,7 +39,7 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	failed, err := ix.Failed(ctx)
+	failed, err := ix.Failed(ctx, *clearance)
 	if err != nil {
 		return err
 	}
