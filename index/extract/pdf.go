@@ -100,6 +100,7 @@ func pdfPool() (pdfium.Pool, error) {
 	rc = rc.WithMemoryLimitPages(pdfMemoryPages)
 	n := runtime.GOMAXPROCS(0)
 	pool, err := webassembly.Init(webassembly.Config{
+		Context: experimental.WithMemoryAllocator(context.Background(), pdfMemory),
 		// Each document gets a fresh instance (about 10 ms with the
 		// compiled module): WebAssembly memory never shrinks, so a reused
 		// instance would keep the peak of the largest PDF it ever read.

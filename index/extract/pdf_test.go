@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -419,6 +420,20 @@ func TestPDFMemoryBomb(t *testing.T) {
 		}
 	}
 	t.Logf("after: VmRSS %s", procStatus("VmRSS"))
+	// On Linux: the process peaked near the 512 MiB cap, not at gigabytes,
+	// and gave the instance's memory back.
+	if hwm := procKiB("VmHWM"); hwm > 1<<20 {
+		t.Errorf("peak RSS %d MiB, want about the 512 MiB cap", hwm>>10)
+	}
+	if rss := procKiB("VmRSS"); rss > 400<<10 {
+		t.Errorf("RSS %d MiB after the bomb, want the instance's memory returned", rss>>10)
+	}
+}
+
+// procKiB reads a "NNN kB" field of /proc/self/status; 0 where there is none.
+func procKiB(field string) int {
+	n, _ := strconv.Atoi(strings.TrimSuffix(procStatus(field), " kB"))
+	return n
 }
 
 // procStatus reads a field of /proc/self/status ("" where there is none).
