@@ -156,6 +156,8 @@ func pdfExtract(ctx context.Context, name string, data []byte, _ Limits) (doc *D
 	if err != nil {
 		return nil, err
 	}
+	pdfEnter()
+	defer pdfLeave() // runs last: after the instance is closed or killed
 	inst, err := pool.GetInstanceWithContext(ctx)
 	if err != nil {
 		if ctx.Err() != nil {

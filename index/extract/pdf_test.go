@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode"
@@ -445,4 +446,36 @@ func procStatus(field string) string {
 		}
 	}
 	return ""
+}
+
+// Extractions killed at random moments (opening the file, reading a page)
+// never crash the process, even though the memory of a killed instance is
+// given back while the extraction that used it may still be running; and
+// the engine works afterwards. (Unmapping that memory at once crashed the
+// tests with SIGSEGV.)
+func TestPDFKilledAtRandom(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(sharedDocs(t), "pdf", "redp5110_sampled.pdf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < 15; i++ {
+				limit := time.Duration(1+(w*15+i)*37%5000) * time.Microsecond
+				_, err := Extract(ctx, MediaPDF, "r.pdf", data, Limits{Timeout: limit})
+				if err != nil && !errors.Is(err, ErrTimeout) {
+					t.Errorf("limit %v: %v", limit, err)
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	d, err := Extract(ctx, MediaPDF, "r.pdf", data, Limits{})
+	if err != nil || d.Pages != 18 {
+		t.Fatalf("after 60 killed extractions: %v", err)
+	}
 }
