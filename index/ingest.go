@@ -330,8 +330,16 @@ func sameBytes(in Input, old *storedDoc) bool {
 	if old.rec.BlobID != blobstore.BlobID(in.Data) || (in.MediaType != "" && in.MediaType != old.rec.MediaType) {
 		return false
 	}
-	if in.Name != "" && in.Name != path.Base(strings.ReplaceAll(in.Source, "\\", "/")) {
+	name := path.Base(strings.ReplaceAll(in.Source, "\\", "/"))
+	if in.Name != "" && in.Name != name {
 		return false // another name may detect another type, or title
+	}
+	if in.MediaType == "" {
+		// The type the bytes were read as may have been given then, or
+		// detected by an older rule.
+		if mt, err := extract.Detect(name, in.Data); err != nil || mt != old.rec.MediaType {
+			return false
+		}
 	}
 	e, err := extract.For(old.rec.MediaType)
 	if err != nil || e.ID() != old.extractor {

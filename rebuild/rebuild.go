@@ -185,16 +185,8 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 			return sum, fmt.Errorf("%s: Live is the index of %s, not %s", what, opts.Live.Dir(), opts.Dir)
 		}
 		live, sum.Previous = opts.Live.Manifest(), opts.Live.Generation()
-		if liveDocs, err = opts.Live.Documents(ctx); err != nil {
+		if liveDocs, liveFailed, err = liveState(ctx, opts.Live); err != nil {
 			return sum, fmt.Errorf("%s: %w", what, err)
-		}
-		failed, err := opts.Live.Failed(ctx, index.Restricted)
-		if err != nil {
-			return sum, fmt.Errorf("%s: %w", what, err)
-		}
-		liveFailed = map[string]bool{}
-		for _, f := range failed {
-			liveFailed[f.DocID] = true
 		}
 	} else {
 		lock, err := index.LockDir(opts.Dir)
@@ -315,7 +307,17 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 			}
 		}
 		if !reembed {
-			if err := checkFailures(ctx, ix, liveDocs, liveFailed, opts, &sum); err != nil {
+			served, failedBefore := liveDocs, liveFailed
+			if opts.Live != nil {
+				// Writes are held back now: what the live index serves
+				// at the swap, documents ingested during the rebuild
+				// included.
+				var err error
+				if served, failedBefore, err = liveState(ctx, opts.Live); err != nil {
+					return "", fmt.Errorf("%s: %w", what, err)
+				}
+			}
+			if err := checkFailures(ctx, ix, served, failedBefore, opts, &sum); err != nil {
 				return "", err
 			}
 		}
@@ -355,6 +357,24 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 		return sum, fmt.Errorf("%s: swapped in %s, but removing old generations failed: %w", what, gen, perr)
 	}
 	return sum, nil
+}
+
+// liveState returns the documents of a live index (doc id → source) and
+// which of them failed.
+func liveState(ctx context.Context, live *index.Index) (map[string]string, map[string]bool, error) {
+	docs, err := live.Documents(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	failed, err := live.Failed(ctx, index.Restricted)
+	if err != nil {
+		return nil, nil, err
+	}
+	ids := map[string]bool{}
+	for _, f := range failed {
+		ids[f.DocID] = true
+	}
+	return docs, ids, nil
 }
 
 // checkFailures compares the failed documents of the new generation ix

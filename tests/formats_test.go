@@ -390,6 +390,15 @@ func TestReingestSkipsExtraction(t *testing.T) {
 			t.Errorf("%s: first %+v, second %+v; want no extraction and equal counts", name, a, b)
 		}
 	}
+	// Bytes once read under a media type override are detected again
+	// without it: the same bytes, another type.
+	md := []byte("# Quoll\n\nQuolls hunt at night.\n")
+	if res, err := e.ix.Ingest(ctx, index.Input{Source: "/notes/quoll.md", Data: md, MediaType: extract.MediaText}); err != nil || res.Status != index.Added {
+		t.Fatalf("as text: %+v, %v", res, err)
+	}
+	if res, err := e.ix.Ingest(ctx, index.Input{Source: "/notes/quoll.md", Data: md}); err != nil || res.Status != index.Replaced || res.MediaType != extract.MediaMarkdown {
+		t.Errorf("detected again: %+v, %v; want replaced as Markdown", res, err)
+	}
 	// A new sensitivity is a change: extracted and rewritten.
 	third, err := e.ix.IngestFiles(ctx, []string{filepath.Join(docs, "pdf", "multi_page.pdf")}, index.IngestOptions{Sensitivity: index.Restricted})
 	if err != nil || third.Replaced != 1 || third.Formats["pdf"].Extract == 0 {
@@ -422,5 +431,36 @@ func TestFailedReasonsWithheldAboveClearance(t *testing.T) {
 	}
 	if _, err := e.ix.Failed(ctx, "secret"); err == nil {
 		t.Error("unknown clearance accepted")
+	}
+}
+
+// A document ingested into the live index while a Live rebuild runs, and
+// failing under the rebuild's limits, refuses the swap too: what is served
+// is read again when writes are held back for the swap.
+func TestLiveRebuildRefusesFailureOfDocumentIngestedDuring(t *testing.T) {
+	e := newEnv(t, index.Options{})
+	seed(e) // Markdown and text: no DOCX limit applies to them
+	ctx := context.Background()
+	docx, err := os.ReadFile(filepath.Join(sharedData(t, "documents/docx"), "lorem_ipsum.docx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ingested := false
+	_, err = rebuild.Run(ctx, rebuild.Options{Dir: e.dir, Blobs: e.ix.Blobs(), Live: e.ix,
+		Index: index.Options{Extract: extract.Limits{MaxDecompressedBytes: 1000}},
+		Progress: func(done, total int) {
+			if ingested {
+				return
+			}
+			ingested = true
+			if res, err := e.ix.Ingest(ctx, index.Input{Source: "/docs/lorem.docx", Data: docx}); err != nil || res.Status != index.Added {
+				t.Errorf("ingest during the rebuild: %+v %v", res, err)
+			}
+		}})
+	if !ingested || !errors.Is(err, rebuild.ErrNewFailures) || !strings.Contains(err.Error(), "lorem.docx") {
+		t.Fatalf("rebuild: %v, want ErrNewFailures naming lorem.docx", err)
+	}
+	if hits := e.search("lorem ipsum dolor", 3); len(hits) == 0 {
+		t.Error("the live index no longer serves the DOCX")
 	}
 }

@@ -116,6 +116,11 @@ func DOCX(name string, data []byte, lim Limits) (*Doc, error) {
 	return docx(context.Background(), name, data, lim)
 }
 
+// docxMaxBlocks caps the paragraphs and tables of a DOCX body: each costs
+// about a hundred bytes beyond its text (a 600 KB file of one-letter
+// paragraphs would take 860 MiB), and a long real document has thousands.
+const docxMaxBlocks = 1_000_000
+
 // docxSidePartMax caps each of styles.xml, numbering.xml and core.xml:
 // decoded into Go values they take about ten times their size, and real
 // ones are tens of KiB.
@@ -290,7 +295,14 @@ func (pkg *docxPackage) body(p *docxParser) ([]docxBlock, error) {
 	defer r.Close()
 	p.dec = xml.NewDecoder(r)
 	var blocks []docxBlock
-	emit := func(b docxBlock) { blocks = append(blocks, b) }
+	tooMany := false
+	emit := func(b docxBlock) {
+		if len(blocks) >= docxMaxBlocks {
+			tooMany = true
+			return
+		}
+		blocks = append(blocks, b)
+	}
 	for {
 		tok, err := p.dec.Token()
 		if err == io.EOF {
@@ -302,6 +314,9 @@ func (pkg *docxPackage) body(p *docxParser) ([]docxBlock, error) {
 		if t, ok := tok.(xml.StartElement); ok && isW(t.Name, "body") {
 			if err := p.container(true, emit); err != nil {
 				return nil, partError(docxDocumentPart, err)
+			}
+			if tooMany {
+				return nil, fmt.Errorf("%w: more than %d paragraphs and tables", ErrTooLarge, docxMaxBlocks)
 			}
 		}
 	}

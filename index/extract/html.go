@@ -76,10 +76,10 @@ func HTML(name string, data []byte) (*Doc, error) {
 	return htmlExtract(context.Background(), name, data)
 }
 
-// htmlMaxElements caps the elements of an HTML document: the parsed tree
-// takes a few hundred bytes per element (25 MiB of "<p>a" would take
-// 2 GB), and a real page has thousands.
-const htmlMaxElements = 1_000_000
+// htmlMaxNodes caps the nodes of an HTML document (elements, text runs,
+// comments): the parsed tree takes a few hundred bytes per node (25 MiB of
+// "<p>a" would take 2 GB), and a real page has thousands.
+const htmlMaxNodes = 2_000_000
 
 // htmlExtract is HTML under ctx: it stops with ctx's error once ctx ends
 // (checked while counting the elements, before the tree is built).
@@ -95,7 +95,7 @@ func htmlExtract(ctx context.Context, name string, data []byte) (*Doc, error) {
 		}
 		return nil, err
 	}
-	if err := htmlCountElements(ctx, data[off:]); err != nil {
+	if err := htmlCountNodes(ctx, data[off:]); err != nil {
 		return nil, err
 	}
 	root, err := html.Parse(bytes.NewReader(data[off:]))
@@ -132,19 +132,19 @@ func htmlExtract(ctx context.Context, name string, data []byte) (*Doc, error) {
 // htmlDecode transcodes data to UTF-8 by its byte order mark or declared
 // charset (see HTML). note, when not empty, says how data was read, for an
 // error about the result.
-// htmlCountElements fails with ErrTooLarge when data has more than
-// htmlMaxElements start tags, and with ctx's error once ctx ends.
-func htmlCountElements(ctx context.Context, data []byte) error {
+// htmlCountNodes fails with ErrTooLarge when data would parse into more
+// than htmlMaxNodes nodes, and with ctx's error once ctx ends.
+func htmlCountNodes(ctx context.Context, data []byte) error {
 	z := html.NewTokenizer(bytes.NewReader(data))
 	n := 0
 	for {
 		switch z.Next() {
 		case html.ErrorToken:
 			return nil // io.EOF, or an error html.Parse reports itself
-		case html.StartTagToken, html.SelfClosingTagToken:
+		case html.StartTagToken, html.SelfClosingTagToken, html.TextToken, html.CommentToken, html.DoctypeToken:
 			n++
-			if n > htmlMaxElements {
-				return fmt.Errorf("%w: more than %d HTML elements", ErrTooLarge, htmlMaxElements)
+			if n > htmlMaxNodes {
+				return fmt.Errorf("%w: more than %d HTML nodes (elements, text runs, comments)", ErrTooLarge, htmlMaxNodes)
 			}
 			if n%4096 == 0 {
 				if err := ctx.Err(); err != nil {

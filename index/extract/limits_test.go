@@ -111,10 +111,14 @@ func TestDOCXStopsAtTimeLimit(t *testing.T) {
 }
 
 func TestHTMLElementCap(t *testing.T) {
-	data := []byte(strings.Repeat("<p>a", htmlMaxElements+1))
+	data := []byte(strings.Repeat("<p>a", htmlMaxNodes/2+1))
 	_, err := Extract(context.Background(), MediaHTML, "many.html", data, Limits{})
 	if !errors.Is(err, ErrTooLarge) {
 		t.Errorf("err = %v, want ErrTooLarge", err)
+	}
+	// Comments and text runs make nodes too.
+	if _, err := Extract(context.Background(), MediaHTML, "comments.html", []byte(strings.Repeat("a<!---->", htmlMaxNodes/2+1)), Limits{}); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("comments: err = %v, want ErrTooLarge", err)
 	}
 	d, err := Extract(context.Background(), MediaHTML, "fine.html", []byte(strings.Repeat("<p>a", 1000)), Limits{})
 	if err != nil || len(d.Units) != 1000 {

@@ -67,7 +67,8 @@ func SetCacheDir(dir string) error {
 const pdfMemoryPages = 8192
 
 // pdfPool returns the PDFium pool, starting it on first use: up to
-// 2×GOMAXPROCS instances, each used for one document.
+// GOMAXPROCS instances (more would share the cores, and a time limit
+// would then depend on load), each used for one document.
 func pdfPool() (pdfium.Pool, error) {
 	pdfEngine.mu.Lock()
 	defer pdfEngine.mu.Unlock()
@@ -104,7 +105,7 @@ func pdfPool() (pdfium.Pool, error) {
 		// Each document gets a fresh instance (about 10 ms with the
 		// compiled module): WebAssembly memory never shrinks, so a reused
 		// instance would keep the peak of the largest PDF it ever read.
-		MaxIdle: n, MaxTotal: 2 * n, ReuseWorkers: false,
+		MaxIdle: n, MaxTotal: n, ReuseWorkers: false,
 		RuntimeConfig: rc,
 		FSConfig:      wazero.NewFSConfig(), // no host files: documents come as bytes
 		Stdout:        io.Discard, Stderr: io.Discard,
@@ -200,17 +201,17 @@ func pdfRead(inst pdfium.Pdfium, name string, data []byte) (*Doc, error) {
 		case errors.Is(err, pdferrors.ErrFormat), errors.Is(err, pdferrors.ErrFile):
 			return nil, fmt.Errorf("%w: PDFium cannot open the file (%v): truncated or not a PDF", ErrCorrupt, err)
 		}
-		return nil, fmt.Errorf("%w: PDFium cannot open the file: %v", ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: PDFium cannot open the file: %s", ErrCorrupt, engineError(err))
 	}
 	defer inst.FPDF_CloseDocument(&requests.FPDF_CloseDocument{Document: opened.Document})
 	count, err := inst.FPDF_GetPageCount(&requests.FPDF_GetPageCount{Document: opened.Document})
 	if err != nil {
-		return nil, fmt.Errorf("%w: page count: %v", ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: page count: %s", ErrCorrupt, engineError(err))
 	}
 	pages := make([][]pdfLine, count.PageCount)
 	for i := range pages {
 		if pages[i], err = pdfPageLines(inst, requests.Page{ByIndex: &requests.PageByIndex{Document: opened.Document, Index: i}}); err != nil {
-			return nil, fmt.Errorf("%w: page %d: %v", ErrCorrupt, i+1, err)
+			return nil, fmt.Errorf("%w: page %d: %s", ErrCorrupt, i+1, engineError(err))
 		}
 	}
 	var outline []pdfHeading
@@ -225,6 +226,17 @@ func pdfRead(inst pdfium.Pdfium, name string, data []byte) (*Doc, error) {
 		title = ""
 	}
 	return buildPDFDoc(name, title, pages, outline)
+}
+
+// engineError is an engine error as one line for a document's reason: the
+// first line (a WebAssembly trap adds a stack trace), and for PDFium's
+// abort, the likely cause.
+func engineError(err error) string {
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	if strings.Contains(msg, "wasm error: unreachable") {
+		msg += fmt.Sprintf(" (PDFium aborted; a document that needs more than the %d MiB an engine instance may use ends so)", pdfMemoryPages*64>>10)
+	}
+	return msg
 }
 
 // pdfHeading is a heading: an outline entry, with the index of its target
@@ -619,8 +631,10 @@ func bodySize(pages [][]pdfLine) float64 {
 // least 3 pages: among the first and last two lines of each page of at
 // least 5 lines, a line
 // that recurs, digits aside (page numbers), case folded, on at least 3
-// pages and at least 20% of them, and that has a digit or is not set in
-// the body size (a paragraph repeated page after page is not furniture).
+// pages and at least 20% of them, has a letter, and either carries numbers
+// that grow page after page (page numbers) and is not set larger than the
+// body text, or is not set in the body size (a paragraph repeated page
+// after page, "Chapter N" headings, a row of numbers are not furniture).
 // It returns them by page and line.
 func pageFurniture(pages [][]pdfLine) []map[int]bool {
 	out := make([]map[int]bool, len(pages))
@@ -672,27 +686,74 @@ func pageFurniture(pages [][]pdfLine) []map[int]bool {
 		}
 		return append(idx, tail...)
 	}
-	count := map[string]int{}
+	// Per key, the pages it is on and the numbers it carries there.
+	type seen struct {
+		pages int
+		nums  [][]int
+	}
+	keys := map[string]*seen{}
 	for _, lines := range pages {
-		seen := map[string]bool{}
+		onPage := map[string]bool{}
 		for _, j := range edges(lines) {
-			if k := key(lines[j].text); !seen[k] {
-				seen[k] = true
-				count[k]++
+			k := key(lines[j].text)
+			if onPage[k] {
+				continue
 			}
+			onPage[k] = true
+			if keys[k] == nil {
+				keys[k] = &seen{}
+			}
+			keys[k].pages++
+			keys[k].nums = append(keys[k].nums, lineNumbers(lines[j].text))
 		}
 	}
 	min := max(3, (len(pages)*2+9)/10)
+	running := func(k string, size float64) bool {
+		sn := keys[k]
+		if sn.pages < min || strings.IndexFunc(k, unicode.IsLetter) < 0 {
+			return false // a table row of numbers is not furniture
+		}
+		if !strings.Contains(k, "#") {
+			return size > 0 && size != body
+		}
+		if size > body && body > 0 {
+			return false // set larger: a heading ("Chapter 2" atop its first page)
+		}
+		// Page numbers grow page after page; a "Chapter 2" heading on
+		// each page of chapter 2 does not.
+		for i := 1; i < len(sn.nums); i++ {
+			if slices.Compare(sn.nums[i-1], sn.nums[i]) >= 0 {
+				return false
+			}
+		}
+		return true
+	}
 	for p, lines := range pages {
 		for _, j := range edges(lines) {
-			k := key(lines[j].text)
-			if count[k] >= min && (strings.Contains(k, "#") || lines[j].size > 0 && lines[j].size != body) {
+			if running(key(lines[j].text), lines[j].size) {
 				if out[p] == nil {
 					out[p] = map[int]bool{}
 				}
 				out[p][j] = true
 			}
 		}
+	}
+	return out
+}
+
+// lineNumbers returns the numbers (runs of ASCII digits) of s, in order.
+func lineNumbers(s string) []int {
+	var out []int
+	n, in := 0, false
+	for _, r := range s + " " {
+		if r >= '0' && r <= '9' {
+			n, in = min(n*10+int(r-'0'), 1<<30), true
+			continue
+		}
+		if in {
+			out = append(out, n)
+		}
+		n, in = 0, false
 	}
 	return out
 }
