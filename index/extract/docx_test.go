@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"unicode"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -774,13 +773,6 @@ func TestDOCXThroughExtract(t *testing.T) {
 	}
 }
 
-// sampleWords splits s into case-folded words: runs of letters and digits.
-func sampleWords(s string) []string {
-	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	})
-}
-
 var markdownComment = regexp.MustCompile(`(?s)<!--.*?-->`)
 
 // TestDOCXSamples extracts real Word files and compares them with another
@@ -859,12 +851,12 @@ func TestDOCXSamples(t *testing.T) {
 
 			// (2) The Markdown's words are in the text.
 			inText := map[string]bool{}
-			for _, w := range sampleWords(d.Text) {
+			for _, w := range wordsOf(d.Text) {
 				inText[w] = true
 			}
 			var total, found int
 			var absent []string
-			for _, w := range sampleWords(markdownComment.ReplaceAllString(string(md), " ")) {
+			for _, w := range wordsOf(markdownComment.ReplaceAllString(string(md), " ")) {
 				total++
 				if inText[w] {
 					found++
