@@ -55,7 +55,7 @@ func (c *DeleteCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	done, err := ix.Delete(ctx, names...)
-	fmt.Fprintf(c.m.Stdout, "deleted %d documents\n", len(done))
+	fmt.Fprintf(c.m.Stdout, "deleted %s\n", plural(len(done), "document", "documents"))
 	return err
 }
 

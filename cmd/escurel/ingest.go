@@ -91,13 +91,13 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 		}
 		return err
 	}
-	fmt.Fprintf(c.m.Stdout, "%d files into %s: %d added, %d replaced, %d unchanged, %d failed; %d blocks written, %.1f MB in %.2fs\n",
-		total, ix.Path(), sum.Added, sum.Replaced, sum.Unchanged, len(sum.Failed), sum.Blocks,
+	fmt.Fprintf(c.m.Stdout, "%s into %s: %d added, %d replaced, %d unchanged, %d failed; %d blocks written, %.1f MB in %.2fs\n",
+		plural(total, "file", "files"), ix.Path(), sum.Added, sum.Replaced, sum.Unchanged, len(sum.Failed), sum.Blocks,
 		float64(sum.Bytes)/1e6, sum.Elapsed.Seconds())
 	c.formats(sum)
 	if len(sum.Skipped) > 0 {
-		fmt.Fprintf(c.m.Stdout, "skipped %d entries: hidden, symlinked directories, or not .md, .markdown, .txt, .html, .htm, .xhtml, .pdf or .docx (first: %s)\n",
-			len(sum.Skipped), sum.Skipped[0])
+		fmt.Fprintf(c.m.Stdout, "skipped %s: hidden, symlinked directories, or not .md, .markdown, .txt, .html, .htm, .xhtml, .pdf or .docx (first: %s)\n",
+			plural(len(sum.Skipped), "entry", "entries"), sum.Skipped[0])
 	}
 	if len(sum.Failed) > 0 {
 		var names []string
@@ -108,8 +108,8 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 				stored++
 			}
 		}
-		fmt.Fprintf(c.m.Stderr, "escurel: %d of %d files failed (%d kept as failed documents, listed by escurel status): %s\n",
-			len(sum.Failed), total, stored, strings.Join(names, ", "))
+		fmt.Fprintf(c.m.Stderr, "escurel: %d of %s failed (%d kept as failed documents, listed by escurel status): %s\n",
+			len(sum.Failed), plural(total, "file", "files"), stored, strings.Join(names, ", "))
 		return errFailed
 	}
 	return nil

@@ -96,6 +96,15 @@ func (m *Main) register(fs *flag.FlagSet, g *globals) {
 	fs.StringVar(&g.maxUnzipped, "max-unzipped-bytes", m.Getenv("ESCUREL_MAX_UNZIPPED_BYTES"), "bytes a DOCX may decompress to (env ESCUREL_MAX_UNZIPPED_BYTES; default 268435456, 256 MiB)")
 }
 
+// plural is n and the noun, singular for 1: plural(2, "file", "files") is
+// "2 files".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
 func (m *Main) envOr(key, def string) string {
 	if v := m.Getenv(key); v != "" {
 		return v

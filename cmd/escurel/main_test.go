@@ -145,7 +145,7 @@ func TestContextualizeEnv(t *testing.T) {
 	}
 	// rebuild with the other mode swaps the index; the env default follows.
 	out, errOut, code = run(t, nil, "--index", idx, "rebuild", "--contextualize", "structural")
-	if code != 0 || !strings.Contains(out, "rebuild: 1 documents, 2 blocks") || !strings.Contains(out, "live generation gen-000002 (was gen-000001") {
+	if code != 0 || !strings.Contains(out, "rebuild: 1 document, 2 blocks") || !strings.Contains(out, "live generation gen-000002 (was gen-000001") {
 		t.Fatalf("rebuild: exit %d\n%s%s", code, out, errOut)
 	}
 	out, _, _ = run(t, nil, "--index", idx, "search", "--json", "bill")
@@ -210,7 +210,7 @@ func TestDeleteCompact(t *testing.T) {
 	guide := filepath.Join(src, "guide.md")
 	run(t, nil, "--index", idx, "ingest", guide, filepath.Join(src, "notes.txt"))
 	out, errOut, code := run(t, nil, "--index", idx, "delete", guide, "/not/there.md")
-	if code != 1 || !strings.Contains(out, "deleted 1 documents") || !strings.Contains(errOut, "no document /not/there.md") {
+	if code != 1 || !strings.Contains(out, "deleted 1 document\n") || !strings.Contains(errOut, "no document /not/there.md") {
 		t.Errorf("delete: %d %q %q", code, out, errOut)
 	}
 	if out, _, _ := run(t, nil, "--index", idx, "search", "sensors"); !strings.Contains(out, "notes.txt") || strings.Contains(out, "guide.md") {
@@ -413,7 +413,7 @@ func TestDeleteRelativePath(t *testing.T) {
 	}
 	t.Chdir(src)
 	out, errOut, code := run(t, nil, "--index", idx, "delete", "notes.txt")
-	if code != 0 || !strings.Contains(out, "deleted 1 documents") {
+	if code != 0 || !strings.Contains(out, "deleted 1 document\n") {
 		t.Errorf("delete notes.txt: exit %d %s %s", code, out, errOut)
 	}
 	// A file already removed from disk, named relative to the directory.
@@ -421,7 +421,7 @@ func TestDeleteRelativePath(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, errOut, code = run(t, nil, "--index", idx, "delete", "./guide.md")
-	if code != 0 || !strings.Contains(out, "deleted 1 documents") {
+	if code != 0 || !strings.Contains(out, "deleted 1 document\n") {
 		t.Errorf("delete a removed file: exit %d %s %s", code, out, errOut)
 	}
 }

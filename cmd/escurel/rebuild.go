@@ -97,8 +97,8 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.m.Stdout, "dropped %d documents that have no record in %s\n", sum.Dropped, blobURL)
 	}
 	secs := sum.Elapsed.Seconds()
-	fmt.Fprintf(c.m.Stdout, "%s: %d documents, %d blocks from %s in %.2fs (%.0f docs/s, %.1f MB/s)\n",
-		name, sum.Documents, sum.Blocks, blobURL, secs, float64(sum.Documents)/secs, float64(sum.Bytes)/1e6/secs)
+	fmt.Fprintf(c.m.Stdout, "%s: %s, %s from %s in %.2fs (%.0f docs/s, %.1f MB/s)\n",
+		name, plural(sum.Documents, "document", "documents"), plural(sum.Blocks, "block", "blocks"), blobURL, secs, float64(sum.Documents)/secs, float64(sum.Bytes)/1e6/secs)
 	if sum.Failed > 0 || sum.Recovered > 0 {
 		fmt.Fprintf(c.m.Stdout, "failed documents: %d (escurel status lists them); %d that failed before extract now\n", sum.Failed, sum.Recovered)
 	}
