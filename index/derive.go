@@ -167,6 +167,10 @@ func (ix *Index) derive(ctx context.Context, in Input, old *blobstore.Record) (p
 			return pending{}, fmt.Errorf("ingest %s: %w", in.Source, err)
 		}
 		failure = err
+		if byName, nameErr := extract.MediaType(name); in.MediaType == "" && nameErr == nil && byName != mediaType {
+			// Say why a file named .md was read as a PDF.
+			failure = fmt.Errorf("%w (read as %s by its content, not as its name says)", err, ext.Name)
+		}
 	}
 	took := time.Since(start)
 	var oldLang, oldSens string

@@ -464,3 +464,13 @@ func TestLiveRebuildRefusesFailureOfDocumentIngestedDuring(t *testing.T) {
 		t.Error("the live index no longer serves the DOCX")
 	}
 }
+
+// A file read as another type than its name says (its first bytes are a
+// PDF header) names that in its failure.
+func TestFailureSaysTypeCameFromContent(t *testing.T) {
+	e := newEnv(t, index.Options{})
+	_, err := e.ix.Ingest(context.Background(), index.Input{Source: "/notes/pdfstart.md", Data: []byte("%PDF-1.7 is the first line of every PDF file.\n")})
+	if !errors.Is(err, extract.ErrCorrupt) || !strings.Contains(err.Error(), "read as pdf by its content, not as its name says") {
+		t.Errorf("err = %v", err)
+	}
+}

@@ -91,8 +91,8 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 		}
 		return err
 	}
-	fmt.Fprintf(c.m.Stdout, "%s into %s: %d added, %d replaced, %d unchanged, %d failed; %d blocks written, %.1f MB in %.2fs\n",
-		plural(total, "file", "files"), ix.Path(), sum.Added, sum.Replaced, sum.Unchanged, len(sum.Failed), sum.Blocks,
+	fmt.Fprintf(c.m.Stdout, "%s into %s: %d added, %d replaced, %d unchanged, %d failed; %s written, %.1f MB in %.2fs\n",
+		plural(total, "file", "files"), ix.Path(), sum.Added, sum.Replaced, sum.Unchanged, len(sum.Failed), plural(sum.Blocks, "block", "blocks"),
 		float64(sum.Bytes)/1e6, sum.Elapsed.Seconds())
 	c.formats(sum)
 	if len(sum.Skipped) > 0 {
@@ -108,8 +108,12 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 				stored++
 			}
 		}
-		fmt.Fprintf(c.m.Stderr, "escurel: %d of %s failed (%d kept as failed documents, listed by escurel status): %s\n",
-			len(sum.Failed), plural(total, "file", "files"), stored, strings.Join(names, ", "))
+		kept := ""
+		if stored > 0 {
+			kept = fmt.Sprintf(" (%s, listed by escurel status)", plural(stored, "kept as a failed document", "kept as failed documents"))
+		}
+		fmt.Fprintf(c.m.Stderr, "escurel: %d of %s failed%s: %s\n",
+			len(sum.Failed), plural(total, "file", "files"), kept, strings.Join(names, ", "))
 		return errFailed
 	}
 	return nil

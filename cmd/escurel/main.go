@@ -236,7 +236,8 @@ Commands:
   ingest [--lang TAG] [--sensitivity LEVEL] [--max-file-bytes N] PATH...
                           ingest Markdown (.md, .markdown), text (.txt),
                           HTML (.html, .htm, .xhtml), PDF and DOCX files
-                          (a named file's content decides its type);
+                          (a PDF, by its first bytes, or a DOCX zip is
+                          recognized whatever its name);
                           directories recursively. LEVEL: public
                           (default), internal or restricted, unless the front
                           matter says otherwise. A file that cannot be
@@ -272,7 +273,8 @@ Commands:
                           default public, only the kind of failure: a
                           reason may quote the document)
   rebuild [--contextualize MODE] [--chunker SPEC] [--embedder SPEC]
-          [--analyzer NAME] [--allow-missing] [--keep N] [--workers N]
+          [--analyzer NAME] [--allow-missing] [--allow-failures] [--keep N]
+          [--workers N]
                           re-derive the index from the blob store into a new
                           generation, with new settings if given, verify it
                           and make it live; keeps N generations (default 2);
@@ -280,7 +282,7 @@ Commands:
                           unless --allow-missing, or when documents that
                           are served now fail extraction, unless
                           --allow-failures; failed documents are tried again
-  reembed --embedder SPEC [--keep N]
+  reembed --embedder SPEC [--keep N] [--workers N]
                           give the index a new embedding set in a new
                           generation, without re-extracting, and make it live
   rollback [--force]      make the previous generation live again; refused

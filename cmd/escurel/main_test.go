@@ -58,7 +58,7 @@ func TestIngestSearchStatus(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("ingest with a bad file: exit %d, want 1\n%s%s", code, out, errOut)
 	}
-	if !strings.Contains(errOut, "bad.md: binary content: NUL byte at offset 0") || !strings.Contains(errOut, "1 of 3 files failed (1 kept as failed documents, listed by escurel status): bad.md") {
+	if !strings.Contains(errOut, "bad.md: binary content: NUL byte at offset 0") || !strings.Contains(errOut, "1 of 3 files failed (1 kept as a failed document, listed by escurel status): bad.md") {
 		t.Errorf("stderr does not name the failure:\n%s", errOut)
 	}
 	if !strings.Contains(out, "2 added, 0 replaced, 0 unchanged, 1 failed; 3 blocks written") {

@@ -30,6 +30,11 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	if len(args) > 0 {
 		return usageError("status: unexpected argument %q", args[0])
 	}
+	if *clearance != "" {
+		if err := index.CheckSensitivity(*clearance); err != nil {
+			return usageError("status: --clearance: %v", err)
+		}
+	}
 	ix, err := c.m.openExisting(ctx, c.g)
 	if err != nil {
 		return err
@@ -83,8 +88,8 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(w, "default mode\t%s\n", ix.DefaultMode())
 	ft := st.FullText
-	fmt.Fprintf(w, "full-text\t%d terms, %d segments, %.1f MB of posting lists, %d tombstones\n",
-		ft.Terms, ft.Segments, float64(ft.Bytes)/1e6, ft.Tombstones)
+	fmt.Fprintf(w, "full-text\t%d terms, %s, %.1f MB of posting lists, %d tombstones\n",
+		ft.Terms, plural(int(ft.Segments), "segment", "segments"), float64(ft.Bytes)/1e6, ft.Tombstones)
 	if err := w.Flush(); err != nil {
 		return err
 	}

@@ -256,7 +256,7 @@ func bodySize(pages [][]pdfLine) float64 {
 // least 3 pages: among the first and last two lines of each page of at
 // least 5 lines, a line
 // that recurs, digits aside (page numbers), case folded, on at least 3
-// pages and at least 20% of them, has a letter, and either carries numbers
+// pages and at least 10% of them, has a letter, and either carries numbers
 // that grow page after page (page numbers) and is not set larger than the
 // body text, or is not set in the body size (a paragraph repeated page
 // after page, "Chapter N" headings, a row of numbers are not furniture).
@@ -332,7 +332,7 @@ func pageFurniture(pages [][]pdfLine) []map[int]bool {
 			keys[k].nums = append(keys[k].nums, lineNumbers(lines[j].text))
 		}
 	}
-	min := max(3, (len(pages)*2+9)/10)
+	min := max(3, (len(pages)+9)/10)
 	running := func(k string, size float64) bool {
 		sn := keys[k]
 		if sn.pages < min || strings.IndexFunc(k, unicode.IsLetter) < 0 {
