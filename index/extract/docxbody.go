@@ -49,11 +49,13 @@ func isMC(n xml.Name, local string) bool {
 	return n.Local == local && n.Space == nsMC
 }
 
-// container reads block-level content up to the end of the element whose
-// start was just read, passing each non-empty block to emit. Headings are
-// recognized only where headings is true (the body, not table cells or
-// text boxes).
-func (p *docxParser) container(headings bool, emit func(docxBlock)) error {
+// items reads the children of the element whose start was just read, up to
+// its end. item reads a child it knows and reports true; wrappers that only
+// carry such children (content controls, custom XML, insertions, moves) and
+// mc:AlternateContent are read through with the same item; anything else
+// (properties, deleted or moved-away content, bookmarks, the unknown) is
+// skipped. Nesting is bounded by enter.
+func (p *docxParser) items(item func(start xml.StartElement) (bool, error)) error {
 	if err := p.enter(); err != nil {
 		return err
 	}
@@ -67,47 +69,61 @@ func (p *docxParser) container(headings bool, emit func(docxBlock)) error {
 		case xml.EndElement:
 			return nil
 		case xml.StartElement:
-			if err := p.block(t, headings, emit); err != nil {
+			ok, err := item(t)
+			if !ok && err == nil {
+				switch n := t.Name; {
+				case isW(n, "sdt"), isW(n, "sdtContent"), isW(n, "customXml"), isW(n, "ins"), isW(n, "moveTo"):
+					err = p.items(item)
+				case isMC(n, "AlternateContent"):
+					err = p.alternate(func() error { return p.items(item) })
+				default:
+					err = p.dec.Skip()
+				}
+			}
+			if err != nil {
 				return err
 			}
 		}
 	}
 }
 
-// block reads one block-level element whose start was just read.
-func (p *docxParser) block(start xml.StartElement, headings bool, emit func(docxBlock)) error {
+// container reads block-level content up to the end of the element whose
+// start was just read, passing each non-empty block to emit. Headings are
+// recognized only where headings is true (the body, not table cells or
+// text boxes).
+func (p *docxParser) container(headings bool, emit func(docxBlock)) error {
+	return p.items(func(start xml.StartElement) (bool, error) { return p.block(start, headings, emit) })
+}
+
+// block reads one block-level element whose start was just read, and
+// reports whether it is one (a paragraph, a table, display math).
+func (p *docxParser) block(start xml.StartElement, headings bool, emit func(docxBlock)) (bool, error) {
 	n := start.Name
 	switch {
 	case isW(n, "p"):
-		return p.paragraph(headings, emit)
+		return true, p.paragraph(headings, emit)
 	case isW(n, "tbl"):
 		var rows []string
 		if err := p.tableRows(&rows); err != nil {
-			return err
+			return true, err
 		}
 		if text := strings.TrimSpace(strings.Join(rows, "\n")); text != "" {
 			emit(docxBlock{text: text})
 		}
-		return nil
+		return true, nil
 	case isMath(n, "oMathPara"):
 		// Display math between paragraphs: its text is a paragraph.
 		var b strings.Builder
 		var extras []docxBlock
 		if err := p.inlineChildren(&b, &extras); err != nil {
-			return err
+			return true, err
 		}
 		if text := strings.TrimSpace(b.String()); text != "" {
 			emit(docxBlock{text: text})
 		}
-		return nil
-	case isW(n, "sdt"), isW(n, "sdtContent"), isW(n, "customXml"), isW(n, "ins"), isW(n, "moveTo"):
-		return p.container(headings, emit)
-	case isMC(n, "AlternateContent"):
-		return p.alternate(func() error { return p.container(headings, emit) })
+		return true, nil
 	}
-	// Properties (w:sectPr, w:sdtPr, w:tcPr), deleted or moved-away
-	// content, bookmarks and anything unknown.
-	return p.dec.Skip()
+	return false, nil
 }
 
 // alternate reads an mc:AlternateContent whose start was just read: the
@@ -278,77 +294,33 @@ func (p *docxParser) chars(b *strings.Builder) error {
 // tableRows reads a w:tbl (or a wrapper of rows in it, such as a content
 // control) whose start was just read, appending one line per row with text.
 func (p *docxParser) tableRows(rows *[]string) error {
-	if err := p.enter(); err != nil {
-		return err
-	}
-	defer p.leave()
-	for {
-		tok, err := p.dec.Token()
-		if err != nil {
-			return eofError(err)
+	return p.items(func(start xml.StartElement) (bool, error) {
+		if !isW(start.Name, "tr") {
+			return false, nil // w:tblPr, w:tblGrid, deleted rows, …
 		}
-		switch t := tok.(type) {
-		case xml.EndElement:
-			return nil
-		case xml.StartElement:
-			n := t.Name
-			switch {
-			case isW(n, "tr"):
-				var cells []string
-				if err := p.rowCells(&cells); err != nil {
-					return err
-				}
-				if strings.Join(cells, "") != "" {
-					*rows = append(*rows, strings.Join(cells, " | "))
-				}
-			case isW(n, "sdt"), isW(n, "sdtContent"), isW(n, "customXml"), isW(n, "ins"), isW(n, "moveTo"):
-				err = p.tableRows(rows)
-			case isMC(n, "AlternateContent"):
-				err = p.alternate(func() error { return p.tableRows(rows) })
-			default: // w:tblPr, w:tblGrid, deleted rows, …
-				err = p.dec.Skip()
-			}
-			if err != nil {
-				return err
-			}
+		var cells []string
+		if err := p.rowCells(&cells); err != nil {
+			return true, err
 		}
-	}
+		if strings.Join(cells, "") != "" {
+			*rows = append(*rows, strings.Join(cells, " | "))
+		}
+		return true, nil
+	})
 }
 
 // rowCells reads a w:tr (or a wrapper of cells in it) whose start was just
 // read, appending the text of each cell.
 func (p *docxParser) rowCells(cells *[]string) error {
-	if err := p.enter(); err != nil {
-		return err
-	}
-	defer p.leave()
-	for {
-		tok, err := p.dec.Token()
-		if err != nil {
-			return eofError(err)
+	return p.items(func(start xml.StartElement) (bool, error) {
+		if !isW(start.Name, "tc") {
+			return false, nil // w:trPr, w:tblPrEx, deleted cells, …
 		}
-		switch t := tok.(type) {
-		case xml.EndElement:
-			return nil
-		case xml.StartElement:
-			n := t.Name
-			switch {
-			case isW(n, "tc"):
-				var parts []string
-				err = p.container(false, func(b docxBlock) { parts = append(parts, b.text) })
-				*cells = append(*cells, strings.Join(strings.Fields(strings.Join(parts, " ")), " "))
-			case isW(n, "sdt"), isW(n, "sdtContent"), isW(n, "customXml"), isW(n, "ins"), isW(n, "moveTo"):
-				err = p.rowCells(cells)
-			case isMC(n, "AlternateContent"):
-				err = p.alternate(func() error { return p.rowCells(cells) })
-			default: // w:trPr, w:tblPrEx, deleted cells, …
-				err = p.dec.Skip()
-			}
-			if err != nil {
-				return err
-			}
-		}
-	}
+		var parts []string
+		err := p.container(false, func(b docxBlock) { parts = append(parts, b.text) })
+		*cells = append(*cells, strings.Join(strings.Fields(strings.Join(parts, " ")), " "))
+		return true, err
+	})
 }
 
 // eofError turns the end of input inside an element into an error: the
