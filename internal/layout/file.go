@@ -1,0 +1,73 @@
+package layout
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// writeFile replaces dir/name with data durably: written to name.tmp,
+// fsynced, renamed over name, and the directory fsynced. After a crash at
+// any step dir/name holds the old content or the new; a leftover name.tmp
+// is removed by Clean.
+func writeFile(dir, name string, data []byte) error {
+	tmp := filepath.Join(dir, name+tmpSuffix)
+	if err := hook("create " + name); err != nil {
+		return err
+	}
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if err := hook("write " + name); err != nil {
+		f.Close()
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		if err = hook("sync " + name); err == nil {
+			err = f.Sync()
+		}
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := hook("rename " + name); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	if err := hook("syncdir " + name); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	d.Close()
+	if err != nil {
+		return fmt.Errorf("fsync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// failpoint, when set, is called before each step of writeFile ("create
+// CURRENT", "write CURRENT", "sync CURRENT", "rename CURRENT", "syncdir
+// CURRENT"); an error stops the write there, as a crash would.
+var failpoint func(step string) error
+
+func hook(step string) error {
+	if failpoint == nil {
+		return nil
+	}
+	return failpoint(step)
+}

@@ -1,0 +1,492 @@
+// Package layout owns an index directory: its generations, the pointer
+// files that name the live one (CURRENT), the blob store (BLOBS) and the
+// highest generation number ever made (LASTGEN), the lock file (LOCK), and
+// the temporary files of all of these. Nothing else in escurel creates or
+// removes a file there; package index and package rebuild call this one.
+//
+//	DIR/LOCK                     flock of the owning process, holds its pid
+//	DIR/CURRENT                  "gen-NNNNNN\n": the live generation
+//	DIR/LASTGEN                  highest number made, so none is given twice
+//	DIR/BLOBS                    the blob store URL, when not file://DIR/blobs
+//	DIR/gen-NNNNNN/index.duckdb  one generation
+//	DIR/*.tmp                    a pointer file being written; a crash leftover
+//
+// Every pointer file is written to NAME.tmp, fsynced, renamed over NAME and
+// the directory fsynced (writeFile), as litestream's FsyncDir and pebble's
+// atomicfs marker do: after a crash a reader sees the old content or the
+// new, never a torn one.
+//
+// The rules (pebble's version_set and obsolete-files cleaner are the model):
+//   - Publish is the one way to change CURRENT. It is durable when it
+//     returns nil; on an error CURRENT names the old generation or the new
+//     one, and the caller must re-read it (Current) to know which.
+//   - Nothing removes the generation CURRENT names. Abandon removes a
+//     generation this process built only while CURRENT does not name it,
+//     and Clean, the one cleaner, never touches it.
+//   - Clean removes crash leftovers (temporary files, generations newer
+//     than CURRENT that no one in this process is building) and all but the
+//     newest keep generations up to CURRENT, skipping any that this process
+//     still holds open (Hold). Without a valid CURRENT it removes only
+//     temporary files: the generations may be the only intact copies.
+//   - All of it runs under the directory's lock (Lock), which one process
+//     holds at a time; within the process a Dir is safe for concurrent use.
+package layout
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// File names inside an index directory.
+const (
+	CurrentName = "CURRENT"      // names the live generation
+	LastGenName = "LASTGEN"      // highest generation number ever made
+	BlobsName   = "BLOBS"        // blob store URL, when not the default
+	LockName    = "LOCK"         // the directory lock
+	FileName    = "index.duckdb" // the DuckDB file of a generation
+	tmpSuffix   = ".tmp"
+)
+
+var genPattern = regexp.MustCompile(`^gen-[0-9]{6}$`)
+
+// IsGeneration reports whether name is a generation's name (gen-NNNNNN).
+func IsGeneration(name string) bool { return genPattern.MatchString(name) }
+
+func genName(n int) string { return fmt.Sprintf("gen-%06d", n) }
+
+func genNumber(gen string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(gen, "gen-"))
+	return n
+}
+
+// GenerationPath returns the DuckDB file of generation gen of dir.
+func GenerationPath(dir, gen string) string { return filepath.Join(dir, gen, FileName) }
+
+// Dir is an index directory whose lock this process holds. Its methods are
+// safe for concurrent use.
+type Dir struct {
+	path string
+	lock *dirLock
+
+	// mu protects building and held; never held across file I/O other
+	// than Clean's and Abandon's removals, which must not race a Hold.
+	mu       sync.Mutex
+	building map[string]bool // generations made by NewGeneration, not yet published or abandoned
+	held     map[string]int  // generations open in this process: reference counts
+}
+
+// Lock takes the lock of the index directory path, creating the directory
+// and its lock file when missing. It does not wait: a lock held by another
+// process, or by another Dir of this process, fails at once with an error
+// wrapping ErrLocked.
+func Lock(path string) (*Dir, error) {
+	l, err := lockDir(path)
+	if err != nil {
+		return nil, err
+	}
+	return &Dir{path: path, lock: l, building: map[string]bool{}, held: map[string]int{}}, nil
+}
+
+// Unlock releases the lock. The Dir must not be used afterwards.
+func (d *Dir) Unlock() error {
+	if d == nil {
+		return nil
+	}
+	return d.lock.unlock()
+}
+
+// Path returns the directory.
+func (d *Dir) Path() string { return d.path }
+
+// GenerationPath returns the DuckDB file of generation gen.
+func (d *Dir) GenerationPath(gen string) string { return GenerationPath(d.path, gen) }
+
+// Current returns the live generation of the index directory dir as
+// CURRENT names it; ok is false when there is no CURRENT. A CURRENT that
+// names no generation directory holding an index file is an error. It
+// takes no lock: a reader of another process sees the old or the new
+// CURRENT.
+func Current(dir string) (gen string, ok bool, err error) {
+	if gen, ok, err = currentName(dir); err != nil || !ok {
+		return "", false, err
+	}
+	if _, err := os.Stat(GenerationPath(dir, gen)); err != nil {
+		return "", false, fmt.Errorf("%s names %s, which has no index file (%w); run escurel rollback or escurel rebuild", filepath.Join(dir, CurrentName), gen, err)
+	}
+	return gen, true, nil
+}
+
+// Current returns the live generation (see the function Current).
+func (d *Dir) Current() (string, bool, error) { return Current(d.path) }
+
+// currentName returns what CURRENT names, without checking that the
+// generation exists.
+func currentName(dir string) (gen string, ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, CurrentName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	gen = strings.TrimSpace(string(b))
+	if !IsGeneration(gen) {
+		return "", false, fmt.Errorf("%s: %q is not a generation name (gen-NNNNNN)", filepath.Join(dir, CurrentName), gen)
+	}
+	return gen, true, nil
+}
+
+// Generations returns the generation directories of dir, oldest first.
+func Generations(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() && IsGeneration(e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out) // fixed width: lexical order is numeric order
+	return out, nil
+}
+
+// Publish makes gen the live generation: CURRENT is replaced by a file
+// naming it (temporary file, fsync, rename, fsync of the directory). It
+// refuses a gen without an index file. nil means durable. On an error
+// CURRENT names the old generation or gen: re-read it with Current.
+func (d *Dir) Publish(gen string) error {
+	if !IsGeneration(gen) {
+		return fmt.Errorf("publish %q: not a generation name", gen)
+	}
+	if _, err := os.Stat(d.GenerationPath(gen)); err != nil {
+		return fmt.Errorf("publish %s: %w", gen, err)
+	}
+	if err := writeFile(d.path, CurrentName, []byte(gen+"\n")); err != nil {
+		return fmt.Errorf("publish %s: %w", gen, err)
+	}
+	d.mu.Lock()
+	delete(d.building, gen)
+	d.mu.Unlock()
+	return nil
+}
+
+// NewGeneration creates the directory of the next generation, numbered one
+// past the highest there and the highest ever made (LASTGEN, written
+// durably first), and returns its name. The generation counts as being
+// built by this process until Publish or Abandon: Clean leaves it alone.
+func (d *Dir) NewGeneration() (string, error) {
+	gens, err := Generations(d.path)
+	if err != nil {
+		return "", fmt.Errorf("new generation: %w", err)
+	}
+	n := 1
+	if len(gens) > 0 {
+		n = genNumber(gens[len(gens)-1]) + 1
+	}
+	if b, err := os.ReadFile(filepath.Join(d.path, LastGenName)); err == nil {
+		if last, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && last >= n {
+			n = last + 1
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("new generation: %w", err)
+	}
+	gen := genName(n)
+	if err := writeFile(d.path, LastGenName, []byte(strconv.Itoa(n)+"\n")); err != nil {
+		return "", fmt.Errorf("new generation: %w", err)
+	}
+	d.mu.Lock()
+	d.building[gen] = true
+	d.mu.Unlock()
+	if err := os.Mkdir(filepath.Join(d.path, gen), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("new generation: %w", err)
+	}
+	if err := syncDir(d.path); err != nil {
+		return "", fmt.Errorf("new generation: %w", err)
+	}
+	return gen, nil
+}
+
+// Abandon gives up a generation made by NewGeneration: it is removed
+// unless CURRENT names it (a publish whose error hid its success), in which
+// case it is kept and Abandon says so with ErrPublished.
+func (d *Dir) Abandon(gen string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.building, gen)
+	cur, ok, err := currentName(d.path)
+	if err != nil {
+		return fmt.Errorf("abandon %s: %w", gen, err)
+	}
+	if ok && cur == gen {
+		return fmt.Errorf("abandon %s: %w", gen, ErrPublished)
+	}
+	if d.held[gen] > 0 {
+		return nil // still open here; the next Clean removes it
+	}
+	if err := os.RemoveAll(filepath.Join(d.path, gen)); err != nil {
+		return fmt.Errorf("abandon %s: %w", gen, err)
+	}
+	return nil
+}
+
+// ErrPublished is returned, wrapped, by Abandon for the generation CURRENT
+// names: it is live and stays.
+var ErrPublished = errors.New("layout: generation is live")
+
+// Hold marks gen as open in this process until the returned function is
+// called (once): Clean does not remove it meanwhile.
+func (d *Dir) Hold(gen string) (release func()) {
+	d.mu.Lock()
+	d.held[gen]++
+	d.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			d.mu.Lock()
+			if d.held[gen]--; d.held[gen] <= 0 {
+				delete(d.held, gen)
+			}
+			d.mu.Unlock()
+		})
+	}
+}
+
+// Clean is the one cleaner of the directory. It removes temporary files
+// left by a crash, generations newer than CURRENT that this process is not
+// building (unfinished rebuilds), and generations older than CURRENT past
+// the keep newest (CURRENT's included, keep ≥ 1), except those this
+// process holds open. It never removes the generation CURRENT names.
+// Without a valid CURRENT, or one naming a generation without an index
+// file, only temporary files go. It returns the generations removed.
+func (d *Dir) Clean(keep int) ([]string, error) {
+	if keep < 1 {
+		return nil, fmt.Errorf("clean %s: keep %d generations: want at least 1", d.path, keep)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	entries, err := os.ReadDir(d.path)
+	if err != nil {
+		return nil, fmt.Errorf("clean %s: %w", d.path, err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), tmpSuffix) {
+			if err := os.Remove(filepath.Join(d.path, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("clean %s: %w", d.path, err)
+			}
+		}
+	}
+	cur, ok, err := currentName(d.path)
+	if err != nil || !ok {
+		return nil, nil // the generations may be all there is: the operator decides
+	}
+	if _, err := os.Stat(d.GenerationPath(cur)); err != nil {
+		return nil, nil
+	}
+	gens, err := Generations(d.path)
+	if err != nil {
+		return nil, fmt.Errorf("clean %s: %w", d.path, err)
+	}
+	var removed []string
+	kept := 0
+	for i := len(gens) - 1; i >= 0; i-- {
+		g := gens[i]
+		switch {
+		case g == cur:
+			kept++
+			continue
+		case g > cur:
+			if d.building[g] {
+				continue
+			}
+		case kept < keep:
+			kept++
+			continue
+		}
+		if d.held[g] > 0 {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(d.path, g)); err != nil {
+			return removed, fmt.Errorf("clean %s: %w", d.path, err)
+		}
+		removed = append(removed, g)
+	}
+	if len(removed) > 0 {
+		if err := syncDir(d.path); err != nil {
+			return removed, fmt.Errorf("clean %s: %w", d.path, err)
+		}
+	}
+	return removed, nil
+}
+
+// Previous returns the newest generation older than CURRENT's that has an
+// index file; ok is false when there is none.
+func (d *Dir) Previous() (gen string, ok bool, err error) {
+	cur, has, err := currentName(d.path)
+	if err != nil || !has {
+		return "", false, err
+	}
+	gens, err := Generations(d.path)
+	if err != nil {
+		return "", false, err
+	}
+	for i := len(gens) - 1; i >= 0; i-- {
+		if gens[i] < cur {
+			if _, err := os.Stat(d.GenerationPath(gens[i])); err == nil {
+				return gens[i], true, nil
+			}
+		}
+	}
+	return "", false, nil
+}
+
+// CurrentNameUnchecked returns what CURRENT names without checking that
+// the generation exists (a rollback away from a lost generation needs it).
+func (d *Dir) CurrentNameUnchecked() (string, bool, error) { return currentName(d.path) }
+
+// Resolve returns the live generation for an open. A directory of the
+// one-file layout (DIR/index.duckdb, schema ≤ 7 releases) is moved into
+// gen-000001 and published; a directory without an index gets gen-000001,
+// made and marked as being built (created true: the caller publishes it
+// once its file is initialised, or abandons it); a lone generation without
+// CURRENT (a creation that crashed before publishing) is published; several
+// without CURRENT are refused, as guessing could serve an old or
+// unfinished one.
+func (d *Dir) Resolve() (gen string, created bool, err error) {
+	if gen, ok, err := Current(d.path); err != nil || ok {
+		return gen, false, err
+	}
+	legacy := filepath.Join(d.path, FileName)
+	if _, err := os.Stat(legacy); err == nil {
+		gen = genName(1)
+		if err := os.MkdirAll(filepath.Join(d.path, gen), 0o755); err != nil {
+			return "", false, err
+		}
+		for _, suffix := range []string{"", ".wal"} {
+			err := os.Rename(legacy+suffix, GenerationPath(d.path, gen)+suffix)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return "", false, fmt.Errorf("move %s into %s: %w", legacy+suffix, gen, err)
+			}
+		}
+		return gen, false, d.Publish(gen)
+	}
+	gens, err := Generations(d.path)
+	if err != nil {
+		return "", false, err
+	}
+	switch len(gens) {
+	case 0:
+		gen, err := d.NewGeneration()
+		return gen, err == nil, err
+	case 1:
+		if _, err := os.Stat(d.GenerationPath(gens[0])); err != nil {
+			// Made but never initialised: finish the creation.
+			d.mu.Lock()
+			d.building[gens[0]] = true
+			d.mu.Unlock()
+			return gens[0], true, nil
+		}
+		return gens[0], false, d.Publish(gens[0])
+	}
+	return "", false, fmt.Errorf("%s has generations %s but no %s: write the live one's name into it (echo %s > %s), or run escurel rebuild",
+		d.path, strings.Join(gens, ", "), CurrentName, gens[len(gens)-1], filepath.Join(d.path, CurrentName))
+}
+
+// UpgradeLayout moves an index file of the one-file layout into
+// gen-000001 and publishes it; a no-op for a directory with a CURRENT or
+// without an index.
+func (d *Dir) UpgradeLayout() error {
+	if _, ok, err := currentName(d.path); err != nil || ok {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(d.path, FileName)); err != nil {
+		return nil
+	}
+	_, _, err := d.Resolve()
+	return err
+}
+
+// LivePath returns the index file of the live generation of dir, or the
+// one-file layout's DIR/index.duckdb; an error wrapping fs.ErrNotExist
+// when there is neither. It takes no lock.
+func LivePath(dir string) (string, error) {
+	gen, ok, err := Current(dir)
+	if err != nil {
+		return "", err
+	}
+	if ok {
+		return GenerationPath(dir, gen), nil
+	}
+	legacy := filepath.Join(dir, FileName)
+	if _, err := os.Stat(legacy); err != nil {
+		return "", err
+	}
+	return legacy, nil
+}
+
+// Exists reports whether dir holds an index: a CURRENT, or an index file
+// of the one-file layout.
+func Exists(dir string) bool {
+	_, err := LivePath(dir)
+	return err == nil
+}
+
+// StoreURL returns the blob store the index directory dir derives from:
+// the URL its BLOBS file records, or DefaultBlobURL.
+func StoreURL(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, BlobsName))
+	if err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	return DefaultBlobURL(dir)
+}
+
+// SetStoreURL records u as the blob store the directory derives from
+// (BLOBS, written durably), or removes BLOBS when u is the default. A
+// mem:// store is never recorded.
+func (d *Dir) SetStoreURL(u string) error {
+	if strings.HasPrefix(u, "mem:") {
+		return nil
+	}
+	def, err := DefaultBlobURL(d.path)
+	if err != nil {
+		return err
+	}
+	if u == def {
+		err := os.Remove(filepath.Join(d.path, BlobsName))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("record blob store: %w", err)
+		}
+		if err == nil {
+			return syncDir(d.path)
+		}
+		return nil
+	}
+	if err := writeFile(d.path, BlobsName, []byte(u+"\n")); err != nil {
+		return fmt.Errorf("record blob store: %w", err)
+	}
+	return nil
+}
+
+// DefaultBlobURL returns the blob store of an index directory when none is
+// configured: file://<absolute dir>/blobs.
+func DefaultBlobURL(dir string) (string, error) {
+	abs, err := filepath.Abs(filepath.Join(dir, "blobs"))
+	if err != nil {
+		return "", err
+	}
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String(), nil
+}
