@@ -34,8 +34,8 @@ type derivation struct {
 // cannot change the outcome. It is conservative: false means "derive and
 // compare". A failed document is always derived again (a looser limit may
 // let it through).
-func sameBytes(in Input, old *storedDoc) bool {
-	if old == nil || old.status != statusOK || in.Rederive || in.Failure != "" || in.Source != old.rec.Source {
+func sameBytes(in input, old *storedDoc) bool {
+	if old == nil || old.status != statusOK || in.rederive || in.failure != "" || in.Source != old.rec.Source {
 		return false
 	}
 	if old.rec.BlobID != blobstore.BlobID(in.Data) || (in.MediaType != "" && in.MediaType != old.rec.MediaType) {
@@ -65,7 +65,7 @@ func sameBytes(in Input, old *storedDoc) bool {
 // deriveAll derives every input, on all cores when the batch names each
 // source once (a source given twice derives from its earlier version, so
 // such a batch derives in order).
-func (ix *Index) deriveAll(ctx context.Context, ins []Input, ids []string, current map[string]*storedDoc) []derivation {
+func (ix *state) deriveAll(ctx context.Context, ins []input, ids []string, current map[string]*storedDoc) []derivation {
 	out := make([]derivation, len(ins))
 	seen := make(map[string]bool, len(ids))
 	recOf := func(id string) *blobstore.Record {
@@ -123,14 +123,14 @@ func (ix *Index) deriveAll(ctx context.Context, ins []Input, ids []string, curre
 // statusFailed and no blocks, not an error: the caller stores it. The
 // error is a *DocumentError for input that cannot be taken at all (no
 // source, an unsupported type, bad metadata), or ctx's error.
-func (ix *Index) derive(ctx context.Context, in Input, old *blobstore.Record) (pending, error) {
+func (ix *state) derive(ctx context.Context, in input, old *blobstore.Record) (pending, error) {
 	bad := func(err error) (pending, error) {
 		return pending{}, &DocumentError{Source: in.Source, Err: err}
 	}
 	if in.Source == "" {
 		return bad(errors.New("empty source"))
 	}
-	if in.Failure != "" && len(in.Data) > 0 {
+	if in.failure != "" && len(in.Data) > 0 {
 		return bad(errors.New("input has both a failure and data"))
 	}
 	name := in.Name
@@ -140,7 +140,7 @@ func (ix *Index) derive(ctx context.Context, in Input, old *blobstore.Record) (p
 	mediaType := in.MediaType
 	if mediaType == "" {
 		var err error
-		if in.Failure != "" {
+		if in.failure != "" {
 			mediaType, err = extract.MediaType(name)
 		} else {
 			mediaType, err = extract.Detect(name, in.Data)
@@ -156,8 +156,8 @@ func (ix *Index) derive(ctx context.Context, in Input, old *blobstore.Record) (p
 	start := time.Now()
 	var doc *extract.Doc
 	var failure error
-	if in.Failure != "" {
-		failure = errors.New(in.Failure)
+	if in.failure != "" {
+		failure = errors.New(in.failure)
 	} else if doc, err = extract.Extract(ctx, mediaType, name, in.Data, ix.limits); err != nil {
 		if ctx.Err() != nil {
 			return pending{}, ctx.Err()
@@ -199,10 +199,10 @@ func (ix *Index) derive(ctx context.Context, in Input, old *blobstore.Record) (p
 	title := firstNonEmpty(in.Title, docTitle, extract.BaseTitle(name))
 	rec := &blobstore.Record{
 		DocID: blobstore.DocID(in.Source), Source: in.Source, MediaType: mediaType, Title: title, TitleGiven: in.Title != "",
-		Sensitivity: sens, Language: lang, IngestedAt: at.UTC().Truncate(time.Microsecond), Error: in.Failure,
+		Sensitivity: sens, Language: lang, IngestedAt: at.UTC().Truncate(time.Microsecond), Error: in.failure,
 	}
 	p := pending{rec: rec, status: statusOK, extractor: ext.ID(), took: took}
-	if in.Failure == "" {
+	if in.failure == "" {
 		rec.BlobID = blobstore.BlobID(in.Data)
 	} else {
 		p.extractor = "" // never ran

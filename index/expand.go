@@ -50,6 +50,16 @@ type Expansion struct {
 // byte budget. Errors: ErrNotFound (wrapped) for a block that does not
 // exist or is above the clearance; invalid options; storage errors.
 func (ix *Index) Expand(ctx context.Context, id int64, opts *ExpandOptions) (*Expansion, error) {
+	s, err := ix.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer s.unref()
+	return s.expand(ctx, id, opts)
+}
+
+// expand is Index.Expand on one generation.
+func (ix *state) expand(ctx context.Context, id int64, opts *ExpandOptions) (*Expansion, error) {
 	if opts == nil {
 		opts = &ExpandOptions{}
 	}
@@ -68,8 +78,6 @@ func (ix *Index) Expand(ctx context.Context, id int64, opts *ExpandOptions) (*Ex
 	if before < 0 || after < 0 {
 		return nil, fmt.Errorf("expand: %d and %d neighbours, want ≥ 0", before, after)
 	}
-	ix.genMu.RLock()
-	defer ix.genMu.RUnlock()
 	tx, err := ix.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err

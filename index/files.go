@@ -217,7 +217,7 @@ func listFiles(ctx context.Context, paths []string, sum *Summary) ([]fileEntry, 
 // the outcomes to sum and reporting each file to opts.Progress.
 func (ix *Index) ingestFileBatch(ctx context.Context, files []fileEntry, opts IngestOptions, sum *Summary) error {
 	out := make([]FileResult, len(files))
-	var ins []Input
+	var ins []input
 	var at []int // ins[j] is files[at[j]]
 	for i, f := range files {
 		if err := ctx.Err(); err != nil {
@@ -227,7 +227,7 @@ func (ix *Index) ingestFileBatch(ctx context.Context, files []fileEntry, opts In
 		if out[i].Err = f.err; f.err != nil {
 			continue
 		}
-		in := Input{Source: filepath.ToSlash(f.real), Name: filepath.Base(f.real), Language: opts.Language, Sensitivity: opts.Sensitivity}
+		in := input{Input: Input{Source: filepath.ToSlash(f.real), Name: filepath.Base(f.real), Language: opts.Language, Sensitivity: opts.Sensitivity}}
 		data, err := readFile(f, opts.MaxFileBytes)
 		switch {
 		case errors.Is(err, errTooLarge):
@@ -235,7 +235,7 @@ func (ix *Index) ingestFileBatch(ctx context.Context, files []fileEntry, opts In
 				out[i].Err = &DocumentError{Source: f.real, Err: err}
 				continue
 			}
-			in.Failure = err.Error()
+			in.failure = err.Error()
 		case err != nil:
 			out[i].Err = &DocumentError{Source: f.real, Err: err}
 			continue
@@ -245,7 +245,7 @@ func (ix *Index) ingestFileBatch(ctx context.Context, files []fileEntry, opts In
 		ins = append(ins, in)
 		at = append(at, i)
 	}
-	res, errs, err := ix.IngestBatch(ctx, ins)
+	res, errs, err := ix.ingest(ctx, ins)
 	if err != nil {
 		return err
 	}

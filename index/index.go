@@ -12,10 +12,12 @@
 // embedder, chunker, analyzer or contextualize mode other than the one that
 // built it, and a file written by a newer escurel is refused untouched.
 //
-// An *Index is safe for concurrent use. Writes (Ingest) go through one writer
-// at a time; searches run concurrently with them and see each document
-// either before or after its transaction, never half of it. DuckDB lets one
-// process at a time open a file for writing.
+// An *Index is safe for concurrent use. Writes (Ingest, Delete) go through
+// one writer at a time; searches run concurrently with them and see each
+// document either before or after its transaction, never half of it. A
+// search never waits for a generation switch (a rebuild's), nor for a
+// model call it did not make. One process at a time holds an index
+// directory (its LOCK); see ARCHITECTURE.md for the locking rules.
 package index
 
 import (
@@ -23,13 +25,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "github.com/duckdb/duckdb-go/v2" // registers the "duckdb" database/sql driver
@@ -40,6 +42,7 @@ import (
 	"github.com/escurel/escurel/index/chunk"
 	"github.com/escurel/escurel/index/extract"
 	"github.com/escurel/escurel/index/fts"
+	"github.com/escurel/escurel/internal/layout"
 )
 
 // Version is the escurel version recorded in the manifest.
@@ -58,10 +61,6 @@ type Options struct {
 	// Blobs, when not nil, is used instead of opening BlobURL; the caller
 	// keeps ownership and closes it after the Index.
 	Blobs *blobstore.Store
-	// Lock, when not nil, is the caller's lock on dir (LockDir), which the
-	// Index uses instead of taking its own; the caller releases it after
-	// Close.
-	Lock *DirLock
 	// Embedder names the embedder. Default embed.Default (hash/384);
 	// embed.None builds a BM25-only index.
 	Embedder embed.Spec
@@ -72,12 +71,6 @@ type Options struct {
 	Analyzer string
 	// Contextualize is ContextStructural (default) or ContextOff.
 	Contextualize string
-	// Reembed, with Embedder set, makes an existing index take Embedder
-	// although its manifest names another: Open creates the new embedding
-	// set, embeds every block into it from the stored body and context,
-	// drops the other sets and records the embedder in the manifest. Only
-	// for a generation no one serves yet (rebuild.Reembed works on a copy).
-	Reembed bool
 	// Workers is how many documents are derived (extracted, chunked,
 	// analyzed) at once, and how many embedding calls run at once. 0 means
 	// GOMAXPROCS. Not recorded: it changes speed, never rows.
@@ -96,19 +89,74 @@ type Options struct {
 // DefaultMemoryLimit is the default Options.MemoryLimit.
 const DefaultMemoryLimit = "1GB"
 
-// Index is an open escurel index.
-type Index struct {
-	dir, path string
-	gen       string // the generation open: gen-NNNNNN
-	db        *sql.DB
-	blobs     *blobstore.Store
-	ownBlobs  bool
-	lock      *DirLock // nil when the caller holds the lock
+// ErrClosed is returned, possibly wrapped, by a call on a closed Index.
+var ErrClosed = errors.New("index: closed")
 
-	manifest  Manifest
+// ErrLocked is returned, wrapped, by Open when another process (or another
+// Open in this process) holds the index directory. Match it with
+// errors.Is.
+var ErrLocked = layout.ErrLocked
+
+// Index is an open escurel index: the live generation of an index
+// directory, and the blob store it derives from.
+//
+// Locking rules (pebble's read_state.go is the model):
+//   - Readers (Search, Rank, Expand, Stats, the document reads) load cur
+//     once and take a reference to that generation's state (acquire). They
+//     never wait for a switch, and hold no lock while they embed a query or
+//     call a reranker: a reference blocks no one.
+//   - writeMu is the one writer lock: Ingest, Delete, Compact, Verify, a
+//     switch of generation (Reload, a live rebuild's swap) and Close take
+//     it. Under it a writer reads cur without a reference: only holders of
+//     writeMu replace cur.
+//   - A switch opens the new state, stores it in cur, and drops the old
+//     state's own reference; it never waits for readers. The last
+//     reference to leave closes the old state's database and lets the
+//     directory's cleaner remove its generation (layout.Dir.Hold).
+//   - Within a generation, the full-text index's own read-write lock makes
+//     a commit and its in-memory update one step for searches (fts.View,
+//     fts.CommitWith): held for the commit, never across a model call.
+type Index struct {
+	dir      string
+	layout   *layout.Dir
+	ownDir   bool // Close unlocks the directory
+	blobs    *blobstore.Store
+	ownBlobs bool // Close closes the blob store
+	cfg      config
+
+	writeMu sync.Mutex             // one writer; see the locking rules
+	cur     atomic.Pointer[state]  // the live generation's state; nil once closed
+	states  sync.WaitGroup         // one count per state not yet closed
+}
+
+// config is what every state of an Index shares.
+type config struct {
+	memLimit string // DuckDB memory_limit
+	workers  int    // Options.Workers, resolved
+	limits   extract.Limits
+	now      func() time.Time
+}
+
+// state is one open generation: its database and the in-memory indexes
+// derived from it. Its fields are set by openState and not changed after,
+// except those with a guard of their own (manifest, embedder, langs, the
+// full-text and dense indexes).
+type state struct {
+	refs    atomic.Int64 // references: the Index's own while cur, and each reader's
+	closed  func()       // releases the directory hold and counts the state closed
+	dir     string
+	path    string
+	gen     string // gen-NNNNNN
+	db      *sql.DB
+	blobs   *blobstore.Store
+	workers int
+	limits  extract.Limits
+	now     func() time.Time
+
+	manifest  atomic.Pointer[Manifest] // replaced whole by recordReach, under writeMu
 	chunker   chunk.Spec
 	analyzer  analysis.Analyzer
-	embedMu   sync.Mutex
+	embedMu   sync.Mutex     // guards embedder's first build; never held across a model call
 	embedder  embed.Embedder // built on first use (model); nil before and for embed.None
 	embedSpec embed.Spec     // the manifest's, with the configured reach
 	vec       *vectors       // the active embedding set; nil for embed.None
@@ -117,65 +165,99 @@ type Index struct {
 	fts    *fts.Index
 	langMu sync.RWMutex
 	langs  map[string]bool // languages of the documents: how queries are analyzed
-
-	writeMu  sync.Mutex   // one writer at a time; taken before genMu
-	genMu    sync.RWMutex // read-held by every use of the generation's state; held by Reload to switch it
-	memLimit string       // DuckDB memory_limit, for the generations Reload opens
-	workers  int          // Options.Workers, resolved
-	limits   extract.Limits
-	now      func() time.Time
 }
 
-// Open opens the live generation of the index in dir (see CurrentName),
-// creating the directory, the first generation and its manifest when there
-// is no index, and moving an index file of the older one-file layout into
-// gen-000001. ctx bounds the open only.
+// acquire returns the live state with a reference the caller gives back
+// with unref. It never blocks.
+func (ix *Index) acquire() (*state, error) {
+	for {
+		s := ix.cur.Load()
+		if s == nil {
+			return nil, ErrClosed
+		}
+		n := s.refs.Load()
+		if n > 0 && s.refs.CompareAndSwap(n, n+1) {
+			return s, nil
+		}
+		// s lost its last reference after a switch replaced it in cur:
+		// load again.
+	}
+}
+
+// unref gives back a reference; the last one closes the state, in the
+// background, so no reader waits for a database to close.
+func (s *state) unref() {
+	if s.refs.Add(-1) == 0 {
+		go s.close()
+	}
+}
+
+func (s *state) close() {
+	s.db.Close()
+	s.closed()
+}
+
+// live returns the state under writeMu, or ErrClosed.
+func (ix *Index) live() (*state, error) {
+	s := ix.cur.Load()
+	if s == nil {
+		return nil, ErrClosed
+	}
+	return s, nil
+}
+
+// Open opens the live generation of the index in dir (see ARCHITECTURE.md,
+// "Generations"), creating the directory, the first generation and its
+// manifest when there is no index, and moving an index file of the older
+// one-file layout into gen-000001. ctx bounds the open only.
 //
 // Errors: an invalid setting in opts; *SchemaError (ErrSchemaTooNew) when the
 // file is newer than this binary; *MismatchError (ErrManifestMismatch) when a
 // set option differs from the manifest; ErrLocked when another process
 // holds the directory; the blob store's error when BlobURL cannot be opened.
 func Open(ctx context.Context, dir string, opts *Options) (*Index, error) {
-	return open(ctx, dir, "", opts)
-}
-
-// OpenGeneration opens generation gen of dir, live or not, creating its
-// file when it has none; it never reads or writes CURRENT. It takes no
-// lock: the caller holds the directory's lock (LockDir, or an open Index of
-// dir). Rebuilds use it to build a generation beside the live one.
-func OpenGeneration(ctx context.Context, dir, gen string, opts *Options) (*Index, error) {
-	if !genPattern.MatchString(gen) {
-		return nil, fmt.Errorf("open generation %q: not a generation name (gen-NNNNNN)", gen)
-	}
-	return open(ctx, dir, gen, opts)
-}
-
-func open(ctx context.Context, dir, gen string, opts *Options) (_ *Index, err error) {
-	want, err := parseOptions(opts)
-	if err != nil {
+	if _, err := parseOptions(opts); err != nil {
 		return nil, fmt.Errorf("open index %s: %w", dir, err)
 	}
+	d, err := layout.Lock(dir)
+	if err != nil {
+		return nil, err
+	}
+	ix, err := openIndex(ctx, d, "", opts, false)
+	if err != nil {
+		d.Unlock()
+		return nil, err
+	}
+	ix.ownDir = true
+	return ix, nil
+}
+
+// openIndex opens generation gen of d (the live one when gen is ""); d's
+// lock stays the caller's. With reembed, an existing generation takes
+// opts.Embedder although its manifest names another (see openState).
+func openIndex(ctx context.Context, d *layout.Dir, gen string, opts *Options, reembed bool) (_ *Index, err error) {
+	want, err := parseOptions(opts)
+	if err != nil {
+		return nil, fmt.Errorf("open index %s: %w", d.Path(), err)
+	}
+	want.reembed = reembed
 	if opts == nil {
 		opts = &Options{}
 	}
-	ix := &Index{dir: dir, blobs: opts.Blobs, now: time.Now}
-	created := false
+	dir := d.Path()
+	ix := &Index{dir: dir, layout: d, blobs: opts.Blobs,
+		cfg: config{memLimit: want.memoryLimit, workers: opts.Workers, limits: opts.Extract, now: time.Now}}
+	if ix.cfg.workers <= 0 {
+		ix.cfg.workers = runtime.GOMAXPROCS(0)
+	}
 	defer func() {
-		if err != nil {
-			ix.release()
-			if created {
-				os.RemoveAll(filepath.Join(dir, ix.gen))
-			}
+		if err != nil && ix.ownBlobs {
+			ix.blobs.Close()
 		}
 	}()
-	if opts.Lock == nil && gen == "" {
-		if ix.lock, err = LockDir(dir); err != nil {
-			return nil, err
-		}
-	}
 	// The blob store first: a bad URL fails before any index file exists.
 	if ix.blobs == nil {
-		recorded, err := StoreURL(dir)
+		recorded, err := layout.StoreURL(dir)
 		if err != nil {
 			return nil, fmt.Errorf("open index: %w", err)
 		}
@@ -183,7 +265,7 @@ func open(ctx context.Context, dir, gen string, opts *Options) (_ *Index, err er
 		switch {
 		case blobURL == "":
 			blobURL = recorded
-		case blobURL != recorded && !strings.HasPrefix(blobURL, "mem:") && Exists(dir):
+		case blobURL != recorded && !strings.HasPrefix(blobURL, "mem:") && layout.Exists(dir):
 			return nil, fmt.Errorf("open index %s: it derives from the blob store %s, not %s; give that store (or none), or rebuild from the other one with escurel rebuild --blobs",
 				dir, recorded, blobURL)
 		}
@@ -191,47 +273,68 @@ func open(ctx context.Context, dir, gen string, opts *Options) (_ *Index, err er
 			return nil, err
 		}
 		ix.ownBlobs = true
-		if gen == "" && !Exists(dir) && blobURL != recorded && !strings.HasPrefix(blobURL, "mem:") {
+		if gen == "" && !layout.Exists(dir) && blobURL != recorded {
 			// A new index on a store of its own choosing: remember it, so
 			// that later commands without --blobs use it.
-			if err := os.WriteFile(filepath.Join(dir, BlobsName), []byte(blobURL+"\n"), 0o644); err != nil {
+			if err := d.SetStoreURL(blobURL); err != nil {
 				return nil, fmt.Errorf("open index %s: %w", dir, err)
 			}
 		}
 	}
-	ix.gen = gen
+	created := false
 	if gen == "" {
-		if ix.gen, created, err = resolve(dir); err != nil {
+		if gen, created, err = d.Resolve(); err != nil {
 			return nil, fmt.Errorf("open index %s: %w", dir, err)
 		}
 	} else if err := os.MkdirAll(filepath.Join(dir, gen), 0o755); err != nil {
 		return nil, fmt.Errorf("open index %s: %w", dir, err)
 	}
-	ix.path = GenerationPath(dir, ix.gen)
-	ix.memLimit = want.memoryLimit
-	ix.workers = opts.Workers
-	ix.limits = opts.Extract
-	if ix.workers <= 0 {
-		ix.workers = runtime.GOMAXPROCS(0)
-	}
-	if ix.db, err = sql.Open("duckdb", dsn(ix.path)+"&memory_limit="+want.memoryLimit); err == nil {
-		err = ix.db.PingContext(ctx)
-	}
+	s, err := ix.openState(ctx, gen, want)
 	if err != nil {
-		return nil, fmt.Errorf("open index %s: %w", ix.path, err)
-	}
-	if err := ix.init(ctx, want); err != nil {
+		if created {
+			d.Abandon(gen)
+		}
 		return nil, err
 	}
 	if created {
-		if err := SetCurrent(dir, ix.gen); err != nil {
+		if err := d.Publish(gen); err != nil {
+			s.unref()
+			ix.states.Wait()
+			d.Abandon(gen)
 			return nil, fmt.Errorf("open index %s: %w", dir, err)
 		}
 	}
+	ix.cur.Store(s)
 	return ix, nil
 }
 
-func (ix *Index) init(ctx context.Context, want settings) error {
+// openState opens generation gen's database, migrates it, checks or
+// writes its manifest and loads the in-memory indexes. The state starts
+// with one reference, the caller's.
+func (ix *Index) openState(ctx context.Context, gen string, want settings) (_ *state, err error) {
+	s := &state{dir: ix.dir, gen: gen, path: layout.GenerationPath(ix.dir, gen), blobs: ix.blobs,
+		workers: ix.cfg.workers, limits: ix.cfg.limits, now: ix.cfg.now}
+	if s.db, err = sql.Open("duckdb", dsn(s.path)+"&memory_limit="+ix.cfg.memLimit); err == nil {
+		err = s.db.PingContext(ctx)
+	}
+	if err != nil {
+		if s.db != nil {
+			s.db.Close()
+		}
+		return nil, fmt.Errorf("open index %s: %w", s.path, err)
+	}
+	if err := s.init(ctx, want); err != nil {
+		s.db.Close()
+		return nil, err
+	}
+	release := ix.layout.Hold(gen)
+	ix.states.Add(1)
+	s.closed = func() { release(); ix.states.Done() }
+	s.refs.Store(1)
+	return s, nil
+}
+
+func (ix *state) init(ctx context.Context, want settings) error {
 	from, err := migrate(ctx, ix.db, ix.path)
 	if err != nil {
 		return err
@@ -294,7 +397,7 @@ func (ix *Index) init(ctx context.Context, want settings) error {
 			}
 		}
 	}
-	ix.manifest = m
+	ix.manifest.Store(&m)
 	ix.chunker = got.chunker
 	ix.context = got.contextualize
 	if ix.analyzer, err = analysis.ByID(got.analyzer); err != nil {
@@ -363,115 +466,139 @@ func probed(ctx context.Context, spec embed.Spec) (embed.Spec, error) {
 	return spec, err
 }
 
-// Close closes the database and, unless the caller supplied them, the blob
-// store and the directory lock. It waits for a running write to finish.
+// Close waits for the running write, then for the readers of the live
+// generation to leave, and closes its database and, unless the caller
+// supplied them, the blob store and the directory lock. A second Close
+// returns nil; any other call afterwards fails with ErrClosed.
 func (ix *Index) Close() error {
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
-	ix.genMu.Lock()
-	defer ix.genMu.Unlock()
-	return ix.release()
+	s := ix.cur.Swap(nil)
+	if s == nil {
+		return nil
+	}
+	s.unref()
+	ix.states.Wait()
+	var err error
+	if ix.ownBlobs {
+		err = ix.blobs.Close()
+	}
+	if ix.ownDir {
+		err = errors.Join(err, ix.layout.Unlock())
+	}
+	return err
 }
 
 // Reload switches to the generation CURRENT names when it is not the one
-// open (after a rebuild or rollback by another holder of the lock, or by
-// this process), between operations: it waits for running searches and
-// writes, opens the new generation, and closes the old one. Settings come
-// from the new generation's manifest; a configured way to reach the same
+// open (after a rollback by another holder of the lock, or a rebuild by
+// this process through another Index value): it opens the new generation
+// and makes it live for the next search; running searches finish on the
+// old one, which closes when the last of them leaves. Settings come from
+// the new generation's manifest; a configured way to reach the same
 // embedder (url, path) is kept.
 func (ix *Index) Reload(ctx context.Context) error {
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
-	gen, ok, err := Current(ix.dir)
+	s, err := ix.live()
+	if err != nil {
+		return err
+	}
+	gen, ok, err := layout.Current(ix.dir)
 	if err != nil {
 		return fmt.Errorf("reload %s: %w", ix.dir, err)
 	}
 	if !ok {
-		return fmt.Errorf("reload %s: no %s", ix.dir, CurrentName)
+		return fmt.Errorf("reload %s: no %s", ix.dir, layout.CurrentName)
 	}
-	ix.genMu.Lock()
-	defer ix.genMu.Unlock()
-	if gen == ix.gen {
+	if gen == s.gen {
 		return nil
 	}
 	return ix.switchTo(ctx, gen)
 }
 
-// SwapGeneration makes a generation live without a moment of downtime:
-// with writes held back, it runs prepare (which brings the new generation
-// up to date with the live one and returns its name), points CURRENT at
-// it, and switches this Index to it once running searches finish. An
-// error from prepare leaves everything as it was.
-func (ix *Index) SwapGeneration(ctx context.Context, prepare func(ctx context.Context) (string, error)) error {
+// swap makes a generation live without a moment of downtime: with writes
+// held back, it runs prepare (which brings the new generation up to date
+// with the live one and returns its name), publishes it, and switches this
+// Index to it. An error from prepare leaves everything as it was. Once the
+// generation is published nothing undoes it: the switch runs without ctx's
+// cancellation, and a failure to switch says that the directory serves the
+// new generation while this process still serves the old one.
+func (ix *Index) swap(ctx context.Context, prepare func(ctx context.Context) (string, error)) error {
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
+	old, err := ix.live()
+	if err != nil {
+		return err
+	}
 	gen, err := prepare(ctx)
 	if err != nil {
 		return err
 	}
-	if err := SetCurrent(ix.dir, gen); err != nil {
-		return err
+	if err := ix.layout.Publish(gen); err != nil {
+		// CURRENT names the old generation or the new: read which.
+		cur, ok, rerr := layout.Current(ix.dir)
+		if rerr != nil || !ok || cur != gen {
+			return err
+		}
 	}
-	ix.genMu.Lock()
-	defer ix.genMu.Unlock()
-	return ix.switchTo(ctx, gen)
+	if err := ix.switchTo(context.WithoutCancel(ctx), gen); err != nil {
+		return fmt.Errorf("%s is live, but this process still serves %s: %w; call Reload", gen, old.gen, err)
+	}
+	return nil
 }
 
-// switchTo opens generation gen and moves its state into ix, closing the
-// old database. The caller holds writeMu and genMu.
+// switchTo opens generation gen and makes it live. The caller holds
+// writeMu.
 func (ix *Index) switchTo(ctx context.Context, gen string) error {
-	opts := &Options{Blobs: ix.blobs, Embedder: ix.embedSpec, MemoryLimit: ix.memLimit, Workers: ix.workers}
-	n, err := open(ctx, ix.dir, gen, opts)
+	old := ix.cur.Load()
+	opts := &Options{Blobs: ix.blobs, Embedder: old.embedSpec, MemoryLimit: ix.cfg.memLimit}
+	want, err := parseOptions(opts)
+	if err != nil {
+		return err
+	}
+	n, err := ix.openState(ctx, gen, want)
 	if errors.Is(err, ErrManifestMismatch) { // another model (a re-embed): adopt it
-		opts.Embedder = embed.Spec{}
-		n, err = open(ctx, ix.dir, gen, opts)
+		want.embedder = embed.Spec{}
+		n, err = ix.openState(ctx, gen, want)
 	}
 	if err != nil {
 		return fmt.Errorf("switch to %s: %w", gen, err)
 	}
-	old := ix.db
-	ix.db, ix.path, ix.gen, ix.manifest = n.db, n.path, n.gen, n.manifest
-	ix.chunker, ix.analyzer, ix.context = n.chunker, n.analyzer, n.context
-	ix.embedMu.Lock()
-	ix.embedder = n.embedder
-	ix.embedMu.Unlock()
-	ix.embedSpec, ix.vec, ix.fts = n.embedSpec, n.vec, n.fts
-	ix.langMu.Lock()
-	ix.langs = n.langs
-	ix.langMu.Unlock()
-	return old.Close()
+	ix.cur.Store(n)
+	old.unref()
+	return nil
 }
 
-func (ix *Index) release() error {
-	var err error
-	if ix.db != nil {
-		err = ix.db.Close()
-	}
-	if ix.ownBlobs && ix.blobs != nil {
-		err = errors.Join(err, ix.blobs.Close())
-	}
-	return errors.Join(err, ix.lock.Unlock())
-}
-
-// Manifest returns the manifest of the generation open, as of its open.
+// Manifest returns the manifest of the live generation.
 func (ix *Index) Manifest() Manifest {
-	ix.genMu.RLock()
-	defer ix.genMu.RUnlock()
-	return ix.manifest
+	s, err := ix.acquire()
+	if err != nil {
+		return Manifest{}
+	}
+	defer s.unref()
+	return *s.manifest.Load()
 }
 
-// Path returns the DuckDB file's path: dir/<generation>/index.duckdb.
+// Path returns the live generation's DuckDB file:
+// dir/<generation>/index.duckdb; "" once closed.
 func (ix *Index) Path() string {
-	ix.genMu.RLock()
-	defer ix.genMu.RUnlock()
-	return ix.path
+	s, err := ix.acquire()
+	if err != nil {
+		return ""
+	}
+	defer s.unref()
+	return s.path
 }
 
-// Generation returns the name of the generation open, e.g. "gen-000001".
+// Generation returns the name of the live generation, e.g. "gen-000001";
+// "" once closed.
 func (ix *Index) Generation() string {
-	ix.genMu.RLock()
-	defer ix.genMu.RUnlock()
-	return ix.gen
+	s, err := ix.acquire()
+	if err != nil {
+		return ""
+	}
+	defer s.unref()
+	return s.gen
 }
 
 // Dir returns the index directory.
@@ -481,54 +608,6 @@ func (ix *Index) Dir() string { return ix.dir }
 func (ix *Index) Blobs() *blobstore.Store { return ix.blobs }
 
 var memoryLimit = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$`)
-
-// BlobsName is the file of an index directory that records its blob store
-// when it is not the default (DefaultBlobURL).
-const BlobsName = "BLOBS"
-
-// StoreURL returns the blob store an index directory derives from: the URL
-// its BLOBS file records, or DefaultBlobURL.
-func StoreURL(dir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, BlobsName))
-	if err == nil {
-		return strings.TrimSpace(string(b)), nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return "", err
-	}
-	return DefaultBlobURL(dir)
-}
-
-// RecordStore records url as the blob store dir derives from (a rebuild
-// from another store): the BLOBS file, removed when url is the default. A
-// mem:// store is never recorded. The caller holds the directory's lock.
-func RecordStore(dir, url string) error {
-	if strings.HasPrefix(url, "mem:") {
-		return nil
-	}
-	def, err := DefaultBlobURL(dir)
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(dir, BlobsName)
-	if url == def {
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		return nil
-	}
-	return os.WriteFile(path, []byte(url+"\n"), 0o644)
-}
-
-// DefaultBlobURL returns the blob store of an index directory when none is
-// configured: file://<absolute dir>/blobs.
-func DefaultBlobURL(dir string) (string, error) {
-	abs, err := filepath.Abs(filepath.Join(dir, "blobs"))
-	if err != nil {
-		return "", err
-	}
-	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String(), nil
-}
 
 // dsn is the DuckDB data source for an index file. Extensions are never
 // installed or loaded on demand: nothing may reach the network.

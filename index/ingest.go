@@ -50,17 +50,30 @@ type Input struct {
 	// IngestedAt, when not zero, is recorded instead of the current time
 	// (rebuild passes the record's time, so rebuilt rows equal ingested ones).
 	IngestedAt time.Time
-	// Rederive says the bytes and the record are already in the blob store
-	// (a rebuild reading them back): only the index rows are written. A
-	// rebuild must not write records, or it would bring back a document
-	// deleted from the live index while it ran.
-	Rederive bool
-	// Failure, when not empty, records the document as failed for this
+}
+
+// input is an Input with what only escurel itself sets.
+type input struct {
+	Input
+	// rederive says the bytes and the record are already in the blob
+	// store (a rebuild reading them back): only the index rows are
+	// written. A rebuild must not write records, or it would bring back a
+	// document deleted from the live index while it ran.
+	rederive bool
+	// failure, when not empty, records the document as failed for this
 	// reason without storing or extracting Data, which must be empty:
 	// IngestFiles sets it for a file over the size cap, which it never
 	// reads, and a rebuild for the record of such a file
 	// (blobstore.Record.Error).
-	Failure string
+	failure string
+}
+
+func inputs(ins []Input) []input {
+	out := make([]input, len(ins))
+	for i, in := range ins {
+		out[i].Input = in
+	}
+	return out
 }
 
 // Status says what Ingest did with a document.
@@ -138,10 +151,10 @@ type block struct {
 // version.
 func (ix *Index) Ingest(ctx context.Context, in Input) (Result, error) {
 	res, errs, err := ix.IngestBatch(ctx, []Input{in})
-	if err == nil {
-		err = errs[0]
+	if err != nil {
+		return Result{Source: in.Source}, err
 	}
-	return res[0], err
+	return res[0], errs[0]
 }
 
 // pending is a derived document waiting for its transaction.
@@ -183,11 +196,23 @@ type storedDoc struct {
 // ingest or rebuild derives from them). A source given twice is ingested as
 // its last version. Batches run one at a time.
 func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, errs []error, err error) {
-	res, errs = make([]Result, len(ins)), make([]error, len(ins))
+	return ix.ingest(ctx, inputs(ins))
+}
+
+// ingest is IngestBatch for inputs escurel builds itself.
+func (ix *Index) ingest(ctx context.Context, ins []input) (res []Result, errs []error, err error) {
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
-	ix.genMu.RLock()
-	defer ix.genMu.RUnlock()
+	s, err := ix.live()
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.ingestBatch(ctx, ins)
+}
+
+// ingestBatch is Index.IngestBatch on one generation.
+func (ix *state) ingestBatch(ctx context.Context, ins []input) (res []Result, errs []error, err error) {
+	res, errs = make([]Result, len(ins)), make([]error, len(ins))
 	var writes []pending
 	slot := map[string]int{} // doc id → index in writes
 	batch := ix.blobs.NewBatch()
@@ -233,7 +258,7 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 		if p.status == statusFailed {
 			errs[i] = &DocumentError{Source: in.Source, Err: p.failure}
 			res[i].Status = Failed
-			if old != nil && old.status == statusOK && !in.Rederive {
+			if old != nil && old.status == statusOK && !in.rederive {
 				// A new version that fails must not take down the one
 				// being served: nothing of it is stored.
 				errs[i] = &DocumentError{Source: in.Source, Err: fmt.Errorf("%w (the version ingested at %s stays indexed)",
@@ -247,13 +272,13 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 			// A rebuild's catch-up re-derives a document re-ingested with
 			// the same bytes: its rows must take the record's new time.
 			if sameDocument(old.rec, p.rec) && old.status == p.status && old.extractor == p.extractor &&
-				(!in.Rederive || old.rec.IngestedAt.Equal(p.rec.IngestedAt)) {
+				(!in.rederive || old.rec.IngestedAt.Equal(p.rec.IngestedAt)) {
 				if p.status == statusOK {
 					res[i].Status = Unchanged
 				}
 				// The rows are current; make sure the blob store still
 				// holds what they derive from.
-				if !in.Rederive {
+				if !in.rederive {
 					if err := ix.ensureStored(ctx, in.Data, old.rec); err != nil {
 						return res, errs, err
 					}
@@ -264,7 +289,7 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 				res[i].Status = Replaced
 			}
 		}
-		if !in.Rederive {
+		if !in.rederive {
 			if p.rec.BlobID != "" {
 				if _, err := batch.Put(ctx, in.Data); err != nil {
 					return res, errs, fmt.Errorf("ingest %s: %w", in.Source, err)
@@ -307,7 +332,7 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 
 // ensureStored puts the blob and record of an unchanged document back if the
 // blob store lost them.
-func (ix *Index) ensureStored(ctx context.Context, data []byte, rec *blobstore.Record) error {
+func (ix *state) ensureStored(ctx context.Context, data []byte, rec *blobstore.Record) error {
 	if rec.BlobID != "" {
 		if _, err := ix.blobs.Put(ctx, data); err != nil {
 			return fmt.Errorf("ingest %s: %w", rec.Source, err)
@@ -347,14 +372,14 @@ func CheckSensitivity(s string) error {
 
 // embedAll embeds the blocks of docs, in batches across documents and
 // several batches at once (embedTexts). An embedder error fails them all.
-func (ix *Index) embedAll(ctx context.Context, docs []pending) error {
+func (ix *state) embedAll(ctx context.Context, docs []pending) error {
 	if ix.vec == nil {
 		return nil
 	}
 	var texts []string
 	for _, d := range docs {
 		for _, b := range d.blocks {
-			texts = append(texts, ix.documentText(b.context, b.body))
+			texts = append(texts, ix.embeddingText(b.context, b.body))
 		}
 	}
 	vecs, err := ix.embedTexts(ctx, texts)
@@ -397,7 +422,7 @@ func sameDocument(a, b *blobstore.Record) bool {
 	return x == y
 }
 
-func (ix *Index) currentRecord(ctx context.Context, docID string) (*blobstore.Record, error) {
+func (ix *state) currentRecord(ctx context.Context, docID string) (*blobstore.Record, error) {
 	docs, err := ix.currentDocs(ctx, []string{docID})
 	if d := docs[docID]; d != nil {
 		return d.rec, err
@@ -407,7 +432,7 @@ func (ix *Index) currentRecord(ctx context.Context, docID string) (*blobstore.Re
 
 // currentDocs returns the index's copies of the records of docIDs, with
 // their status, by doc id; documents the index does not hold are absent.
-func (ix *Index) currentDocs(ctx context.Context, docIDs []string) (map[string]*storedDoc, error) {
+func (ix *state) currentDocs(ctx context.Context, docIDs []string) (map[string]*storedDoc, error) {
 	out := map[string]*storedDoc{}
 	if len(docIDs) == 0 {
 		return out, nil

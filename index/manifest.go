@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/escurel/escurel/embed"
+	"github.com/escurel/escurel/internal/layout"
 	"github.com/escurel/escurel/index/analysis"
 	"github.com/escurel/escurel/index/chunk"
 )
@@ -116,12 +117,6 @@ func parseOptions(opts *Options) (settings, error) {
 			return s, fmt.Errorf("embedder %+v: not a valid setting (as a spec it reads back as %+v; build it with embed.ParseSpec)", opts.Embedder, spec)
 		}
 		s.embedder = spec
-	}
-	if opts.Reembed {
-		if opts.Embedder.IsZero() {
-			return s, errors.New("reembed: no embedder given")
-		}
-		s.reembed = true
 	}
 	if opts.Chunker != "" {
 		spec, err := chunk.ParseSpec(opts.Chunker)
@@ -335,15 +330,15 @@ func writeManifest(ctx context.Context, db *sql.DB, m Manifest) error {
 	return nil
 }
 
-// Inspect returns the manifest of the live index in dir, its documents
+// inspect returns the manifest of the live index in dir, its documents
 // (doc id → source) and which of them failed extraction (doc id → true;
 // none in a file from before schema 9) without migrating it, after a CHECKPOINT that folds any
 // write-ahead log into the file. It does not take the directory lock. It
 // fails with an error wrapping fs.ErrNotExist when dir has no index file,
 // with a *SchemaError when the file is newer than this binary, and with
 // DuckDB's error when another process holds the file.
-func Inspect(ctx context.Context, dir string) (Manifest, map[string]string, map[string]bool, error) {
-	path, err := livePath(dir)
+func inspect(ctx context.Context, dir string) (Manifest, map[string]string, map[string]bool, error) {
+	path, err := layout.LivePath(dir)
 	if err != nil {
 		return Manifest{}, nil, nil, fmt.Errorf("inspect %s: %w", dir, err)
 	}

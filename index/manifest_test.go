@@ -70,7 +70,7 @@ func TestRefuseOtherAnalyzer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ix.db.Exec(`UPDATE manifest SET analyzer = 'simple/0'`); err != nil {
+	if _, err := ix.cur.Load().db.Exec(`UPDATE manifest SET analyzer = 'simple/0'`); err != nil {
 		t.Fatal(err)
 	}
 	ix.Close()
@@ -96,8 +96,8 @@ func TestOpenAdoptsManifest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ix.chunker.MaxBytes != 800 || ix.context != ContextOff || ix.embedder != nil {
-			t.Errorf("settings not adopted: %+v %q %v", ix.chunker, ix.context, ix.embedder)
+		if ix.cur.Load().chunker.MaxBytes != 800 || ix.cur.Load().context != ContextOff || ix.cur.Load().embedder != nil {
+			t.Errorf("settings not adopted: %+v %q %v", ix.cur.Load().chunker, ix.cur.Load().context, ix.cur.Load().embedder)
 		}
 		ix.Close()
 	}

@@ -11,6 +11,7 @@ import (
 
 	_ "gocloud.dev/blob/memblob"
 
+	"github.com/escurel/escurel/internal/layout"
 	schemasql "github.com/escurel/escurel/sql"
 )
 
@@ -94,10 +95,10 @@ func TestUpgradeOlderFile(t *testing.T) {
 	}
 	defer ix.Close()
 	// The one-file layout moved into the first generation.
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) || ix.Generation() != "gen-000001" || ix.Path() != GenerationPath(dir, "gen-000001") {
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) || ix.Generation() != "gen-000001" || ix.Path() != layout.GenerationPath(dir, "gen-000001") {
 		t.Errorf("layout after upgrade: %v, generation %s", err, ix.Generation())
 	}
-	if gen, ok, err := Current(dir); gen != "gen-000001" || !ok || err != nil {
+	if gen, ok, err := layout.Current(dir); gen != "gen-000001" || !ok || err != nil {
 		t.Errorf("CURRENT: %q %v %v", gen, ok, err)
 	}
 	m := ix.Manifest()
@@ -107,14 +108,14 @@ func TestUpgradeOlderFile(t *testing.T) {
 	var body, context string
 	var path2 string
 	var page int
-	if err := ix.db.QueryRow(`SELECT body, context, heading_path, page FROM blocks`).Scan(&body, &context, &path2, &page); err != nil {
+	if err := ix.cur.Load().db.QueryRow(`SELECT body, context, heading_path, page FROM blocks`).Scan(&body, &context, &path2, &page); err != nil {
 		t.Fatal(err)
 	}
 	if body != "old body" || context != "" || path2 != "[]" || page != 0 {
 		t.Errorf("old row reads back as body %q context %q heading_path %v page %d", body, context, path2, page)
 	}
 	var parent, heading, window, locator string
-	if err := ix.db.QueryRow(`SELECT parent_id, heading, window_text, parent_locator FROM blocks`).Scan(&parent, &heading, &window, &locator); err != nil ||
+	if err := ix.cur.Load().db.QueryRow(`SELECT parent_id, heading, window_text, parent_locator FROM blocks`).Scan(&parent, &heading, &window, &locator); err != nil ||
 		parent+heading+window+locator != "" {
 		t.Errorf("old row's small-to-big columns: %q %q %q %q, %v", parent, heading, window, locator, err)
 	}
@@ -127,7 +128,7 @@ func TestUpgradeOlderFile(t *testing.T) {
 		t.Errorf("vectors after upgrade: %+v, %v", st, err)
 	}
 	var typ string
-	ix.db.QueryRow(`SELECT data_type FROM information_schema.columns WHERE table_name = 'vectors_1' AND column_name = 'vector'`).Scan(&typ)
+	ix.cur.Load().db.QueryRow(`SELECT data_type FROM information_schema.columns WHERE table_name = 'vectors_1' AND column_name = 'vector'`).Scan(&typ)
 	if typ != "FLOAT[384]" {
 		t.Errorf("vector column type %q, want FLOAT[384]", typ)
 	}
@@ -135,7 +136,7 @@ func TestUpgradeOlderFile(t *testing.T) {
 		t.Errorf("dense search after upgrade: %+v, %v", hits, err)
 	}
 	var applied int
-	ix.db.QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&applied)
+	ix.cur.Load().db.QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&applied)
 	if applied != SchemaVersion {
 		t.Errorf("%d migrations recorded, want %d", applied, SchemaVersion)
 	}
@@ -144,7 +145,7 @@ func TestUpgradeOlderFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	var maxID int64
-	ix.db.QueryRow(`SELECT max(block_id) FROM blocks`).Scan(&maxID)
+	ix.cur.Load().db.QueryRow(`SELECT max(block_id) FROM blocks`).Scan(&maxID)
 	if maxID != 2 {
 		t.Errorf("max block id %d, want 2", maxID)
 	}
@@ -162,7 +163,7 @@ func TestEnsureColumnRepairs(t *testing.T) {
 	if _, err := ix.Ingest(ctx, Input{Source: "/a.md", Data: []byte("# A\n\ntext\n")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ix.db.Exec(`ALTER TABLE blocks DROP COLUMN context`); err != nil {
+	if _, err := ix.cur.Load().db.Exec(`ALTER TABLE blocks DROP COLUMN context`); err != nil {
 		t.Fatal(err)
 	}
 	ix.Close()
@@ -172,10 +173,10 @@ func TestEnsureColumnRepairs(t *testing.T) {
 	}
 	defer ix.Close()
 	var ctxt, nullable string
-	if err := ix.db.QueryRow(`SELECT context FROM blocks`).Scan(&ctxt); err != nil || ctxt != "" {
+	if err := ix.cur.Load().db.QueryRow(`SELECT context FROM blocks`).Scan(&ctxt); err != nil || ctxt != "" {
 		t.Fatalf("context = %q, %v", ctxt, err)
 	}
-	ix.db.QueryRow(`SELECT is_nullable FROM information_schema.columns WHERE table_name = 'blocks' AND column_name = 'context'`).Scan(&nullable)
+	ix.cur.Load().db.QueryRow(`SELECT is_nullable FROM information_schema.columns WHERE table_name = 'blocks' AND column_name = 'context'`).Scan(&nullable)
 	if nullable != "NO" {
 		t.Errorf("repaired column is nullable")
 	}
@@ -189,7 +190,7 @@ func TestRefuseNewerSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	future := SchemaVersion + 1
-	if _, err := ix.db.Exec(`INSERT INTO schema_migrations VALUES (?, '9999_future.sql', now()::TIMESTAMP)`, future); err != nil {
+	if _, err := ix.cur.Load().db.Exec(`INSERT INTO schema_migrations VALUES (?, '9999_future.sql', now()::TIMESTAMP)`, future); err != nil {
 		t.Fatal(err)
 	}
 	path := ix.Path()
@@ -211,7 +212,7 @@ func TestRefuseNewerSchema(t *testing.T) {
 		t.Error("refused open changed the file")
 	}
 	// rebuild reads the manifest first: it refuses too.
-	if _, _, _, err := Inspect(ctx, dir); !errors.Is(err, ErrSchemaTooNew) {
+	if _, _, _, err := inspect(ctx, dir); !errors.Is(err, ErrSchemaTooNew) {
 		t.Errorf("Inspect of a newer file: err = %v", err)
 	}
 }
@@ -226,7 +227,7 @@ func TestNoExtensionAutoinstall(t *testing.T) {
 	defer ix.Close()
 	for _, setting := range []string{"autoinstall_known_extensions", "autoload_known_extensions"} {
 		var v string
-		if err := ix.db.QueryRow(`SELECT current_setting('` + setting + `')::VARCHAR`).Scan(&v); err != nil || v != "false" {
+		if err := ix.cur.Load().db.QueryRow(`SELECT current_setting('` + setting + `')::VARCHAR`).Scan(&v); err != nil || v != "false" {
 			t.Errorf("%s = %q, %v; want false", setting, v, err)
 		}
 	}
@@ -241,7 +242,7 @@ func TestMemoryLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 		var v string
-		ix.db.QueryRow(`SELECT current_setting('memory_limit')`).Scan(&v)
+		ix.cur.Load().db.QueryRow(`SELECT current_setting('memory_limit')`).Scan(&v)
 		ix.Close()
 		if v != tc.want {
 			t.Errorf("MemoryLimit %q: memory_limit = %q, want %q", tc.opt, v, tc.want)

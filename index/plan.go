@@ -33,7 +33,7 @@ type plan struct {
 
 // plan validates opts and analyzes and embeds the query. The embedding
 // happens here, outside any lock: a remote model may take its time.
-func (ix *Index) plan(ctx context.Context, query string, opts *SearchOptions) (*plan, error) {
+func (ix *state) plan(ctx context.Context, query string, opts *SearchOptions) (*plan, error) {
 	if opts == nil {
 		opts = &SearchOptions{}
 	}
@@ -117,9 +117,7 @@ func (ix *Index) plan(ctx context.Context, query string, opts *SearchOptions) (*
 
 // ranked plans the search, runs its legs and fusion, and calls use with
 // the ranking inside the read transaction it came from.
-func (ix *Index) ranked(ctx context.Context, query string, opts *SearchOptions, use func(querier, []candidate, []string) error) error {
-	ix.genMu.RLock()
-	defer ix.genMu.RUnlock()
+func (ix *state) ranked(ctx context.Context, query string, opts *SearchOptions, use func(querier, []candidate, []string) error) error {
 	p, err := ix.plan(ctx, query, opts)
 	if err != nil {
 		return fmt.Errorf("search %q: %w", query, err)

@@ -35,9 +35,17 @@ type Stats struct {
 
 // Stats counts the index's rows.
 func (ix *Index) Stats(ctx context.Context) (Stats, error) {
-	ix.genMu.RLock()
-	defer ix.genMu.RUnlock()
-	st := Stats{Path: ix.path, BlobURL: ix.blobs.URL(), Manifest: ix.manifest}
+	s, err := ix.acquire()
+	if err != nil {
+		return Stats{}, err
+	}
+	defer s.unref()
+	return s.stats(ctx)
+}
+
+// stats is Index.Stats on one generation.
+func (ix *state) stats(ctx context.Context) (Stats, error) {
+	st := Stats{Path: ix.path, BlobURL: ix.blobs.URL(), Manifest: *ix.manifest.Load()}
 	st.FullText = ix.fts.Stats()
 	vectors := `0`
 	if ix.vec != nil {
@@ -90,8 +98,16 @@ func (ix *Index) Stats(ctx context.Context) (Stats, error) {
 // clearance (see SearchOptions.Clearance; "" is Public) all give an empty
 // slice.
 func (ix *Index) DocumentBlocks(ctx context.Context, docID, clearance string) ([]Hit, error) {
-	ix.genMu.RLock()
-	defer ix.genMu.RUnlock()
+	s, err := ix.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer s.unref()
+	return s.documentBlocks(ctx, docID, clearance)
+}
+
+// documentBlocks is Index.DocumentBlocks on one generation.
+func (ix *state) documentBlocks(ctx context.Context, docID, clearance string) ([]Hit, error) {
 	levels, err := allowed(clearance)
 	if err != nil {
 		return nil, fmt.Errorf("document blocks: %w", err)
@@ -127,8 +143,16 @@ func (ix *Index) DocumentBlocks(ctx context.Context, docID, clearance string) ([
 // Public), in block id order, as a hit with score 0, from one snapshot. An
 // error from fn stops the walk and is returned.
 func (ix *Index) ForEachBlock(ctx context.Context, clearance string, fn func(Hit) error) error {
-	ix.genMu.RLock()
-	defer ix.genMu.RUnlock()
+	s, err := ix.acquire()
+	if err != nil {
+		return err
+	}
+	defer s.unref()
+	return s.forEachBlock(ctx, clearance, fn)
+}
+
+// forEachBlock is Index.ForEachBlock on one generation.
+func (ix *state) forEachBlock(ctx context.Context, clearance string, fn func(Hit) error) error {
 	levels, err := allowed(clearance)
 	if err != nil {
 		return fmt.Errorf("blocks: %w", err)
@@ -179,6 +203,16 @@ type FailedDocument struct {
 // (as in SearchOptions.Clearance; "" is Public) it keeps only its class,
 // the part before the first ": ", and says that the rest is withheld.
 func (ix *Index) Failed(ctx context.Context, clearance string) ([]FailedDocument, error) {
+	s, err := ix.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer s.unref()
+	return s.failed(ctx, clearance)
+}
+
+// failed is Index.Failed on one generation.
+func (ix *state) failed(ctx context.Context, clearance string) ([]FailedDocument, error) {
 	levels, err := allowed(clearance)
 	if err != nil {
 		return nil, fmt.Errorf("failed documents: %w", err)
@@ -187,8 +221,6 @@ func (ix *Index) Failed(ctx context.Context, clearance string) ([]FailedDocument
 	for _, l := range levels {
 		cleared[l] = true
 	}
-	ix.genMu.RLock()
-	defer ix.genMu.RUnlock()
 	rows, err := ix.db.QueryContext(ctx, `SELECT doc_id, source, media_type, extractor, reason, ingested_at, sensitivity
 		FROM documents WHERE status = ? ORDER BY source`, statusFailed)
 	if err != nil {
@@ -221,12 +253,20 @@ func (ix *Index) Failed(ctx context.Context, clearance string) ([]FailedDocument
 // for a document that does not exist, has no text (failed), or is above
 // clearance, alike, so that the error does not tell which.
 func (ix *Index) DocumentText(ctx context.Context, docID, clearance string) (string, error) {
+	s, err := ix.acquire()
+	if err != nil {
+		return "", err
+	}
+	defer s.unref()
+	return s.documentText(ctx, docID, clearance)
+}
+
+// documentText is Index.DocumentText on one generation.
+func (ix *state) documentText(ctx context.Context, docID, clearance string) (string, error) {
 	levels, err := allowed(clearance)
 	if err != nil {
 		return "", fmt.Errorf("document text: %w", err)
 	}
-	ix.genMu.RLock()
-	defer ix.genMu.RUnlock()
 	args := []any{docID, statusOK}
 	for _, l := range levels {
 		args = append(args, l)

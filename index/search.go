@@ -96,12 +96,15 @@ type SearchOptions struct {
 // fusion at α = 0.05 0.705), so it is searched by dense or hybrid mode only
 // when asked.
 func (ix *Index) DefaultMode() string {
-	ix.genMu.RLock()
-	defer ix.genMu.RUnlock()
-	return ix.defaultMode()
+	s, err := ix.acquire()
+	if err != nil {
+		return ModeBM25
+	}
+	defer s.unref()
+	return s.defaultMode()
 }
 
-func (ix *Index) defaultMode() string {
+func (ix *state) defaultMode() string {
 	if ix.vec == nil || ix.embedSpec.Provider() == "hash" {
 		return ModeBM25
 	}
@@ -173,6 +176,16 @@ type Hit struct {
 // Errors: invalid options; a mode the index cannot serve (ModeDense
 // without vectors); the embedder's or the reranker's error; storage errors.
 func (ix *Index) Search(ctx context.Context, query string, opts *SearchOptions) ([]Hit, error) {
+	s, err := ix.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer s.unref()
+	return s.search(ctx, query, opts)
+}
+
+// search is Index.Search on one generation.
+func (ix *state) search(ctx context.Context, query string, opts *SearchOptions) ([]Hit, error) {
 	hits := []Hit{}
 	err := ix.ranked(ctx, query, opts, func(tx querier, ranked []candidate, levels []string) error {
 		for _, r := range ranked {
@@ -236,6 +249,16 @@ type Ranked struct {
 // K). Read the rows of the blocks wanted with DocumentBlocks or Search. A
 // Reranker needs the rows: Rank refuses one.
 func (ix *Index) Rank(ctx context.Context, query string, opts *SearchOptions) ([]Ranked, error) {
+	s, err := ix.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer s.unref()
+	return s.rank(ctx, query, opts)
+}
+
+// rank is Index.Rank on one generation.
+func (ix *state) rank(ctx context.Context, query string, opts *SearchOptions) ([]Ranked, error) {
 	if opts != nil && opts.Reranker != nil {
 		return nil, fmt.Errorf("rank %q: a reranker reads the hits' rows; use Search", query)
 	}
@@ -254,7 +277,7 @@ func (ix *Index) Rank(ctx context.Context, query string, opts *SearchOptions) ([
 
 // queryTerms analyzes a query: as lang when given, else as each language of
 // the index's documents, and returns the distinct terms, sorted.
-func (ix *Index) queryTerms(query, lang string) ([]string, error) {
+func (ix *state) queryTerms(query, lang string) ([]string, error) {
 	langs := []string{lang}
 	if lang == "" {
 		langs = ix.languages()
@@ -270,7 +293,7 @@ func (ix *Index) queryTerms(query, lang string) ([]string, error) {
 
 // languages returns the languages of the index's documents, sorted, or
 // DefaultLanguage when there are none.
-func (ix *Index) languages() []string {
+func (ix *state) languages() []string {
 	ix.langMu.RLock()
 	defer ix.langMu.RUnlock()
 	if len(ix.langs) == 0 {
@@ -284,7 +307,7 @@ func (ix *Index) languages() []string {
 	return out
 }
 
-func (ix *Index) noteLanguage(lang string) {
+func (ix *state) noteLanguage(lang string) {
 	ix.langMu.Lock()
 	ix.langs[lang] = true
 	ix.langMu.Unlock()

@@ -33,7 +33,7 @@ const embedBatch = 256
 // openVectors finds or creates the embedding set of the manifest's
 // embedder, creates its table, and embeds every block that has no vector
 // in it (a file upgraded from schema 6, or damaged).
-func (ix *Index) openVectors(ctx context.Context) error {
+func (ix *state) openVectors(ctx context.Context) error {
 	spec := ix.embedSpec
 	name := spec.Identity().String()
 	v := &vectors{spec: spec, dense: dense.New(spec.Dim)}
@@ -60,7 +60,7 @@ func (ix *Index) openVectors(ctx context.Context) error {
 
 // embedMissing embeds and stores the blocks without a vector in the active
 // set, from their stored body and context.
-func (ix *Index) embedMissing(ctx context.Context) error {
+func (ix *state) embedMissing(ctx context.Context) error {
 	rows, err := ix.db.QueryContext(ctx, `SELECT b.block_id, b.body, b.context FROM blocks b
 		WHERE NOT EXISTS (SELECT 1 FROM `+ix.vec.table+` v WHERE v.block_id = b.block_id) ORDER BY b.block_id`)
 	if err != nil {
@@ -76,7 +76,7 @@ func (ix *Index) embedMissing(ctx context.Context) error {
 			return err
 		}
 		ids = append(ids, id)
-		texts = append(texts, ix.documentText(context, body))
+		texts = append(texts, ix.embeddingText(context, body))
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil || len(ids) == 0 {
@@ -107,13 +107,13 @@ func (ix *Index) embedMissing(ctx context.Context) error {
 
 // documentText is what a block's vector embeds: the document prefix, then
 // the context, a newline and the body (the body alone without a context).
-func (ix *Index) documentText(context, body string) string {
+func (ix *state) embeddingText(context, body string) string {
 	return ix.embedSpec.DocumentPrefix + embedText(context, body)
 }
 
 // embedTexts embeds texts in batches of embedBatch, several at once,
 // and returns unit vectors in order.
-func (ix *Index) embedTexts(ctx context.Context, texts []string) ([][]float32, error) {
+func (ix *state) embedTexts(ctx context.Context, texts []string) ([][]float32, error) {
 	model, err := ix.model()
 	if err != nil {
 		return nil, err
@@ -151,7 +151,7 @@ func (ix *Index) embedTexts(ctx context.Context, texts []string) ([][]float32, e
 // model returns the embedder, building it on first use; a failure is
 // returned each time until the cause is fixed (a key set, a runtime
 // installed).
-func (ix *Index) model() (embed.Embedder, error) {
+func (ix *state) model() (embed.Embedder, error) {
 	ix.embedMu.Lock()
 	defer ix.embedMu.Unlock()
 	if ix.embedder != nil {
@@ -172,22 +172,22 @@ func (ix *Index) model() (embed.Embedder, error) {
 // differs from the recorded one (a new url that has just worked for an
 // ingest), so that the next open without settings reaches the model the
 // same way. A search never records: a mistyped url must not stick.
-func (ix *Index) recordReach(ctx context.Context) error {
+func (ix *state) recordReach(ctx context.Context) error {
 	spec := ix.embedSpec.String()
-	if ix.manifest.EmbedderSpec == spec {
+	m := *ix.manifest.Load()
+	if m.EmbedderSpec == spec {
 		return nil
 	}
-	m := ix.manifest
 	m.EmbedderSpec, m.UpdatedAt = spec, ix.now().UTC().Truncate(time.Microsecond)
 	if err := writeManifest(ctx, ix.db, m); err != nil {
 		return err
 	}
-	ix.manifest = m
+	ix.manifest.Store(&m)
 	return nil
 }
 
 // embedQuery embeds a query with the query prefix, as a unit vector.
-func (ix *Index) embedQuery(ctx context.Context, query string) ([]float32, error) {
+func (ix *state) embedQuery(ctx context.Context, query string) ([]float32, error) {
 	vs, err := ix.embedTexts(ctx, []string{ix.embedSpec.QueryPrefix + query})
 	if err != nil {
 		return nil, err
@@ -197,7 +197,7 @@ func (ix *Index) embedQuery(ctx context.Context, query string) ([]float32, error
 
 // denseIndex returns the in-memory vectors, reading them from q on first
 // use. Call it inside fts View, so that no write commits during the load.
-func (ix *Index) denseIndex(ctx context.Context, q querier) (*dense.Index, error) {
+func (ix *state) denseIndex(ctx context.Context, q querier) (*dense.Index, error) {
 	v := ix.vec
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -243,7 +243,7 @@ func (ix *Index) denseIndex(ctx context.Context, q querier) (*dense.Index, error
 // applyDense changes the in-memory vectors as a committed write did; a
 // no-op before they are loaded (the load reads the committed rows). Run it
 // under the fts write lock (fts.Index.CommitWith).
-func (ix *Index) applyDense(add []dense.Entry, remove []int64) {
+func (ix *state) applyDense(add []dense.Entry, remove []int64) {
 	v := ix.vec
 	if v == nil {
 		return
@@ -262,7 +262,7 @@ func (ix *Index) applyDense(add []dense.Entry, remove []int64) {
 
 // dropOtherSets drops every embedding set but the active one (all of them
 // without an embedder), with their vector tables.
-func (ix *Index) dropOtherSets(ctx context.Context) error {
+func (ix *state) dropOtherSets(ctx context.Context) error {
 	active := -1
 	if ix.vec != nil {
 		active = ix.vec.setID

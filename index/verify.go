@@ -98,16 +98,23 @@ type VerifyOptions struct {
 // runs. A failed check is reported in the result, not as an error; the
 // error is for a failure to read.
 func (ix *Index) Verify(ctx context.Context, opts *VerifyOptions) (*Verification, error) {
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	s, err := ix.live()
+	if err != nil {
+		return nil, err
+	}
+	return s.verify(ctx, opts)
+}
+
+// verify is Index.Verify on one generation.
+func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification, error) {
 	if opts == nil {
 		opts = &VerifyOptions{}
 	}
-	ix.writeMu.Lock()
-	defer ix.writeMu.Unlock()
-	ix.genMu.RLock()
-	defer ix.genMu.RUnlock()
 	v := &Verification{Generation: ix.gen}
 	d := digester{sha256.New()}
-	m := ix.manifest
+	m := *ix.manifest.Load()
 	d.str("manifest")
 	d.str(m.Embedder().Identity().String())
 	d.str(m.Chunker)

@@ -42,7 +42,7 @@ func level(sensitivity string) uint8 {
 // write replaces the rows of each document in docs with its blocks, and
 // their full-text postings, in one transaction; then lets the full-text
 // index merge segments as its policy says.
-func (ix *Index) write(ctx context.Context, docs []pending) error {
+func (ix *state) write(ctx context.Context, docs []pending) error {
 	tx, err := duck.Begin(ctx, ix.db)
 	if err != nil {
 		return err
@@ -162,7 +162,7 @@ func blockIDs(bs []fts.Block) []int64 {
 
 // deleteRows deletes the rows of the documents docIDs within tx and returns
 // their blocks re-analyzed, as the full-text index needs to remove them.
-func (ix *Index) deleteRows(ctx context.Context, tx *duck.Tx, docIDs []any) ([]fts.Block, error) {
+func (ix *state) deleteRows(ctx context.Context, tx *duck.Tx, docIDs []any) ([]fts.Block, error) {
 	if len(docIDs) == 0 {
 		return nil, nil
 	}
@@ -196,8 +196,15 @@ func (ix *Index) deleteRows(ctx context.Context, tx *duck.Tx, docIDs []any) ([]f
 func (ix *Index) Delete(ctx context.Context, names ...string) ([]string, error) {
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
-	ix.genMu.RLock()
-	defer ix.genMu.RUnlock()
+	s, err := ix.live()
+	if err != nil {
+		return nil, err
+	}
+	return s.deleteDocs(ctx, names...)
+}
+
+// deleteDocs is Index.Delete on one generation.
+func (ix *state) deleteDocs(ctx context.Context, names ...string) ([]string, error) {
 	var ids []any
 	var done, missing []string
 	for _, name := range names {
@@ -264,15 +271,22 @@ func docIDPattern(s string) bool {
 func (ix *Index) Compact(ctx context.Context) error {
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
-	ix.genMu.RLock()
-	defer ix.genMu.RUnlock()
+	s, err := ix.live()
+	if err != nil {
+		return err
+	}
+	return s.compact(ctx)
+}
+
+// compact is Index.Compact on one generation.
+func (ix *state) compact(ctx context.Context) error {
 	return ix.fts.Compact(ctx, ix.db)
 }
 
 // reindex adds to the full-text index every block that has no entry there
 // (an index upgraded from the row-per-posting schema, or damaged), from the
 // blocks' stored body and context.
-func (ix *Index) reindex(ctx context.Context) error {
+func (ix *state) reindex(ctx context.Context) error {
 	blocks, err := ix.analyzedBlocks(ctx, ix.db, `b.block_id NOT IN (SELECT block_id FROM fts_blocks)`)
 	if err != nil || len(blocks) == 0 {
 		return err
@@ -302,7 +316,7 @@ func (ix *Index) reindex(ctx context.Context) error {
 // blocks b joined with their documents), in block id order, and analyzes
 // their body and context as their document's language: the terms the
 // full-text index holds for them.
-func (ix *Index) analyzedBlocks(ctx context.Context, q querier, where string, args ...any) ([]fts.Block, error) {
+func (ix *state) analyzedBlocks(ctx context.Context, q querier, where string, args ...any) ([]fts.Block, error) {
 	rows, err := q.QueryContext(ctx, `SELECT b.block_id, b.body, b.context, d.language, d.sensitivity
 		FROM blocks b JOIN documents d ON d.doc_id = b.doc_id WHERE `+where+` ORDER BY b.block_id`, args...)
 	if err != nil {

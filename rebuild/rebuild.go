@@ -30,18 +30,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index"
+	"github.com/escurel/escurel/internal/hooks"
+	"github.com/escurel/escurel/internal/layout"
 )
 
 // DefaultKeep is how many generations a rebuild keeps, the live one
@@ -156,78 +159,188 @@ func Reembed(ctx context.Context, opts Options) (Summary, error) {
 	return run(ctx, opts, true)
 }
 
-func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err error) {
-	start := time.Now()
-	what := "rebuild"
+// Plan is what a rebuild or a re-embed will do, found without changing
+// anything: the live generation and its settings, the settings of the new
+// one, and how many documents it derives. escurel rebuild --dry-run prints
+// it (litestream's restore plan is the model).
+type Plan struct {
+	Kind    string // "rebuild" or "reembed"
+	Dir     string
+	BlobURL string
+	// From is the live generation; "" when there is none (a new index, or
+	// a lost live generation).
+	From string
+	// Live holds the live generation's settings; Settings the new one's,
+	// resolved: a setting not given keeps the live one's.
+	Live     index.Manifest
+	Settings index.Options
+	// Changes lists the settings that differ, as "name: old → new".
+	Changes []string
+	// Documents is how many records the new generation derives (for a
+	// re-embed: how many documents it embeds again).
+	Documents int
+	// Dropped lists the sources of live documents without a record,
+	// dropped under Options.AllowMissing.
+	Dropped []string
+	// Keep is how many generations stay afterwards.
+	Keep int
+
+	reembed   bool
+	hasLive   bool
+	recs      []*blobstore.Record
+	liveDocs  map[string]string
+	liveFail  map[string]bool
+}
+
+// String is the plan as escurel rebuild --dry-run prints it.
+func (p *Plan) String() string {
+	var b strings.Builder
+	from := p.From
+	if from == "" {
+		from = "none"
+	}
+	fmt.Fprintf(&b, "%s %s from %s\n", p.Kind, p.Dir, p.BlobURL)
+	fmt.Fprintf(&b, "live generation: %s\n", from)
+	fmt.Fprintf(&b, "documents: %d\n", p.Documents)
+	if len(p.Dropped) > 0 {
+		fmt.Fprintf(&b, "dropped (no record): %d, first %s\n", len(p.Dropped), p.Dropped[0])
+	}
+	s := p.Settings
+	fmt.Fprintf(&b, "settings: embedder %s, chunker %s, analyzer %s, contextualize %s\n",
+		orDefault(s.Embedder.String(), "default"), orDefault(s.Chunker, "default"), orDefault(s.Analyzer, "default"), orDefault(s.Contextualize, "default"))
+	if len(p.Changes) == 0 {
+		b.WriteString("changes: none (the same rows, re-derived)\n")
+	}
+	for _, c := range p.Changes {
+		fmt.Fprintf(&b, "change: %s\n", c)
+	}
+	fmt.Fprintf(&b, "keep: %d generations\n", p.Keep)
+	return b.String()
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// PlanRun returns the plan of Run(ctx, opts) without changing anything.
+// Without opts.Live it takes the directory's lock while it reads, so it
+// fails with index.ErrLocked while another process holds the index. Errors
+// as Run's that come before any change.
+func PlanRun(ctx context.Context, opts Options) (*Plan, error) {
+	return planOnly(ctx, opts, false)
+}
+
+// PlanReembed returns the plan of Reembed(ctx, opts), as PlanRun does.
+func PlanReembed(ctx context.Context, opts Options) (*Plan, error) {
+	if opts.Index.Embedder.IsZero() {
+		return nil, errors.New("reembed: no embedder given")
+	}
+	return planOnly(ctx, opts, true)
+}
+
+func planOnly(ctx context.Context, opts Options, reembed bool) (*Plan, error) {
+	d, release, err := acquireDir(opts, kind(reembed))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return plan(ctx, d, opts, reembed)
+}
+
+func kind(reembed bool) string {
 	if reembed {
-		what = "reembed"
+		return "reembed"
 	}
+	return "rebuild"
+}
+
+// acquireDir returns the index directory: the live index's, or locked
+// here (released by release) and moved to the generations layout.
+func acquireDir(opts Options, what string) (d *layout.Dir, release func(), err error) {
 	if opts.Blobs == nil {
-		return sum, fmt.Errorf("%s: no blob store", what)
+		return nil, nil, fmt.Errorf("%s: no blob store", what)
 	}
+	if opts.Live != nil {
+		if opts.Live.Dir() != opts.Dir {
+			return nil, nil, fmt.Errorf("%s: Live is the index of %s, not %s", what, opts.Live.Dir(), opts.Dir)
+		}
+		return hooks.Dir(opts.Live), func() {}, nil
+	}
+	if d, err = layout.Lock(opts.Dir); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := d.UpgradeLayout(); err != nil {
+		d.Unlock()
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return d, func() { d.Unlock() }, nil
+}
+
+// plan reads the live index and the blob store's records and works out
+// what a rebuild (or re-embed) does, refusing what it must not do.
+func plan(ctx context.Context, d *layout.Dir, opts Options, reembed bool) (*Plan, error) {
+	what := kind(reembed)
 	if opts.Keep == 0 {
 		opts.Keep = DefaultKeep
 	}
-	if opts.Batch == 0 {
-		opts.Batch = DefaultBatch
-	}
 	if opts.Keep < 1 {
-		return sum, fmt.Errorf("%s: keep %d generations: want at least 1", what, opts.Keep)
+		return nil, fmt.Errorf("%s: keep %d generations: want at least 1", what, opts.Keep)
 	}
+	p := &Plan{Kind: what, Dir: opts.Dir, BlobURL: opts.Blobs.URL(), Keep: opts.Keep, reembed: reembed, hasLive: true}
 	settings := opts.Index
-	settings.BlobURL, settings.Blobs, settings.Lock, settings.Reembed = "", opts.Blobs, nil, reembed
-	var live index.Manifest
-	var liveDocs map[string]string
-	var liveFailed map[string]bool
-	hasLive := true
+	settings.BlobURL, settings.Blobs = "", opts.Blobs
+	var err error
 	if opts.Live != nil {
-		if opts.Live.Dir() != opts.Dir {
-			return sum, fmt.Errorf("%s: Live is the index of %s, not %s", what, opts.Live.Dir(), opts.Dir)
-		}
-		live, sum.Previous = opts.Live.Manifest(), opts.Live.Generation()
-		if liveDocs, liveFailed, err = liveState(ctx, opts.Live); err != nil {
-			return sum, fmt.Errorf("%s: %w", what, err)
+		p.Live, p.From = opts.Live.Manifest(), opts.Live.Generation()
+		if p.liveDocs, p.liveFail, err = liveState(ctx, opts.Live); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 	} else {
-		lock, err := index.LockDir(opts.Dir)
-		if err != nil {
-			return sum, fmt.Errorf("%s: %w", what, err)
-		}
-		defer lock.Unlock()
-		if err := index.UpgradeLayout(opts.Dir); err != nil {
-			return sum, fmt.Errorf("%s: %w", what, err)
-		}
-		live, liveDocs, liveFailed, err = index.Inspect(ctx, opts.Dir)
+		var m any
+		m, p.liveDocs, p.liveFail, err = hooks.Inspect(ctx, opts.Dir)
 		switch {
 		case err == nil:
-			sum.Previous, _, _ = index.Current(opts.Dir)
+			p.Live = m.(index.Manifest)
+			p.From, _, _ = d.Current()
 		case errors.Is(err, fs.ErrNotExist):
-			hasLive = false
+			p.hasLive = false
 		default:
-			return sum, fmt.Errorf("%s: %w (to rebuild a damaged generation, run escurel rollback or move it away first)", what, err)
+			return nil, fmt.Errorf("%s: %w (to rebuild a damaged generation, run escurel rollback or move it away first)", what, err)
 		}
 	}
-	if reembed && !hasLive {
-		return sum, fmt.Errorf("reembed: no index in %s to re-embed; use rebuild", opts.Dir)
+	if reembed && !p.hasLive {
+		return nil, fmt.Errorf("reembed: no index in %s to re-embed; use rebuild", opts.Dir)
 	}
-	if hasLive {
+	if p.hasLive {
 		if !reembed {
-			settings.Embedder = live.ResolveEmbedder(settings.Embedder)
+			settings.Embedder = p.Live.ResolveEmbedder(settings.Embedder)
 		}
-		settings.Chunker = firstNonEmpty(settings.Chunker, live.Chunker)
-		settings.Analyzer = firstNonEmpty(settings.Analyzer, live.Analyzer)
-		settings.Contextualize = firstNonEmpty(settings.Contextualize, live.Contextualize)
+		settings.Chunker = firstNonEmpty(settings.Chunker, p.Live.Chunker)
+		settings.Analyzer = firstNonEmpty(settings.Analyzer, p.Live.Analyzer)
+		settings.Contextualize = firstNonEmpty(settings.Contextualize, p.Live.Contextualize)
+		change := func(name, old, new string) {
+			if new != "" && new != old {
+				p.Changes = append(p.Changes, fmt.Sprintf("%s: %s → %s", name, old, new))
+			}
+		}
+		change("embedder", p.Live.Embedder().Identity().String(), settings.Embedder.Identity().String())
+		change("chunker", p.Live.Chunker, settings.Chunker)
+		change("analyzer", p.Live.Analyzer, settings.Analyzer)
+		change("contextualize", p.Live.Contextualize, settings.Contextualize)
 	}
-	recs, err := opts.Blobs.Records(ctx)
-	if err != nil {
-		return sum, fmt.Errorf("%s: %w", what, err)
+	p.Settings = settings
+	if p.recs, err = opts.Blobs.Records(ctx); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	// The coverage check guards against a mistyped blob store; the live
 	// index's own store is right by construction, and with writers running
 	// its records and the index's documents are read at different moments.
 	if opts.Live == nil || opts.Blobs != opts.Live.Blobs() {
-		if sum.Dropped, err = checkCoverage(recs, liveDocs, opts); err != nil {
-			return sum, err
+		if p.Dropped, err = checkCoverage(p.recs, p.liveDocs, opts); err != nil {
+			return nil, err
 		}
 	}
 	if reembed {
@@ -235,30 +348,55 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 		// killed between its blobs and its rows) would make it fail to
 		// verify, after all the embedding.
 		var lacking []string
-		for _, r := range recs {
-			if _, ok := liveDocs[r.DocID]; !ok {
+		for _, r := range p.recs {
+			if _, ok := p.liveDocs[r.DocID]; !ok {
 				lacking = append(lacking, r.Source)
 			}
 		}
 		if len(lacking) > 0 && opts.Live == nil {
 			sort.Strings(lacking)
-			return sum, fmt.Errorf("reembed: %d documents of the blob store have no rows in the live index (an interrupted ingest?), first %s: run escurel rebuild instead, which derives them", len(lacking), lacking[0])
+			return nil, fmt.Errorf("reembed: %d documents of the blob store have no rows in the live index (an interrupted ingest?), first %s: run escurel rebuild instead, which derives them", len(lacking), lacking[0])
 		}
 		// With Live, the catch-up derives them: leave them out of the
 		// snapshot, so that they count as new.
-		recs = slices.DeleteFunc(slices.Clone(recs), func(r *blobstore.Record) bool { _, ok := liveDocs[r.DocID]; return !ok })
+		p.recs = slices.DeleteFunc(slices.Clone(p.recs), func(r *blobstore.Record) bool { _, ok := p.liveDocs[r.DocID]; return !ok })
 	}
-	// Generations newer than the live one are unfinished rebuilds: we hold
-	// the lock, so no one is writing them. When the live generation itself
-	// is lost they may be the intact ones (after a rollback): keep them.
-	if hasLive {
-		removed, err := index.Prune(opts.Dir, math.MaxInt)
+	p.Documents = len(p.recs)
+	return p, nil
+}
+
+func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err error) {
+	start := time.Now()
+	what := kind(reembed)
+	if opts.Batch == 0 {
+		opts.Batch = DefaultBatch
+	}
+	if opts.Keep == 0 {
+		opts.Keep = DefaultKeep
+	}
+	d, release, err := acquireDir(opts, what)
+	if err != nil {
+		return sum, err
+	}
+	defer release()
+	p, err := plan(ctx, d, opts, reembed)
+	if err != nil {
+		return sum, err
+	}
+	sum.Previous, sum.Dropped = p.From, len(p.Dropped)
+	recs := p.recs
+	// Generations newer than the live one are unfinished rebuilds: the
+	// cleaner removes them (never one this process is building). When the
+	// live generation itself is lost they may be the intact ones (after a
+	// rollback): the cleaner keeps them.
+	if p.hasLive {
+		removed, err := d.Clean(math.MaxInt)
 		if err != nil {
 			return sum, fmt.Errorf("%s: %w", what, err)
 		}
 		sum.Removed = len(removed)
 	}
-	gen, err := index.NewGeneration(opts.Dir)
+	gen, err := d.NewGeneration()
 	if err != nil {
 		return sum, fmt.Errorf("%s: %w", what, err)
 	}
@@ -268,18 +406,18 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 		if ix != nil {
 			ix.Close()
 		}
-		if err != nil {
-			os.RemoveAll(filepath.Join(opts.Dir, gen))
-		}
+		// Removed unless it was published: a publish whose caller saw
+		// an error (a cancelled switch) still made it live.
+		d.Abandon(gen)
 	}()
 	if reembed {
 		// The copy starts the generation; ingest then re-embeds nothing,
-		// and Open embeds every block into the new set.
-		path := index.GenerationPath(opts.Dir, gen)
+		// and the open embeds every block into the new set.
+		path := d.GenerationPath(gen)
 		if opts.Live != nil {
-			err = opts.Live.CopyTo(ctx, path)
+			err = hooks.CopyTo(ctx, opts.Live, path)
 		} else {
-			err = index.CopyGeneration(opts.Dir, path)
+			err = copyLive(opts.Dir, path)
 		}
 		if err != nil {
 			return sum, fmt.Errorf("reembed: %w", err)
@@ -287,9 +425,12 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 		// recs was read before the copy: what changed in between is caught
 		// up like what changes after.
 	}
-	if ix, err = index.OpenGeneration(ctx, opts.Dir, gen, &settings); err != nil {
+	settings := p.Settings
+	x, err := hooks.OpenGeneration(ctx, d, gen, &settings, reembed)
+	if err != nil {
 		return sum, fmt.Errorf("%s: %w", what, err)
 	}
+	ix = x.(*index.Index)
 	if !reembed {
 		if err = fill(ctx, ix, recs, opts, &sum); err != nil {
 			return sum, err
@@ -307,7 +448,7 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 			}
 		}
 		if !reembed {
-			served, failedBefore := liveDocs, liveFailed
+			served, failedBefore := p.liveDocs, p.liveFail
 			if opts.Live != nil {
 				// Writes are held back now: what the live index serves
 				// at the swap, documents ingested during the rebuild
@@ -336,27 +477,57 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 		return gen, err
 	}
 	if opts.Live != nil {
-		err = opts.Live.SwapGeneration(ctx, finish)
+		err = hooks.Swap(ctx, opts.Live, finish)
 	} else if _, err = finish(ctx); err == nil {
-		err = index.SetCurrent(opts.Dir, gen)
+		err = d.Publish(gen)
 	}
 	if err != nil {
 		return sum, err
 	}
-	if err := index.RecordStore(opts.Dir, opts.Blobs.URL()); err != nil {
+	if err := d.SetStoreURL(opts.Blobs.URL()); err != nil {
 		return sum, fmt.Errorf("%s: swapped in %s, but recording the blob store failed: %w", what, gen, err)
 	}
-	if !hasLive {
+	if !p.hasLive {
 		sum.Elapsed = time.Since(start)
 		return sum, nil // a lost live generation: leave the others for the operator
 	}
-	removed, perr := index.Prune(opts.Dir, opts.Keep)
+	removed, cerr := d.Clean(opts.Keep)
 	sum.Removed += len(removed)
 	sum.Elapsed = time.Since(start)
-	if perr != nil {
-		return sum, fmt.Errorf("%s: swapped in %s, but removing old generations failed: %w", what, gen, perr)
+	if cerr != nil {
+		return sum, fmt.Errorf("%s: swapped in %s, but removing old generations failed: %w", what, gen, cerr)
 	}
 	return sum, nil
+}
+
+// copyLive copies the live generation's file of dir to dst. The caller
+// holds the directory's lock, and no process has the index open.
+func copyLive(dir, dst string) error {
+	src, err := layout.LivePath(dir)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(src + ".wal"); err == nil {
+		return fmt.Errorf("copy %s: it has a write-ahead log; open and close the index first", src)
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // liveState returns the documents of a live index (doc id → source) and
@@ -458,9 +629,9 @@ func catchUp(ctx context.Context, ix *index.Index, recs []*blobstore.Record, opt
 // checkCoverage refuses a rebuild that would lose live documents, or that
 // has nothing to rebuild from, and returns how many live documents the
 // rebuild drops.
-func checkCoverage(recs []*blobstore.Record, live map[string]string, opts Options) (int, error) {
+func checkCoverage(recs []*blobstore.Record, live map[string]string, opts Options) ([]string, error) {
 	if len(recs) == 0 && len(live) == 0 {
-		return 0, fmt.Errorf("rebuild: the blob store %s holds no document records: nothing to rebuild from", opts.Blobs.URL())
+		return nil, fmt.Errorf("rebuild: the blob store %s holds no document records: nothing to rebuild from", opts.Blobs.URL())
 	}
 	have := make(map[string]bool, len(recs))
 	for _, r := range recs {
@@ -474,38 +645,29 @@ func checkCoverage(recs []*blobstore.Record, live map[string]string, opts Option
 	}
 	if len(missing) > 0 && !opts.AllowMissing {
 		sort.Strings(missing)
-		return 0, fmt.Errorf("%w: %s has no record of %d of the live index's %d documents (first: %s); "+
+		return nil, fmt.Errorf("%w: %s has no record of %d of the live index's %d documents (first: %s); "+
 			"check the blob store URL, or allow the rebuild to drop them (escurel rebuild --allow-missing; Options.AllowMissing)", ErrMissing, opts.Blobs.URL(), len(missing), len(live), missing[0])
 	}
-	return len(missing), nil
+	sort.Strings(missing)
+	return missing, nil
 }
 
-// fill ingests every record's blob into ix.
+// fill derives every record's blob into ix.
 func fill(ctx context.Context, ix *index.Index, recs []*blobstore.Record, opts Options, sum *Summary) error {
 	var failed []error
 	for i := 0; i < len(recs); i += opts.Batch {
 		part := recs[i:min(i+opts.Batch, len(recs))]
-		ins := make([]index.Input, len(part))
+		data := make([][]byte, len(part))
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(8) // reading a blob is a round trip: overlap them
 		for j, rec := range part {
+			if rec.BlobID == "" { // never stored: over the size cap at ingest
+				continue
+			}
 			g.Go(func() error {
-				if rec.BlobID == "" { // never stored: over the size cap at ingest
-					ins[j] = index.Input{Source: rec.Source, MediaType: rec.MediaType, Failure: rec.Error,
-						Language: rec.Language, Sensitivity: rec.Sensitivity, IngestedAt: rec.IngestedAt, Rederive: true}
-					if rec.TitleGiven {
-						ins[j].Title = rec.Title
-					}
-					return nil
-				}
-				data, err := opts.Blobs.Get(gctx, rec.BlobID)
-				if err != nil {
+				var err error
+				if data[j], err = opts.Blobs.Get(gctx, rec.BlobID); err != nil {
 					return fmt.Errorf("rebuild: document %s (%s): %w", rec.DocID, rec.Source, err)
-				}
-				ins[j] = index.Input{Source: rec.Source, MediaType: rec.MediaType, Data: data,
-					Language: rec.Language, Sensitivity: rec.Sensitivity, IngestedAt: rec.IngestedAt, Rederive: true}
-				if rec.TitleGiven {
-					ins[j].Title = rec.Title
 				}
 				return nil
 			})
@@ -513,17 +675,15 @@ func fill(ctx context.Context, ix *index.Index, recs []*blobstore.Record, opts O
 		if err := g.Wait(); err != nil {
 			return err
 		}
-		for _, in := range ins {
-			sum.Bytes += int64(len(in.Data))
+		for _, b := range data {
+			sum.Bytes += int64(len(b))
 		}
-		res, errs, err := ix.IngestBatch(ctx, ins)
+		isFailed, errs, err := hooks.Rederive(ctx, ix, part, data)
 		if err != nil {
 			return fmt.Errorf("rebuild: %w", err)
 		}
 		for j := range part {
-			switch {
-			case res[j].Status == index.Failed: // recorded as failed, as at ingest
-			case errs[j] != nil:
+			if errs[j] != nil && !isFailed[j] { // a failed document is recorded, as at ingest
 				failed = append(failed, errs[j])
 			}
 		}

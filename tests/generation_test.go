@@ -16,6 +16,7 @@ import (
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/embed"
 	"github.com/escurel/escurel/index"
+	"github.com/escurel/escurel/internal/layout"
 	"github.com/escurel/escurel/rebuild"
 )
 
@@ -49,7 +50,7 @@ func TestRebuildDigestIsIngestDigest(t *testing.T) {
 		t.Errorf("second rebuild: %+v", second)
 	}
 	// Two generations kept: the live one and the one before.
-	if gens, _ := index.Generations(e.dir); len(gens) != 2 || gens[1] != "gen-000003" {
+	if gens, _ := layout.Generations(e.dir); len(gens) != 2 || gens[1] != "gen-000003" {
 		t.Errorf("generations %v", gens)
 	}
 	t.Logf("%d documents, digest %s", first.Documents, ingested)
@@ -98,7 +99,7 @@ func TestRollback(t *testing.T) {
 	// The next rebuild removes the generation rolled back from, and does
 	// not give its number to new content.
 	sum := e.rebuild(index.Options{})
-	if gens, _ := index.Generations(e.dir); sum.Generation != "gen-000003" || len(gens) != 2 || gens[0] != "gen-000001" {
+	if gens, _ := layout.Generations(e.dir); sum.Generation != "gen-000003" || len(gens) != 2 || gens[0] != "gen-000001" {
 		t.Errorf("rebuild after rollback: %s, generations %v", sum.Generation, gens)
 	}
 }
@@ -248,7 +249,7 @@ func TestRebuildKilled(t *testing.T) {
 		}
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
-		gens, _ := index.Generations(e.dir)
+		gens, _ := layout.Generations(e.dir)
 		e.opts = index.Options{}
 		e.open()
 		if got := e.digest(); got != live || e.ix.Generation() != "gen-000001" {
@@ -275,7 +276,7 @@ func TestLostCurrent(t *testing.T) {
 	seed(e)
 	before := e.digest()
 	e.ix.Close()
-	current := filepath.Join(e.dir, index.CurrentName)
+	current := filepath.Join(e.dir, layout.CurrentName)
 	os.Remove(current)
 	e.open() // one generation: adopted
 	if got := e.digest(); got != before || e.ix.Generation() != "gen-000001" {
@@ -288,7 +289,7 @@ func TestLostCurrent(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "gen-000001, gen-000002 but no CURRENT") {
 		t.Fatalf("open with two generations and no CURRENT: %v", err)
 	}
-	if gens, _ := index.Generations(e.dir); len(gens) != 2 {
+	if gens, _ := layout.Generations(e.dir); len(gens) != 2 {
 		t.Fatalf("generations left: %v", gens)
 	}
 	os.WriteFile(current, []byte("gen-000002\n"), 0o644)
@@ -310,7 +311,7 @@ func TestRebuildKeepsGenerationsWhenLiveIsLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gens, _ := index.Generations(e.dir); sum.Generation != "gen-000003" || len(gens) != 2 || gens[0] != "gen-000002" {
+	if gens, _ := layout.Generations(e.dir); sum.Generation != "gen-000003" || len(gens) != 2 || gens[0] != "gen-000002" {
 		t.Errorf("rebuild made %s; generations %v", sum.Generation, gens)
 	}
 	e.open()
@@ -330,7 +331,7 @@ func TestRollbackRefusesStaleGeneration(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "refused") || !strings.Contains(err.Error(), "notes.txt") {
 		t.Fatalf("rollback over a deleted document: %v", err)
 	}
-	if gen, _, _ := index.Current(e.dir); gen != "gen-000002" {
+	if gen, _, _ := layout.Current(e.dir); gen != "gen-000002" {
 		t.Errorf("a refused rollback moved CURRENT to %s", gen)
 	}
 	if _, to, err := index.Rollback(context.Background(), e.dir, &index.RollbackOptions{Blobs: blobsOf(e), Force: true}); err != nil || to != "gen-000001" {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index"
+	"github.com/escurel/escurel/internal/layout"
 	"github.com/escurel/escurel/rebuild"
 )
 
@@ -158,7 +159,7 @@ func TestRebuildKeepsLiveIndexOnFailure(t *testing.T) {
 	if e.ix.Manifest().Contextualize != index.ContextStructural || len(e.search("zanzibar", 10)) != 3 {
 		t.Error("the live index changed after a failed rebuild")
 	}
-	if gens, _ := index.Generations(e.dir); len(gens) != 1 {
+	if gens, _ := layout.Generations(e.dir); len(gens) != 1 {
 		t.Errorf("the failed rebuild left generations %v", gens)
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/index/chunk"
 	"github.com/escurel/escurel/index/extract"
+	"github.com/escurel/escurel/internal/layout"
 	"github.com/escurel/escurel/rerank"
 )
 
@@ -159,7 +160,7 @@ func (m *Main) options(g globals) (*index.Options, error) {
 
 // openExisting opens the index in g.indexDir, which must exist.
 func (m *Main) openExisting(ctx context.Context, g globals) (*index.Index, error) {
-	if _, _, err := index.Current(g.indexDir); err != nil {
+	if _, _, err := layout.Current(g.indexDir); err != nil {
 		return nil, err // CURRENT damaged or naming a lost generation: say so
 	}
 	if !index.Exists(g.indexDir) {

@@ -13,6 +13,7 @@ import (
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/index/analysis"
+	"github.com/escurel/escurel/internal/layout"
 	"github.com/escurel/escurel/rebuild"
 )
 
@@ -118,7 +119,7 @@ func (m *Main) openBlobs(ctx context.Context, g globals) (*blobstore.Store, stri
 	blobURL := g.blobURL
 	if blobURL == "" {
 		var err error
-		if blobURL, err = index.StoreURL(g.indexDir); err != nil {
+		if blobURL, err = layout.StoreURL(g.indexDir); err != nil {
 			return nil, "", err
 		}
 	}

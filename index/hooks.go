@@ -1,0 +1,66 @@
+package index
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/escurel/escurel/blobstore"
+	"github.com/escurel/escurel/internal/hooks"
+	"github.com/escurel/escurel/internal/layout"
+)
+
+// What package rebuild needs and a library user never calls (see package
+// internal/hooks).
+func init() {
+	hooks.OpenGeneration = func(ctx context.Context, d *layout.Dir, gen string, opts any, reembed bool) (any, error) {
+		if !layout.IsGeneration(gen) {
+			return nil, fmt.Errorf("open generation %q: not a generation name (gen-NNNNNN)", gen)
+		}
+		o, _ := opts.(*Options)
+		return openIndex(ctx, d, gen, o, reembed)
+	}
+	hooks.Rederive = rederive
+	hooks.Dir = func(ix any) *layout.Dir { return ix.(*Index).layout }
+	hooks.Swap = func(ctx context.Context, ix any, prepare func(context.Context) (string, error)) error {
+		return ix.(*Index).swap(ctx, prepare)
+	}
+	hooks.CopyTo = func(ctx context.Context, ix any, dst string) error {
+		x := ix.(*Index)
+		x.writeMu.Lock()
+		defer x.writeMu.Unlock()
+		s, err := x.live()
+		if err != nil {
+			return err
+		}
+		return s.copyTo(ctx, dst)
+	}
+	hooks.Inspect = func(ctx context.Context, dir string) (any, map[string]string, map[string]bool, error) {
+		return inspect(ctx, dir)
+	}
+}
+
+// rederive writes the rows of records already in the blob store (see
+// hooks.Rederive).
+func rederive(ctx context.Context, x any, recs []*blobstore.Record, data [][]byte) (failed []bool, errs []error, err error) {
+	ix := x.(*Index)
+	ins := make([]input, len(recs))
+	for i, rec := range recs {
+		ins[i] = input{Input: Input{Source: rec.Source, MediaType: rec.MediaType, Data: data[i],
+			Language: rec.Language, Sensitivity: rec.Sensitivity, IngestedAt: rec.IngestedAt}, rederive: true}
+		if rec.BlobID == "" { // never stored: over the size cap at ingest
+			ins[i].failure = rec.Error
+		}
+		if rec.TitleGiven {
+			ins[i].Title = rec.Title
+		}
+	}
+	res, errs, err := ix.ingest(ctx, ins)
+	if err != nil {
+		return nil, nil, err
+	}
+	failed = make([]bool, len(res))
+	for i := range res {
+		failed[i] = res[i].Status == Failed
+	}
+	return failed, errs, nil
+}

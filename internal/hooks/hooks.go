@@ -1,0 +1,52 @@
+// Package hooks lets package rebuild reach what package index keeps from
+// its library users: opening a generation that is not live, deriving rows
+// from records already in the blob store, copying and swapping a
+// generation. Package index sets these functions in its init; rebuild,
+// which imports index, calls them. grpc-go's internal/internal.go is the
+// precedent: an internal package of function variables is how two packages
+// of one module share what neither exports.
+//
+// Values typed any are index's own types (*index.Index, index.Options,
+// index.Manifest), which this package cannot name without an import cycle.
+package hooks
+
+import (
+	"context"
+
+	"github.com/escurel/escurel/blobstore"
+	"github.com/escurel/escurel/internal/layout"
+)
+
+var (
+	// OpenGeneration opens generation gen of d, creating its file when
+	// it has none, and returns an *index.Index whose lock stays d's. opts
+	// is an *index.Options. With reembed, an existing file takes
+	// opts.Embedder although its manifest names another: a new embedding
+	// set is created and filled from the stored blocks, and the others
+	// are dropped.
+	OpenGeneration func(ctx context.Context, d *layout.Dir, gen string, opts any, reembed bool) (any, error)
+
+	// Rederive writes into ix (an *index.Index) the rows of records
+	// already in the blob store, data[i] being the blob of recs[i] (nil
+	// for a record without one, Record.Error saying why), through the
+	// same derivation as an ingest, without writing to the blob store.
+	// failed[i] reports a document recorded as failed; errs[i] a document
+	// that could not be taken; err a storage error.
+	Rederive func(ctx context.Context, ix any, recs []*blobstore.Record, data [][]byte) (failed []bool, errs []error, err error)
+
+	// Dir returns the directory an open *index.Index holds.
+	Dir func(ix any) *layout.Dir
+
+	// Swap runs prepare with the index's writes held back, publishes the
+	// generation prepare names and switches the index to it.
+	Swap func(ctx context.Context, ix any, prepare func(context.Context) (string, error)) error
+
+	// CopyTo copies the live generation's file of ix to dst with writes
+	// held back and the write-ahead log folded in first.
+	CopyTo func(ctx context.Context, ix any, dst string) error
+
+	// Inspect returns the manifest (an index.Manifest) of the live index
+	// in dir, its documents (doc id → source) and the failed ones, without
+	// migrating or locking it.
+	Inspect func(ctx context.Context, dir string) (manifest any, docs map[string]string, failed map[string]bool, err error)
+)
