@@ -124,9 +124,9 @@ type Index struct {
 	ownBlobs bool // Close closes the blob store
 	cfg      config
 
-	writeMu sync.Mutex             // one writer; see the locking rules
-	cur     atomic.Pointer[state]  // the live generation's state; nil once closed
-	states  sync.WaitGroup         // one count per state not yet closed
+	writeMu sync.Mutex            // one writer; see the locking rules
+	cur     atomic.Pointer[state] // the live generation's state; nil once closed
+	states  sync.WaitGroup        // one count per state not yet closed
 }
 
 // config is what every state of an Index shares.

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/escurel/escurel/embed"
-	"github.com/escurel/escurel/internal/layout"
 	"github.com/escurel/escurel/index/analysis"
 	"github.com/escurel/escurel/index/chunk"
+	"github.com/escurel/escurel/internal/layout"
 )
 
 // Errors returned by Open, possibly wrapped; match them with errors.Is.

@@ -185,11 +185,11 @@ type Plan struct {
 	// Keep is how many generations stay afterwards.
 	Keep int
 
-	reembed   bool
-	hasLive   bool
-	recs      []*blobstore.Record
-	liveDocs  map[string]string
-	liveFail  map[string]bool
+	reembed  bool
+	hasLive  bool
+	recs     []*blobstore.Record
+	liveDocs map[string]string
+	liveFail map[string]bool
 }
 
 // String is the plan as escurel rebuild --dry-run prints it.
