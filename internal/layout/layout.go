@@ -178,8 +178,17 @@ func (d *Dir) Publish(gen string) error {
 	d.mu.Lock()
 	delete(d.building, gen)
 	d.mu.Unlock()
+	if AfterPublish != nil {
+		AfterPublish(d.path, gen)
+	}
 	return nil
 }
+
+// AfterPublish, when not nil, is called after each successful Publish,
+// with the directory and the generation now live. For tests: it lets one
+// act (cancel a context, crash) at the moment CURRENT has moved. Set it
+// before and clear it after the calls it should see.
+var AfterPublish func(dir, gen string)
 
 // NewGeneration creates the directory of the next generation, numbered one
 // past the highest there and the highest ever made (LASTGEN, written

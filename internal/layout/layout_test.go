@@ -271,3 +271,38 @@ func TestResolve(t *testing.T) {
 		}
 	})
 }
+
+// Every pointer file (CURRENT, LASTGEN, BLOBS) is written through the same
+// durable steps: a temporary file, fsynced, renamed, the directory fsynced.
+// LASTGEN and BLOBS used to be written with os.WriteFile, unsynced.
+func TestPointerFilesAreSynced(t *testing.T) {
+	dir := t.TempDir()
+	d, err := Lock(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Unlock()
+	var steps []string
+	failpoint = func(step string) error { steps = append(steps, step); return nil }
+	defer func() { failpoint = nil }()
+	g, err := d.NewGeneration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mkgen(t, d, g)
+	if err := d.Publish(g); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetStoreURL("s3://bucket/prefix"); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, name := range []string{LastGenName, CurrentName, BlobsName} {
+		for _, step := range []string{"create", "write", "sync", "rename", "syncdir"} {
+			want = append(want, step+" "+name)
+		}
+	}
+	if !slices.Equal(steps, want) {
+		t.Errorf("steps:\n got %q\nwant %q", steps, want)
+	}
+}

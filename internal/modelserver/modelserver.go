@@ -44,6 +44,11 @@ type Server struct {
 	Hang bool
 	// RerankDrop makes the reranker leave out the last RerankDrop passages.
 	RerankDrop int
+	// HoldOn, when not empty, makes a request whose input or query
+	// contains it wait until Release is closed (or the client gives up):
+	// a model call that takes as long as the test wants.
+	HoldOn  string
+	Release chan struct{}
 
 	requests []Request
 }
@@ -98,6 +103,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		Query: in.Query, Passages: append(in.Texts, in.Documents...)}
 	status := http.StatusOK
 	hang, dim, drop := s.Hang, s.Dim, s.RerankDrop
+	var hold chan struct{}
+	if s.HoldOn != "" && strings.Contains(strings.Join(append(append([]string{in.Query}, in.Input...), req.Passages...), "\n"), s.HoldOn) {
+		hold = s.Release
+	}
 	switch {
 	case s.Fail429 > 0:
 		s.Fail429--
@@ -115,6 +124,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if hang {
 		<-r.Context().Done()
 		return
+	}
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+			return
+		}
 	}
 	if status != http.StatusOK {
 		http.Error(w, http.StatusText(status), status)
