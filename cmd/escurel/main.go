@@ -369,7 +369,7 @@ func (r *rerankOptions) reranker() (rerank.Reranker, error) {
 	if r.url == "" {
 		return nil, nil
 	}
-	return rerank.NewHTTP(r.url, rerank.Options{Model: r.model, Key: r.getenv("ESCUREL_RERANK_API_KEY"), Timeout: r.timeout})
+	return rerank.New("http", rerank.Options{URL: r.url, Model: r.model, Key: r.getenv("ESCUREL_RERANK_API_KEY"), Timeout: r.timeout})
 }
 
 // parse parses a command's flags and returns its positional arguments.
