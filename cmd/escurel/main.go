@@ -27,9 +27,14 @@ import (
 	_ "gocloud.dev/blob/memblob"
 
 	"github.com/escurel/escurel/embed"
+	// The onnx embedder, registered by name; a Go program using the
+	// library imports it only if it runs ONNX models.
+	_ "github.com/escurel/escurel/embed/onnx"
 	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/index/chunk"
-	"github.com/escurel/escurel/index/extract"
+	// The PDF extractor (PDFium on wazero), registered by media type; a
+	// Go program using the library imports it only if it reads PDFs.
+	"github.com/escurel/escurel/index/extract/pdf"
 	"github.com/escurel/escurel/rerank"
 )
 
@@ -189,7 +194,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		m.usage()
 		return usageError("no command")
 	}
-	if err := extract.SetCacheDir(m.Getenv("ESCUREL_CACHE_DIR")); err != nil {
+	if err := pdf.SetCacheDir(m.Getenv("ESCUREL_CACHE_DIR")); err != nil {
 		return err
 	}
 	cmd, rest := fs.Arg(0), fs.Args()[1:]
