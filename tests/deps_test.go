@@ -17,15 +17,16 @@ var heavy = []string{
 	"github.com/tetratelabs/wazero",
 }
 
-// deps lists the packages pkg imports, directly or not (go list -deps),
-// skipping the test where the go command is not on PATH.
-func deps(t *testing.T, pkg string) []string {
+// deps lists the packages pkg imports, directly or not (go list -deps,
+// with flags such as -test), skipping the test where the go command is not
+// on PATH.
+func deps(t *testing.T, pkg string, flags ...string) []string {
 	t.Helper()
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		t.Skipf("go command not on PATH: %v", err)
 	}
-	out, err := exec.Command(goCmd, "list", "-deps", pkg).Output()
+	out, err := exec.Command(goCmd, append(append([]string{"list", "-deps"}, flags...), pkg)...).Output()
 	if err != nil {
 		msg := ""
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -63,6 +64,17 @@ func TestLibraryLinksNoHeavyProvider(t *testing.T) {
 	} {
 		if got := heavyIn(deps(t, pkg)); len(got) > 0 {
 			t.Errorf("%s links %v; only embed/onnx and index/extract/pdf may", pkg, got)
+		}
+	}
+	// The tests of the unlinked errors must not link the providers they
+	// test the absence of.
+	for _, pkg := range []string{
+		"github.com/escurel/escurel/embed",
+		"github.com/escurel/escurel/index/extract",
+		"github.com/escurel/escurel/tests/unlinked",
+	} {
+		if got := heavyIn(deps(t, pkg, "-test")); len(got) > 0 {
+			t.Errorf("the tests of %s link %v", pkg, got)
 		}
 	}
 	cli := deps(t, "github.com/escurel/escurel/cmd/escurel")
