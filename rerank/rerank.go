@@ -24,8 +24,8 @@ import (
 
 // Result is a reranker's score for the passage at Index in its input.
 type Result struct {
-	Index int
-	Score float64
+	Index int     // position of the passage in the Rerank call's input, from 0
+	Score float64 // higher is more relevant; the scale is the model's
 }
 
 // Reranker scores passages against a query. It may return fewer results

@@ -182,7 +182,7 @@ func Detect(name string, data []byte) (string, error) {
 // Extractors are registered with Register and found with For; Extract runs
 // one under limits.
 type Extractor struct {
-	MediaType string
+	MediaType string // the media type it extracts, e.g. MediaPDF
 	Name      string // short format name: "markdown", "text", "html", "docx", "pdf"
 	// Version counts changes of output: the same bytes extract to the same
 	// Doc under one version, and may not under the next.
