@@ -5,14 +5,27 @@
 // refuses to open with an embedder other than the one that built it, because
 // vectors from two models are not comparable.
 //
-// Providers:
+// Providers register by name (Register), as database/sql drivers do; New
+// builds an embedder with the provider a Spec names. Built in, because they
+// are light and pure Go:
 //   - "hash" (Hash): feature hashing, offline and deterministic; the default.
-//   - "openai:<model>" (OpenAI): any server speaking OpenAI's
+//   - "openai:<model>" (Remote): any server speaking OpenAI's
 //     POST /v1/embeddings (OpenAI, vLLM, llama.cpp, LM Studio, TEI, LocalAI).
-//   - "ollama:<model>" (Ollama): Ollama's POST /api/embed.
-//   - "onnx:<name>?path=<dir>" (ONNX): a sentence-transformers model run
-//     in-process by ONNX Runtime.
+//   - "ollama:<model>" (Remote): Ollama's POST /api/embed.
 //   - "none": no dense vectors, a BM25-only index.
+//
+// Linked in by importing its package (a program that does not import it
+// does not link ONNX Runtime's bindings or the tokenizer):
+//   - "onnx:<name>?path=<dir>": a sentence-transformers model run
+//     in-process by ONNX Runtime; import _ "github.com/escurel/escurel/embed/onnx".
+//
+// ParseSpec knows the syntax of all of these, linked or not, so a manifest
+// naming an onnx model parses in any program; New and Fingerprint fail with
+// ErrNotLinked for a provider that is not linked in.
+//
+// Optional provider capabilities, found by type assertion on the Provider:
+//   - Fingerprinter: the model is local files, identified by a fingerprint
+//     (Fingerprint, Spec.Fingerprint).
 //
 // Every vector escurel stores or searches with is scaled to unit L2 length
 // (Normalize), so the inner product the dense leg ranks by is the cosine
@@ -25,6 +38,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -60,8 +74,9 @@ type Embedder interface {
 // key_env, batch, timeout, retries, dimensions, path (reach), URL-query
 // encoded.
 type Spec struct {
-	// Model is "none", "hash", "openai:<name>", "ollama:<name>" or
-	// "onnx:<name>".
+	// Model is "none", "hash", "openai:<name>", "ollama:<name>",
+	// "onnx:<name>", or "<provider>:<name>" for another registered
+	// provider.
 	Model string
 	// Dim is the vector dimension. 0 for a remote model means: ask the
 	// model once (Probe) when a new index is created.
@@ -70,9 +85,10 @@ type Spec struct {
 	// block texts before embedding (E5 wants "query: " and "passage: ",
 	// nomic-embed "search_query: " and "search_document: ").
 	QueryPrefix, DocumentPrefix string
-	// Fingerprint, for onnx, identifies the model files
-	// (FingerprintONNX): an index records it when it is created, and the
-	// embedder refuses model files that differ. Option sha256=<hex>.
+	// Fingerprint, for a provider of local model files such as onnx,
+	// identifies the files (Fingerprint): an index records it when it is
+	// created, and the embedder refuses model files that differ. Option
+	// sha256=<16 hex digits>.
 	Fingerprint string
 
 	// URL is the server's base URL: for openai the part before
@@ -123,7 +139,7 @@ func (s Spec) Provider() string {
 }
 
 // Identity returns s with only the fields that decide the vectors: Model,
-// Dim, the prefixes and, for onnx, the model files' Fingerprint.
+// Dim, the prefixes and, for local model files (onnx), their Fingerprint.
 func (s Spec) Identity() Spec {
 	return Spec{Model: s.Model, Dim: s.Dim, QueryPrefix: s.QueryPrefix, DocumentPrefix: s.DocumentPrefix, Fingerprint: s.Fingerprint}
 }
@@ -175,9 +191,13 @@ func (s Spec) String() string {
 // IsZero reports whether s is the zero Spec (nothing configured).
 func (s Spec) IsZero() bool { return s == Spec{} }
 
-// ParseSpec parses a spec in the form Spec.String describes. Unknown
-// providers, unknown options and out-of-range values are errors naming the
-// spec; nothing falls back to a default silently.
+// ParseSpec parses a spec in the form Spec.String describes. It checks
+// syntax only: an onnx spec parses whether or not the onnx provider is
+// linked in (New says so). A provider registered under another name than
+// the built-in ones parses as "<name>:<model>" with any option but
+// dimensions; its New checks what it uses. Unknown providers, unknown
+// options and out-of-range values are errors naming the spec; nothing falls
+// back to a default silently.
 func ParseSpec(s string) (Spec, error) {
 	head, query, _ := strings.Cut(strings.TrimLeftFunc(s, unicode.IsSpace), "?")
 	if query == "" {
@@ -202,14 +222,17 @@ func ParseSpec(s string) (Spec, error) {
 			return bad("dimension must be an integer from 1 to %d", MaxHashDim)
 		}
 		spec = Spec{Model: "hash", Dim: d}
-	case provider == "openai" || provider == "ollama" || provider == "onnx":
+	case provider == "openai" || provider == "ollama" || provider == "onnx" || (hasName && registered(provider) && provider != "hash" && provider != "none"):
 		if !hasName || name == "" {
 			return bad("%s needs a model name: %s:<model>", provider, provider)
 		}
 		spec = Spec{Model: head}
 	default:
-		return bad("unknown embedder; embedders: none, hash, hash/<dim>, openai:<model>, ollama:<model>, onnx:<name>?path=<dir>")
+		return bad("unknown embedder; embedders: none, hash, hash/<dim>, openai:<model>, ollama:<model>, onnx:<name>?path=<dir>%s", others())
 	}
+	// other: a provider registered outside this package, whose options
+	// its New checks.
+	other := provider != "openai" && provider != "ollama" && provider != "onnx" && spec.Provider() != "hash"
 	opts, err := url.ParseQuery(query)
 	if err != nil {
 		return bad("options: %v", err)
@@ -241,12 +264,12 @@ func ParseSpec(s string) (Spec, error) {
 			}
 			spec.Dim, spec.Dimensions = d, spec.Dimensions || k == "dimensions"
 		case "path":
-			if spec.Provider() != "onnx" {
+			if spec.Provider() != "onnx" && !other {
 				return bad("option path applies to onnx models only")
 			}
 			spec.Path = v
 		case "sha256":
-			if spec.Provider() != "onnx" || !fingerprintPattern.MatchString(v) {
+			if (spec.Provider() != "onnx" && !other) || !fingerprintPattern.MatchString(v) {
 				return bad("option sha256 is an onnx model's fingerprint: 16 lower-case hex digits")
 			}
 			spec.Fingerprint = v
@@ -290,8 +313,12 @@ func ParseSpec(s string) (Spec, error) {
 	return spec, nil
 }
 
-// New returns the embedder for spec, or nil for None. A spec that ParseSpec
-// would not accept is an error.
+// New returns the embedder for spec from the provider registered under
+// spec.Provider(), or nil for None. A spec that ParseSpec would not accept
+// is an error; so is a provider not linked into this program, wrapping
+// ErrNotLinked and naming the package to import (for onnx:
+// import _ "github.com/escurel/escurel/embed/onnx"). New does no I/O for
+// the built-in providers; a provider of local models (onnx) loads them.
 func New(spec Spec) (Embedder, error) {
 	if spec.Model == None.Model {
 		return nil, nil
@@ -303,18 +330,30 @@ func New(spec Spec) (Embedder, error) {
 	if parsed != spec {
 		return nil, fmt.Errorf("embedder %v: invalid settings", spec)
 	}
-	switch spec.Provider() {
-	case "hash":
-		return NewHash(spec.Dim), nil
-	case "openai":
-		return newOpenAI(spec)
-	case "ollama":
-		return newOllama(spec)
-	case "onnx":
-		return newONNX(spec)
+	p, err := lookup(spec.Provider())
+	if err != nil {
+		return nil, fmt.Errorf("embedder %s: %w", spec.Model, err)
 	}
-	return nil, fmt.Errorf("embedder %v: unknown provider", spec)
+	return p.New(spec)
 }
+
+// others lists, for ParseSpec's error, the registered providers that are
+// not built in: ", <name>:<model>" each.
+func others() string {
+	var b strings.Builder
+	for _, name := range Providers() {
+		switch name {
+		case "none", "hash", "openai", "ollama", "onnx":
+		default:
+			b.WriteString(", " + name + ":<model>")
+		}
+	}
+	return b.String()
+}
+
+// fingerprintPattern is the form of Spec.Fingerprint: 16 lower-case hex
+// digits.
+var fingerprintPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
 
 // Probe returns the dimension of e's vectors: e.Dim() when known, else the
 // length of the vector e returns for a short text.

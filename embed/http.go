@@ -39,11 +39,12 @@ type Client struct {
 
 // StatusError is an answer other than 2xx from a model server.
 type StatusError struct {
-	URL    string
-	Status int
+	URL    string // the endpoint posted to
+	Status int    // the HTTP status code, e.g. 429
 	Body   string // the start of the answer's body
 }
 
+// Error says "POST <url>: <status> <text>: <body>".
 func (e *StatusError) Error() string {
 	return fmt.Sprintf("POST %s: %d %s: %s", e.URL, e.Status, http.StatusText(e.Status), e.Body)
 }

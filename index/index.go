@@ -448,8 +448,8 @@ func (ix *state) init(ctx context.Context, want settings) error {
 // gives none (a remote or onnx model), and an onnx model's fingerprint, for
 // a new index or a re-embed to record.
 func probed(ctx context.Context, spec embed.Spec) (embed.Spec, error) {
-	if spec.Provider() == "onnx" && spec.Fingerprint == "" && spec.Path != "" {
-		fp, err := embed.FingerprintONNX(spec.Path)
+	if spec.Fingerprint == "" && !spec.IsZero() {
+		fp, err := embed.Fingerprint(spec)
 		if err != nil {
 			return spec, err
 		}

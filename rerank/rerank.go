@@ -4,6 +4,10 @@
 // A reranker only reorders: it never adds or drops a hit. The passage of a
 // hit is its context and body joined by one newline (the body alone when the
 // context is empty), the same text the dense leg embeds.
+//
+// Rerankers are built by provider name (New), from providers registered as
+// database/sql drivers are (Register). Built in: "http" (HTTP), a reranker
+// served over HTTP in the TEI or Cohere/Jina shape.
 package rerank
 
 import (
@@ -20,8 +24,8 @@ import (
 
 // Result is a reranker's score for the passage at Index in its input.
 type Result struct {
-	Index int
-	Score float64
+	Index int     // position of the passage in the Rerank call's input, from 0
+	Score float64 // higher is more relevant; the scale is the model's
 }
 
 // Reranker scores passages against a query. It may return fewer results
@@ -82,15 +86,21 @@ type HTTP struct {
 	client *embed.Client
 }
 
-// Options configure an HTTP reranker.
+// Options configure a reranker. The zero value of each field means its
+// default; a provider ignores the fields it has no use for.
 type Options struct {
+	// URL is the endpoint of a reranker served over HTTP: for "http", an
+	// http or https URL such as http://127.0.0.1:8080/rerank (NewHTTP
+	// takes it as its own argument instead).
+	URL     string
 	Model   string        // sent as "model" (Cohere shape); may be empty
 	Key     string        // sent as "Authorization: Bearer <Key>" when set
 	Timeout time.Duration // per request; default embed.DefaultTimeout
 	Retries int           // as embed.Client.Retries
 }
 
-// NewHTTP returns the reranker at endpoint, an http or https URL.
+// NewHTTP returns the reranker at endpoint, an http or https URL (opts.URL
+// is not used). It does no I/O; a malformed endpoint is an error.
 func NewHTTP(endpoint string, opts Options) (*HTTP, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -2,7 +2,9 @@ package rerank
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -55,4 +57,28 @@ func TestAnswerShapes(t *testing.T) {
 	if _, err := NewHTTP("localhost:8080/rerank", Options{}); err == nil {
 		t.Error("a URL without a scheme was accepted")
 	}
+}
+
+// The built-in "http" provider is NewHTTP by name; other names are not
+// linked; a name registers once.
+func TestRegistry(t *testing.T) {
+	r, err := New("http", Options{URL: "http://127.0.0.1:1/v1/rerank", Model: "m"})
+	if h, ok := r.(*HTTP); err != nil || !ok || !h.cohere || h.model != "m" {
+		t.Fatalf("New(http) = %#v, %v", r, err)
+	}
+	if r, err := New("http", Options{URL: "ftp://x"}); r != nil || err == nil {
+		t.Errorf("New(http, ftp://x) = %v, %v", r, err)
+	}
+	if _, err := New("cohere", Options{}); !errors.Is(err, ErrNotLinked) || !strings.Contains(err.Error(), "http") {
+		t.Errorf("New(cohere) = %v; want ErrNotLinked listing http", err)
+	}
+	if got := Providers(); !slices.Equal(got, []string{"http"}) {
+		t.Errorf("Providers() = %v", got)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a second Register of http did not panic")
+		}
+	}()
+	Register("http", ProviderFunc(func(Options) (Reranker, error) { return nil, nil }))
 }

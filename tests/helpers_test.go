@@ -14,6 +14,10 @@ import (
 
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index"
+	// The providers the CLI links: the end-to-end tests read PDFs and run
+	// ONNX models as escurel does.
+	_ "github.com/escurel/escurel/embed/onnx"
+	_ "github.com/escurel/escurel/index/extract/pdf"
 )
 
 // env is an index in a temporary directory with a file:// blob store.

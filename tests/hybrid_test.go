@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/escurel/escurel/embed"
+	"github.com/escurel/escurel/embed/onnx"
 	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/internal/modelserver"
 	"github.com/escurel/escurel/internal/onnxtest"
@@ -382,8 +383,8 @@ func TestDenseModeWithoutVectors(t *testing.T) {
 // through ONNX Runtime, dense search finds the block, and the manifest
 // records the model with the dimension the model declares.
 func TestONNXEmbedderIndex(t *testing.T) {
-	if err := embed.RuntimeAvailable(); err != nil {
-		t.Skipf("ONNX Runtime not available (%v): run `make onnxruntime` and set %s", err, embed.OnnxRuntimeEnv)
+	if err := onnx.RuntimeAvailable(); err != nil {
+		t.Skipf("ONNX Runtime not available (%v): run `make onnxruntime` and set %s", err, onnx.RuntimeEnv)
 	}
 	dir := t.TempDir()
 	if err := onnxtest.Write(dir); err != nil {
@@ -459,8 +460,8 @@ func TestRebuildKeepsEmbedderIdentity(t *testing.T) {
 // fingerprint, and a path to other files of the same dimension fails
 // dense search and ingest, naming both fingerprints, while BM25 works.
 func TestONNXFingerprint(t *testing.T) {
-	if err := embed.RuntimeAvailable(); err != nil {
-		t.Skipf("ONNX Runtime not available (%v): run `make onnxruntime` and set %s", err, embed.OnnxRuntimeEnv)
+	if err := onnx.RuntimeAvailable(); err != nil {
+		t.Skipf("ONNX Runtime not available (%v): run `make onnxruntime` and set %s", err, onnx.RuntimeEnv)
 	}
 	dir, other := t.TempDir(), t.TempDir()
 	if err := onnxtest.Write(dir); err != nil {

@@ -27,9 +27,14 @@ import (
 	_ "gocloud.dev/blob/memblob"
 
 	"github.com/escurel/escurel/embed"
+	// The onnx embedder, registered by name; a Go program using the
+	// library imports it only if it runs ONNX models.
+	_ "github.com/escurel/escurel/embed/onnx"
 	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/index/chunk"
-	"github.com/escurel/escurel/index/extract"
+	// The PDF extractor (PDFium on wazero), registered by media type; a
+	// Go program using the library imports it only if it reads PDFs.
+	"github.com/escurel/escurel/index/extract/pdf"
 	"github.com/escurel/escurel/internal/layout"
 	"github.com/escurel/escurel/rerank"
 )
@@ -190,7 +195,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		m.usage()
 		return usageError("no command")
 	}
-	if err := extract.SetCacheDir(m.Getenv("ESCUREL_CACHE_DIR")); err != nil {
+	if err := pdf.SetCacheDir(m.Getenv("ESCUREL_CACHE_DIR")); err != nil {
 		return err
 	}
 	cmd, rest := fs.Arg(0), fs.Args()[1:]
@@ -370,7 +375,7 @@ func (r *rerankOptions) reranker() (rerank.Reranker, error) {
 	if r.url == "" {
 		return nil, nil
 	}
-	return rerank.NewHTTP(r.url, rerank.Options{Model: r.model, Key: r.getenv("ESCUREL_RERANK_API_KEY"), Timeout: r.timeout})
+	return rerank.New("http", rerank.Options{URL: r.url, Model: r.model, Key: r.getenv("ESCUREL_RERANK_API_KEY"), Timeout: r.timeout})
 }
 
 // parse parses a command's flags and returns its positional arguments.

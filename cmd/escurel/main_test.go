@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,7 +15,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/escurel/escurel/embed"
+	"github.com/escurel/escurel/index/extract"
 	"github.com/escurel/escurel/internal/modelserver"
+	"github.com/escurel/escurel/rerank"
 )
 
 // run runs escurel in-process and returns stdout, stderr and the exit code.
@@ -503,5 +507,27 @@ func TestIngestMixedFormats(t *testing.T) {
 	}
 	if _, errOut, code := run(t, nil, "--index", idx, "--extract-timeout", "soon", "status"); code != 2 || !strings.Contains(errOut, "--extract-timeout") {
 		t.Errorf("bad --extract-timeout: exit %d %s", code, errOut)
+	}
+}
+
+// The binary links the providers it ships: the onnx embedder and the PDF
+// extractor are registered, so a manifest records pdf/1 and an onnx spec
+// builds (or fails for want of a model, not of a provider).
+func TestProvidersLinked(t *testing.T) {
+	if !slices.Contains(embed.Providers(), "onnx") {
+		t.Errorf("embed.Providers() = %v, want onnx", embed.Providers())
+	}
+	if ids := extract.IDs(); !strings.Contains(ids, "pdf/1") {
+		t.Errorf("extract.IDs() = %q, want pdf/1", ids)
+	}
+	if !slices.Contains(rerank.Providers(), "http") {
+		t.Errorf("rerank.Providers() = %v, want http", rerank.Providers())
+	}
+	spec, err := embed.ParseSpec("onnx:m?path=" + t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := embed.New(spec); errors.Is(err, embed.ErrNotLinked) {
+		t.Errorf("embed.New(onnx): %v", err)
 	}
 }

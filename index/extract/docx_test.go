@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -920,5 +921,12 @@ func FuzzDOCX(f *testing.F) {
 			return
 		}
 		checkDOCXSpans(t, d)
+	})
+}
+
+// wordsOf returns the case-folded words (runs of letters and digits) of s.
+func wordsOf(s string) []string {
+	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsNumber(r)
 	})
 }

@@ -7,6 +7,17 @@
 // For HTML, DOCX and PDF the text is built by the extractor (Doc.Text) and
 // the spans index it; the index keeps that text beside the blocks.
 // Extraction is deterministic: the same bytes and name give the same Doc.
+//
+// Extractors register by media type (Register), as database/sql drivers
+// do. Built in, because they are pure Go and light: Markdown, plain text,
+// HTML and DOCX. PDF runs PDFium on a WebAssembly runtime and is linked
+// in only by importing its package,
+//
+//	import _ "github.com/escurel/escurel/index/extract/pdf"
+//
+// Without it, Detect still recognises PDFs (by content and by name), and
+// For and Extract fail on them with an error wrapping ErrNotLinked that
+// names that import: a PDF never becomes text by default.
 package extract
 
 import (
@@ -55,6 +66,10 @@ var (
 	// not start). It says nothing about the document: callers should stop,
 	// not record the document as failed.
 	ErrEngine = errors.New("PDF engine unavailable")
+	// ErrNotLinked: the media type is one escurel reads, but its
+	// extractor is not linked into this program (its package was not
+	// imported; the error names it). It says nothing about the document.
+	ErrNotLinked = errors.New("extractor not linked into this program")
 )
 
 // Defaults of Limits.
@@ -164,55 +179,113 @@ func Detect(name string, data []byte) (string, error) {
 // Extractor extracts one media type. Its ID, name and version, is stored
 // with every document it extracted and in the index manifest, so that an
 // index knows which documents a newer extractor would read differently.
+// Extractors are registered with Register and found with For; Extract runs
+// one under limits.
 type Extractor struct {
-	MediaType string
+	MediaType string // the media type it extracts, e.g. MediaPDF
 	Name      string // short format name: "markdown", "text", "html", "docx", "pdf"
 	// Version counts changes of output: the same bytes extract to the same
 	// Doc under one version, and may not under the next.
 	Version int
-	fn      func(ctx context.Context, name string, data []byte, lim Limits) (*Doc, error)
-	// start, when not nil, readies the extractor (starts an engine); it
-	// runs before the time limit starts.
-	start func() error
-	// lateClock: fn starts the time limit itself (beginClock), after
-	// waiting for what is not the document's time.
-	lateClock bool
+	// Func extracts one document: data (not empty) of MediaType, named
+	// name, within lim. It must honour ctx (Extract cancels it at the
+	// time limit) and return the errors Extract documents. Call Extract,
+	// not Func: Extract adds the time limit and turns a panic into
+	// ErrPanic.
+	Func func(ctx context.Context, name string, data []byte, lim Limits) (*Doc, error)
+	// Start, when not nil, readies the extractor (starts an engine); it
+	// runs before the time limit starts. An error should wrap ErrEngine.
+	Start func() error
+	// LateClock: Func starts the time limit itself, with BeginClock,
+	// after waiting for what is not the document's time (an engine
+	// instance). Without it the limit starts when Func is called.
+	LateClock bool
 }
 
 // ID is "<name>/<version>", e.g. "pdf/1".
 func (e *Extractor) ID() string { return fmt.Sprintf("%s/%d", e.Name, e.Version) }
 
-// extractors, by media type.
-var extractors = map[string]*Extractor{
-	MediaMarkdown: {MediaType: MediaMarkdown, Name: "markdown", Version: 1, fn: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
-		return Markdown(name, data)
-	}},
-	MediaText: {MediaType: MediaText, Name: "text", Version: 1, fn: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
-		return Text(name, data)
-	}},
-	MediaHTML: {MediaType: MediaHTML, Name: "html", Version: 1, fn: func(ctx context.Context, name string, data []byte, _ Limits) (*Doc, error) {
-		return htmlExtract(ctx, name, data)
-	}},
-	MediaDOCX: {MediaType: MediaDOCX, Name: "docx", Version: 1, fn: docx},
-	MediaPDF:  {MediaType: MediaPDF, Name: "pdf", Version: 1, fn: pdfExtract, start: pdfStart, lateClock: true},
+// extractorImports names the packages of the extractors escurel ships
+// outside this package, for the error that says what to import.
+var extractorImports = map[string]string{
+	MediaPDF: "github.com/escurel/escurel/index/extract/pdf",
 }
 
-// For returns the extractor of a media type, or an error wrapping
-// ErrUnsupported.
+// registry holds the extractors by media type. mu guards byType; it is
+// held only to read or change the map, never while an extractor runs.
+var registry struct {
+	mu     sync.RWMutex
+	byType map[string]*Extractor
+}
+
+// Register makes e the extractor of e.MediaType. Call it from an init
+// function. It panics, as sql.Register does, if e is nil, has no Func, an
+// empty MediaType or Name, a Version below 1, or if an extractor is
+// already registered for its media type or under its name.
+func Register(e *Extractor) {
+	if e == nil || e.Func == nil {
+		panic("extract: Register extractor is nil or has no Func")
+	}
+	if e.MediaType == "" || e.Name == "" || e.Version < 1 {
+		panic(fmt.Sprintf("extract: Register %q (%s): want a media type, a name and a version ≥ 1", e.ID(), e.MediaType))
+	}
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	if _, dup := registry.byType[e.MediaType]; dup {
+		panic("extract: Register called twice for media type " + e.MediaType)
+	}
+	for _, other := range registry.byType {
+		if other.Name == e.Name {
+			panic("extract: Register called twice for extractor name " + e.Name)
+		}
+	}
+	if registry.byType == nil {
+		registry.byType = map[string]*Extractor{}
+	}
+	registry.byType[e.MediaType] = e
+}
+
+// The extractors built into this package.
+func init() {
+	Register(&Extractor{MediaType: MediaMarkdown, Name: "markdown", Version: 1, Func: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
+		return Markdown(name, data)
+	}})
+	Register(&Extractor{MediaType: MediaText, Name: "text", Version: 1, Func: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
+		return Text(name, data)
+	}})
+	Register(&Extractor{MediaType: MediaHTML, Name: "html", Version: 1, Func: func(ctx context.Context, name string, data []byte, _ Limits) (*Doc, error) {
+		return htmlExtract(ctx, name, data)
+	}})
+	Register(&Extractor{MediaType: MediaDOCX, Name: "docx", Version: 1, Func: docx})
+}
+
+// For returns the extractor of a media type. Errors: for a type escurel
+// reads whose extractor is not linked in (PDF without its package), one
+// wrapping ErrNotLinked that names the package to import; for any other
+// type, one wrapping ErrUnsupported.
 func For(mediaType string) (*Extractor, error) {
-	if e, ok := extractors[mediaType]; ok {
+	registry.mu.RLock()
+	e, ok := registry.byType[mediaType]
+	registry.mu.RUnlock()
+	if ok {
 		return e, nil
+	}
+	if imp, known := extractorImports[mediaType]; known {
+		return nil, fmt.Errorf("extract: %s: %w; import _ %q", mediaType, ErrNotLinked, imp)
 	}
 	return nil, fmt.Errorf("%w: media type %q", ErrUnsupported, mediaType)
 }
 
-// IDs lists the ID of every extractor, sorted and space separated, e.g.
-// "docx/1 html/1 markdown/1 pdf/1 text/1": what the manifest records.
+// IDs lists the ID of every registered extractor, sorted and space
+// separated, e.g. "docx/1 html/1 markdown/1 pdf/1 text/1" (without pdf/1
+// when the PDF extractor is not linked in): what the manifest records.
 func IDs() string {
-	ids := make([]string, 0, len(extractors))
-	for _, e := range extractors {
+	registry.mu.RLock()
+	ids := make([]string, 0, len(registry.byType))
+	for _, e := range registry.byType {
 		ids = append(ids, e.ID())
 	}
+	registry.mu.RUnlock()
 	sort.Strings(ids)
 	return strings.Join(ids, " ")
 }
@@ -226,16 +299,17 @@ func IDs() string {
 // ErrPanic, so that one bad document never takes the process down. Errors
 // wrap ErrUnsupported, ErrEmpty, ErrBinary, ErrInvalidUTF8, ErrFrontMatter,
 // ErrCorrupt, ErrEncrypted, ErrTooLarge, ErrTimeout or ErrPanic and say
-// where the problem is; ErrEngine when the extractor cannot run at all
-// (not the document's fault); or ctx's error when ctx ends first. Empty
-// data is ErrEmpty whatever the format.
+// where the problem is; ErrEngine when the extractor cannot run at all,
+// or ErrNotLinked when it is not linked into this program (neither is the
+// document's fault); or ctx's error when ctx ends first. Empty data is
+// ErrEmpty whatever the format.
 func Extract(ctx context.Context, mediaType, name string, data []byte, lim Limits) (*Doc, error) {
 	e, err := For(mediaType)
 	if err != nil {
 		return nil, err
 	}
-	if e.start != nil {
-		if err := e.start(); err != nil {
+	if e.Start != nil {
+		if err := e.Start(); err != nil {
 			return nil, err
 		}
 	}
@@ -249,7 +323,7 @@ func Extract(ctx context.Context, mediaType, name string, data []byte, lim Limit
 	c := &clock{limit: lim.Timeout, cancel: cancel}
 	defer c.stop()
 	ctx = context.WithValue(ctx, clockKey{}, c)
-	if !e.lateClock {
+	if !e.LateClock {
 		c.begin()
 	}
 	type result struct {
@@ -265,7 +339,7 @@ func Extract(ctx context.Context, mediaType, name string, data []byte, lim Limit
 			}
 			done <- r
 		}()
-		r.doc, r.err = e.fn(ctx, name, data, lim)
+		r.doc, r.err = e.Func(ctx, name, data, lim)
 	}()
 	select {
 	case r := <-done:
@@ -327,9 +401,11 @@ func (c *clock) stop() {
 	}
 }
 
-// beginClock starts the time limit of the extraction ctx belongs to; an
-// extractor with lateClock calls it once it is ready to work.
-func beginClock(ctx context.Context) {
+// BeginClock starts the time limit of the extraction ctx belongs to: an
+// extractor with LateClock calls it from its Func once it is ready to work.
+// It does nothing on a second call, or for a ctx that did not come from
+// Extract.
+func BeginClock(ctx context.Context) {
 	if c, ok := ctx.Value(clockKey{}).(*clock); ok {
 		c.begin()
 	}

@@ -169,3 +169,108 @@ func TestText(t *testing.T) {
 		t.Error(diff)
 	}
 }
+
+func TestDetect(t *testing.T) {
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		{"a.md", "# hi", MediaMarkdown},
+		{"report", "%PDF-1.7\n...", MediaPDF},
+		{"report", "\x00\x00%PDF-1.4", MediaPDF},                               // junk before the header, as readers allow
+		{"report.txt", "  %PDF-1.4\n", MediaPDF},                               // a PDF named .txt
+		{"notes.md", "# PDF\n\nA file starts with `%PDF-1.7`.", MediaMarkdown}, // prose about PDFs
+		{"notes.txt", "\x00\x00%PDF-1.4", MediaText},                           // a text name needs the header first
+		{"x.pdf", "not a pdf", MediaPDF},
+		{"x.docx", "not a zip", MediaDOCX},
+		{"page.HTM", "<p>x", MediaHTML},
+	} {
+		got, err := Detect(tc.name, []byte(tc.data))
+		if err != nil || got != tc.want {
+			t.Errorf("Detect(%q) = %q, %v; want %q", tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := Detect("x.odt", []byte("PK\x03\x04")); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("odt: err = %v, want ErrUnsupported", err)
+	}
+}
+
+func TestExtractRecoversPanics(t *testing.T) {
+	registry.mu.Lock()
+	saved := registry.byType[MediaText]
+	registry.byType[MediaText] = &Extractor{MediaType: MediaText, Name: "text", Version: 1, Func: func(context.Context, string, []byte, Limits) (*Doc, error) {
+		var m map[string]int
+		m["boom"]++ // a nil map write: a runtime panic
+		return nil, nil
+	}}
+	registry.mu.Unlock()
+	defer func() {
+		registry.mu.Lock()
+		registry.byType[MediaText] = saved
+		registry.mu.Unlock()
+	}()
+	_, err := Extract(context.Background(), MediaText, "x.txt", []byte("x"), Limits{})
+	if !errors.Is(err, ErrPanic) || !strings.Contains(err.Error(), "text/1") {
+		t.Errorf("err = %v, want ErrPanic naming the extractor", err)
+	}
+}
+
+// This package's tests link no extractor package: IDs lists the built-in
+// extractors only.
+func TestIDs(t *testing.T) {
+	if got := IDs(); got != "docx/1 html/1 markdown/1 text/1" {
+		t.Errorf("IDs() = %q", got)
+	}
+}
+
+// Without index/extract/pdf, a PDF is still detected as one, by content
+// and by name, and extracting it fails with ErrNotLinked naming the
+// import: it never becomes text. Other types stay unsupported.
+func TestPDFNotLinked(t *testing.T) {
+	const hint = `import _ "github.com/escurel/escurel/index/extract/pdf"`
+	for _, tc := range []struct{ name, data string }{
+		{"report.pdf", "%PDF-1.7\n1 0 obj\n"},
+		{"report.txt", "%PDF-1.4\nbinary"},
+		{"report.pdf", "plain words"},
+	} {
+		mt, err := Detect(tc.name, []byte(tc.data))
+		if err != nil || mt != MediaPDF {
+			t.Errorf("Detect(%q) = %q, %v; want %s", tc.name, mt, err, MediaPDF)
+			continue
+		}
+		d, err := Extract(context.Background(), mt, tc.name, []byte(tc.data), Limits{})
+		if d != nil || !errors.Is(err, ErrNotLinked) || !strings.Contains(err.Error(), hint) || !strings.Contains(err.Error(), MediaPDF) {
+			t.Errorf("Extract(%q) = %v, %v; want ErrNotLinked naming %s", tc.name, d, err, hint)
+		}
+	}
+	if e, err := For(MediaPDF); e != nil || !errors.Is(err, ErrNotLinked) || errors.Is(err, ErrUnsupported) {
+		t.Errorf("For(pdf) = %v, %v; want ErrNotLinked", e, err)
+	}
+	if _, err := For("application/vnd.oasis.opendocument.text"); !errors.Is(err, ErrUnsupported) || errors.Is(err, ErrNotLinked) {
+		t.Errorf("For(odt) = %v; want ErrUnsupported", err)
+	}
+}
+
+func TestRegisterPanics(t *testing.T) {
+	fn := func(context.Context, string, []byte, Limits) (*Doc, error) { return nil, nil }
+	for name, e := range map[string]*Extractor{
+		"nil":              nil,
+		"no func":          {MediaType: "text/x-a", Name: "a", Version: 1},
+		"no media type":    {Name: "a", Version: 1, Func: fn},
+		"no name":          {MediaType: "text/x-a", Version: 1, Func: fn},
+		"version 0":        {MediaType: "text/x-a", Name: "a", Func: fn},
+		"media type twice": {MediaType: MediaMarkdown, Name: "markdown2", Version: 1, Func: fn},
+		"name twice":       {MediaType: "text/x-a", Name: "markdown", Version: 1, Func: fn},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: Register did not panic", name)
+				}
+			}()
+			Register(e)
+		}()
+	}
+	if got := IDs(); got != "docx/1 html/1 markdown/1 text/1" {
+		t.Errorf("a failed Register changed IDs(): %q", got)
+	}
+}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package extract
+package pdf
 
 import (
 	"sync"

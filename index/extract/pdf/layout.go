@@ -1,4 +1,4 @@
-package extract
+package pdf
 
 // The layout of a PDF's text: lines into paragraphs, headings from the
 // outline or from type, running headers and footers. Nothing here touches
@@ -11,14 +11,17 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/escurel/escurel/index/extract"
+	"github.com/escurel/escurel/internal/span"
 )
 
-// buildPDFDoc assembles a Doc from the pages' lines and the outline. It
+// buildPDFDoc assembles an extract.Doc from the pages' lines and the outline. It
 // touches no PDFium state, so it is tested on its own.
-func buildPDFDoc(name, title string, pages [][]pdfLine, outline []pdfHeading) (*Doc, error) {
-	doc := &Doc{Title: title, Pages: len(pages)}
+func buildPDFDoc(name, title string, pages [][]pdfLine, outline []pdfHeading) (*extract.Doc, error) {
+	doc := &extract.Doc{Title: title, Pages: len(pages)}
 	if doc.Title == "" {
-		doc.Title = baseTitle(name)
+		doc.Title = extract.BaseTitle(name)
 	}
 	// The headings of each page, by the index of their first line.
 	heads := make([]map[int]pdfHeading, len(pages))
@@ -30,7 +33,7 @@ func buildPDFDoc(name, title string, pages [][]pdfLine, outline []pdfHeading) (*
 		heads = typeHeadings(pages, furniture)
 	}
 	var b strings.Builder
-	var paras []Unit // untrimmed; trimmed once the text is whole
+	var paras []extract.Unit // untrimmed; trimmed once the text is whole
 	for i, lines := range pages {
 		if b.Len() > 0 && len(lines) > 0 {
 			b.WriteString("\n\n")
@@ -41,14 +44,14 @@ func buildPDFDoc(name, title string, pages [][]pdfLine, outline []pdfHeading) (*
 				// Open the entry just before the page's first byte (the
 				// separator), so that the page's first unit is inside it.
 				at := max(pageStart-1, 0)
-				doc.Headings = append(doc.Headings, Heading{Level: h.level, Text: h.title, Start: at, End: at})
+				doc.Headings = append(doc.Headings, extract.Heading{Level: h.level, Text: h.title, Start: at, End: at})
 			}
 		}
 		typical := typicalLineLength(lines)
 		paraStart := -1
 		endPara := func(end int) {
 			if paraStart >= 0 {
-				paras = append(paras, Unit{Start: paraStart, End: end, Page: i + 1})
+				paras = append(paras, extract.Unit{Start: paraStart, End: end, Page: i + 1})
 			}
 			paraStart = -1
 		}
@@ -90,7 +93,7 @@ func buildPDFDoc(name, title string, pages [][]pdfLine, outline []pdfHeading) (*
 					b.WriteString(lines[j].text)
 				}
 				lead := len(line) - len(strings.TrimLeftFunc(line, unicode.IsSpace))
-				doc.Headings = append(doc.Headings, Heading{Level: h.level, Text: h.title, Start: start + lead, End: b.Len()})
+				doc.Headings = append(doc.Headings, extract.Heading{Level: h.level, Text: h.title, Start: start + lead, End: b.Len()})
 				prev = ""
 				continue
 			}
@@ -102,14 +105,14 @@ func buildPDFDoc(name, title string, pages [][]pdfLine, outline []pdfHeading) (*
 	}
 	doc.Text = b.String()
 	for _, u := range paras {
-		doc.addUnitPage(u.Start, u.End, u.Page)
+		addUnitPage(doc, u.Start, u.End, u.Page)
 	}
 	sort.SliceStable(doc.Headings, func(i, j int) bool { return doc.Headings[i].Start < doc.Headings[j].Start })
 	if len(doc.Units) == 0 {
 		if len(pages) == 0 {
-			return nil, fmt.Errorf("%w: the PDF has no pages", ErrEmpty)
+			return nil, fmt.Errorf("%w: the PDF has no pages", extract.ErrEmpty)
 		}
-		return nil, fmt.Errorf("%w: no text layer on any of %d pages (scanned pages need OCR, which escurel does not do)", ErrEmpty, len(pages))
+		return nil, fmt.Errorf("%w: no text layer on any of %d pages (scanned pages need OCR, which escurel does not do)", extract.ErrEmpty, len(pages))
 	}
 	return doc, nil
 }
@@ -383,17 +386,15 @@ func lineNumbers(s string) []int {
 	return out
 }
 
-// addUnitPage appends the trimmed span [start, end) on page page, unless
-// it has no letter or digit (a stray "." or a rule of dashes: nothing to
-// retrieve).
-func (d *Doc) addUnitPage(start, end, page int) {
+// addUnitPage appends to d the span [start, end) of d.Text, trimmed, on
+// page page, unless it is empty or has no letter or digit (a stray "." or
+// a rule of dashes: nothing to retrieve).
+func addUnitPage(d *extract.Doc, start, end, page int) {
 	if strings.IndexFunc(d.Text[start:end], func(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }) < 0 {
 		return
 	}
-	n := len(d.Units)
-	d.addUnit(start, end)
-	if len(d.Units) > n {
-		d.Units[n].Page = page
+	if start, end = span.Trim(d.Text, start, end); start < end {
+		d.Units = append(d.Units, extract.Unit{Start: start, End: end, Page: page})
 	}
 }
 

@@ -1,4 +1,4 @@
-package extract
+package pdf
 
 // heapLinearMemory is a WebAssembly memory on the Go heap, grown by
 // copying: the fallback where the memory cannot be mapped.

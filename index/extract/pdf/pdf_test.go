@@ -1,4 +1,4 @@
-package extract
+package pdf
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/escurel/escurel/index/extract"
 	"github.com/escurel/escurel/internal/testdocs"
 )
 
@@ -20,7 +21,7 @@ import (
 // folder is absent (a clone outside the workspace).
 func sharedDocs(t *testing.T) string {
 	t.Helper()
-	dir, err := filepath.Abs("../../../shared/data/documents")
+	dir, err := filepath.Abs("../../../../shared/data/documents")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,23 +31,32 @@ func sharedDocs(t *testing.T) string {
 	return dir
 }
 
+// units returns the verbatim text of each unit.
+func units(d *extract.Doc) []string {
+	var out []string
+	for _, u := range d.Units {
+		out = append(out, d.Text[u.Start:u.End])
+	}
+	return out
+}
+
 // extractFile detects and extracts a file with the default limits.
-func extractFile(t *testing.T, path string) (*Doc, error) {
+func extractFile(t *testing.T, path string) (*extract.Doc, error) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mt, err := Detect(path, data)
+	mt, err := extract.Detect(path, data)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	return Extract(context.Background(), mt, filepath.Base(path), data, Limits{})
+	return extract.Extract(context.Background(), mt, filepath.Base(path), data, extract.Limits{})
 }
 
 // checkSpans fails the test unless every unit and heading is a trimmed,
 // ordered span of d.Text and every unit of a paged document has a page.
-func checkSpans(t *testing.T, name string, d *Doc) {
+func checkSpans(t *testing.T, name string, d *extract.Doc) {
 	t.Helper()
 	end := 0
 	for i, u := range d.Units {
@@ -183,15 +193,15 @@ func TestPDFDamaged(t *testing.T) {
 	}
 	for _, f := range []string{"derived_truncated_4KiB_employee_handbook.pdf", "derived_truncated_60pct_Northwind_Standard_Benefits_Details.pdf"} {
 		_, err := extractFile(t, filepath.Join(dir, f))
-		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "truncated") {
-			t.Errorf("%s: err = %v, want ErrCorrupt saying truncated", f, err)
+		if !errors.Is(err, extract.ErrCorrupt) || !strings.Contains(err.Error(), "truncated") {
+			t.Errorf("%s: err = %v, want extract.ErrCorrupt saying truncated", f, err)
 		}
 	}
 }
 
 func TestPDFBuilt(t *testing.T) {
 	ctx := context.Background()
-	d, err := Extract(ctx, MediaPDF, "built.pdf", testdocs.PDF([]string{"Hello page one.", "", "Third page text."}, false), Limits{})
+	d, err := extract.Extract(ctx, extract.MediaPDF, "built.pdf", testdocs.PDF([]string{"Hello page one.", "", "Third page text."}, false), extract.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,17 +213,17 @@ func TestPDFBuilt(t *testing.T) {
 		t.Errorf("title %q, want the file name", d.Title)
 	}
 
-	_, err = Extract(ctx, MediaPDF, "locked.pdf", testdocs.PDF([]string{"secret"}, true), Limits{})
-	if !errors.Is(err, ErrEncrypted) {
-		t.Errorf("encrypted: err = %v, want ErrEncrypted", err)
+	_, err = extract.Extract(ctx, extract.MediaPDF, "locked.pdf", testdocs.PDF([]string{"secret"}, true), extract.Limits{})
+	if !errors.Is(err, extract.ErrEncrypted) {
+		t.Errorf("encrypted: err = %v, want extract.ErrEncrypted", err)
 	}
-	_, err = Extract(ctx, MediaPDF, "scan.pdf", testdocs.PDF([]string{"", ""}, false), Limits{})
-	if !errors.Is(err, ErrEmpty) || !strings.Contains(err.Error(), "2 pages") {
-		t.Errorf("no text layer: err = %v, want ErrEmpty naming the pages", err)
+	_, err = extract.Extract(ctx, extract.MediaPDF, "scan.pdf", testdocs.PDF([]string{"", ""}, false), extract.Limits{})
+	if !errors.Is(err, extract.ErrEmpty) || !strings.Contains(err.Error(), "2 pages") {
+		t.Errorf("no text layer: err = %v, want extract.ErrEmpty naming the pages", err)
 	}
-	_, err = Extract(ctx, MediaPDF, "fake.pdf", []byte("this is not a PDF at all"), Limits{})
-	if !errors.Is(err, ErrCorrupt) {
-		t.Errorf("not a PDF: err = %v, want ErrCorrupt", err)
+	_, err = extract.Extract(ctx, extract.MediaPDF, "fake.pdf", []byte("this is not a PDF at all"), extract.Limits{})
+	if !errors.Is(err, extract.ErrCorrupt) {
+		t.Errorf("not a PDF: err = %v, want extract.ErrCorrupt", err)
 	}
 }
 
@@ -227,70 +237,26 @@ func TestPDFTimeout(t *testing.T) {
 		pages[i] = fmt.Sprintf("Page %d of a long document about timeouts.", i+1)
 	}
 	big := testdocs.PDF(pages, false)
-	if _, err := Extract(ctx, MediaPDF, "warm.pdf", testdocs.PDF([]string{"warm"}, false), Limits{}); err != nil {
+	if _, err := extract.Extract(ctx, extract.MediaPDF, "warm.pdf", testdocs.PDF([]string{"warm"}, false), extract.Limits{}); err != nil {
 		t.Fatal(err) // start the engine outside the measured call
 	}
 	start := time.Now()
-	_, err := Extract(ctx, MediaPDF, "big.pdf", big, Limits{Timeout: 20 * time.Millisecond})
-	if !errors.Is(err, ErrTimeout) {
-		t.Fatalf("err = %v, want ErrTimeout", err)
+	_, err := extract.Extract(ctx, extract.MediaPDF, "big.pdf", big, extract.Limits{Timeout: 20 * time.Millisecond})
+	if !errors.Is(err, extract.ErrTimeout) {
+		t.Fatalf("err = %v, want extract.ErrTimeout", err)
 	}
 	if el := time.Since(start); el > 5*time.Second {
 		t.Errorf("timed out after %v, want about the limit", el)
 	}
 	for i := 0; i < 3; i++ { // every instance of the pool still serves
-		d, err := Extract(ctx, MediaPDF, "after.pdf", testdocs.PDF([]string{"still working"}, false), Limits{})
+		d, err := extract.Extract(ctx, extract.MediaPDF, "after.pdf", testdocs.PDF([]string{"still working"}, false), extract.Limits{})
 		if err != nil || !strings.Contains(d.Text, "still working") {
 			t.Fatalf("after a timeout: %v", err)
 		}
 	}
-	d, err := Extract(ctx, MediaPDF, "big.pdf", big, Limits{})
+	d, err := extract.Extract(ctx, extract.MediaPDF, "big.pdf", big, extract.Limits{})
 	if err != nil || d.Pages != len(pages) {
 		t.Fatalf("big PDF without a tight limit: %v", err)
-	}
-}
-
-func TestDetect(t *testing.T) {
-	for _, tc := range []struct {
-		name, data, want string
-	}{
-		{"a.md", "# hi", MediaMarkdown},
-		{"report", "%PDF-1.7\n...", MediaPDF},
-		{"report", "\x00\x00%PDF-1.4", MediaPDF},                               // junk before the header, as readers allow
-		{"report.txt", "  %PDF-1.4\n", MediaPDF},                               // a PDF named .txt
-		{"notes.md", "# PDF\n\nA file starts with `%PDF-1.7`.", MediaMarkdown}, // prose about PDFs
-		{"notes.txt", "\x00\x00%PDF-1.4", MediaText},                           // a text name needs the header first
-		{"x.pdf", "not a pdf", MediaPDF},
-		{"x.docx", "not a zip", MediaDOCX},
-		{"page.HTM", "<p>x", MediaHTML},
-	} {
-		got, err := Detect(tc.name, []byte(tc.data))
-		if err != nil || got != tc.want {
-			t.Errorf("Detect(%q) = %q, %v; want %q", tc.name, got, err, tc.want)
-		}
-	}
-	if _, err := Detect("x.odt", []byte("PK\x03\x04")); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("odt: err = %v, want ErrUnsupported", err)
-	}
-}
-
-func TestExtractRecoversPanics(t *testing.T) {
-	saved := extractors[MediaText]
-	defer func() { extractors[MediaText] = saved }()
-	extractors[MediaText] = &Extractor{MediaType: MediaText, Name: "text", Version: 1, fn: func(context.Context, string, []byte, Limits) (*Doc, error) {
-		var m map[string]int
-		m["boom"]++ // a nil map write: a runtime panic
-		return nil, nil
-	}}
-	_, err := Extract(context.Background(), MediaText, "x.txt", []byte("x"), Limits{})
-	if !errors.Is(err, ErrPanic) || !strings.Contains(err.Error(), "text/1") {
-		t.Errorf("err = %v, want ErrPanic naming the extractor", err)
-	}
-}
-
-func TestIDs(t *testing.T) {
-	if got := IDs(); got != "docx/1 html/1 markdown/1 pdf/1 text/1" {
-		t.Errorf("IDs() = %q", got)
 	}
 }
 
@@ -433,13 +399,13 @@ func TestPDFMemoryBomb(t *testing.T) {
 	ctx := context.Background()
 	bomb := testdocs.FlateBombPDF(3 << 28)
 	start := time.Now()
-	_, err := Extract(ctx, MediaPDF, "bomb.pdf", bomb, Limits{Timeout: 5 * time.Minute})
-	if !errors.Is(err, ErrCorrupt) || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "512 MiB") {
+	_, err := extract.Extract(ctx, extract.MediaPDF, "bomb.pdf", bomb, extract.Limits{Timeout: 5 * time.Minute})
+	if !errors.Is(err, extract.ErrCorrupt) || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "512 MiB") {
 		t.Fatalf("a 768 MiB content stream under a 512 MiB cap: %v; want one line naming the cap", err)
 	}
 	t.Logf("bomb (%d bytes on disk): %v after %v; VmHWM %s", len(bomb), err, time.Since(start).Round(time.Millisecond), procStatus("VmHWM"))
 	for i := 0; i < 3; i++ {
-		d, err := Extract(ctx, MediaPDF, "after.pdf", testdocs.PDF([]string{"still working"}, false), Limits{})
+		d, err := extract.Extract(ctx, extract.MediaPDF, "after.pdf", testdocs.PDF([]string{"still working"}, false), extract.Limits{})
 		if err != nil || !strings.Contains(d.Text, "still working") {
 			t.Fatalf("after the bomb: %v", err)
 		}
@@ -490,16 +456,34 @@ func TestPDFKilledAtRandom(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 15; i++ {
 				limit := time.Duration(1+(w*15+i)*37%5000) * time.Microsecond
-				_, err := Extract(ctx, MediaPDF, "r.pdf", data, Limits{Timeout: limit})
-				if err != nil && !errors.Is(err, ErrTimeout) {
+				_, err := extract.Extract(ctx, extract.MediaPDF, "r.pdf", data, extract.Limits{Timeout: limit})
+				if err != nil && !errors.Is(err, extract.ErrTimeout) {
 					t.Errorf("limit %v: %v", limit, err)
 				}
 			}
 		}(w)
 	}
 	wg.Wait()
-	d, err := Extract(ctx, MediaPDF, "r.pdf", data, Limits{})
+	d, err := extract.Extract(ctx, extract.MediaPDF, "r.pdf", data, extract.Limits{})
 	if err != nil || d.Pages != 18 {
 		t.Fatalf("after 60 killed extractions: %v", err)
 	}
+}
+
+// Importing the package registers the extractor: For finds it, IDs lists
+// it, and a second registration under its media type panics.
+func TestRegistered(t *testing.T) {
+	e, err := extract.For(extract.MediaPDF)
+	if err != nil || e.ID() != "pdf/1" || e.Name != "pdf" {
+		t.Fatalf("For(application/pdf) = %+v, %v", e, err)
+	}
+	if got := extract.IDs(); got != "docx/1 html/1 markdown/1 pdf/1 text/1" {
+		t.Errorf("IDs() = %q", got)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a second PDF extractor registered without a panic")
+		}
+	}()
+	extract.Register(&extract.Extractor{MediaType: extract.MediaPDF, Name: "pdf2", Version: 1, Func: pdfExtract})
 }

@@ -1,4 +1,18 @@
-package embed
+// Package onnx is escurel's "onnx" embedding provider: a sentence-transformers
+// model run in-process by ONNX Runtime, named by the spec
+// "onnx:<name>?path=<dir>" (see embed.ParseSpec).
+//
+// Importing it, usually for its side effect alone,
+//
+//	import _ "github.com/escurel/escurel/embed/onnx"
+//
+// registers the provider with embed.Register in its init function, as a
+// database/sql driver does; embed.New then builds onnx embedders. It links
+// github.com/yalue/onnxruntime_go and github.com/sugarme/tokenizer, which
+// programs that only use the built-in providers need not carry. The ONNX
+// Runtime shared library itself is loaded at run time, from the path in
+// the environment variable RuntimeEnv, when the first model is loaded.
+package onnx
 
 import (
 	"bytes"
@@ -11,7 +25,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"unicode"
@@ -22,20 +35,51 @@ import (
 	"golang.org/x/text/runes"
 	"golang.org/x/text/transform"
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/escurel/escurel/embed"
 )
 
-// OnnxRuntimeEnv names the environment variable holding the path of the
+func init() { embed.Register("onnx", provider{}) }
+
+// provider is the "onnx" embed.Provider; it is an embed.Fingerprinter.
+type provider struct{}
+
+var (
+	_ embed.Provider      = provider{}
+	_ embed.Fingerprinter = provider{}
+)
+
+// New loads the model spec names (New).
+func (provider) New(spec embed.Spec) (embed.Embedder, error) {
+	e, err := New(spec)
+	if err != nil {
+		return nil, err // not a nil *Embedder in a non-nil interface
+	}
+	return e, nil
+}
+
+// Fingerprint identifies the model files in spec.Path (Fingerprint); "" for
+// a spec without a path.
+func (provider) Fingerprint(spec embed.Spec) (string, error) {
+	if spec.Path == "" {
+		return "", nil
+	}
+	return Fingerprint(spec.Path)
+}
+
+// RuntimeEnv names the environment variable holding the path of the
 // ONNX Runtime shared library (libonnxruntime.so.1, API version 24, ONNX
 // Runtime 1.24; `make onnxruntime` fetches it).
-const OnnxRuntimeEnv = "ESCUREL_ONNXRUNTIME_LIB"
+const RuntimeEnv = "ESCUREL_ONNXRUNTIME_LIB"
 
 // DefaultMaxTokens is the longest token sequence an onnx model gets when
 // its tokenizer.json sets no truncation: BERT's 512 positions.
 const DefaultMaxTokens = 512
 
-// ONNX runs a sentence-transformers model in-process with ONNX Runtime
+// Embedder runs a sentence-transformers model in-process with ONNX Runtime
 // (github.com/yalue/onnxruntime_go): a model directory holding model.onnx
-// and tokenizer.json, named by the spec "onnx:<name>?path=<dir>".
+// and tokenizer.json, named by the spec "onnx:<name>?path=<dir>". It is
+// safe for concurrent use; the model runs one batch at a time.
 //
 // Texts are tokenized with the directory's tokenizer.json
 // (github.com/sugarme/tokenizer), padded on the right to the longest text
@@ -48,8 +92,8 @@ const DefaultMaxTokens = 512
 // [batch, dim] is used as it is; otherwise last_hidden_state (or the first
 // output) [batch, tokens, dim] is mean-pooled over the attention mask
 // (Reimers & Gurevych 2019). Vectors are then scaled to unit length.
-type ONNX struct {
-	spec      Spec
+type Embedder struct {
+	spec      embed.Spec
 	tok       *tokenizer.Tokenizer
 	strip     bool // strip accents before tokenizing
 	maxTokens int
@@ -61,24 +105,24 @@ type ONNX struct {
 	outputName string
 }
 
-var _ Embedder = (*ONNX)(nil)
+var _ embed.Embedder = (*Embedder)(nil)
 
 var ortInit struct {
 	once sync.Once
 	err  error
 }
 
-// initRuntime loads the ONNX Runtime library named by OnnxRuntimeEnv, once
+// initRuntime loads the ONNX Runtime library named by RuntimeEnv, once
 // per process.
 func initRuntime() error {
 	ortInit.once.Do(func() {
-		lib := os.Getenv(OnnxRuntimeEnv)
+		lib := os.Getenv(RuntimeEnv)
 		if lib == "" {
-			ortInit.err = fmt.Errorf("the onnx embedder needs the ONNX Runtime library: set %s to the path of libonnxruntime.so.1 (make onnxruntime fetches it)", OnnxRuntimeEnv)
+			ortInit.err = fmt.Errorf("the onnx embedder needs the ONNX Runtime library: set %s to the path of libonnxruntime.so.1 (make onnxruntime fetches it)", RuntimeEnv)
 			return
 		}
 		if _, err := os.Stat(lib); err != nil {
-			ortInit.err = fmt.Errorf("%s=%s: %w", OnnxRuntimeEnv, lib, err)
+			ortInit.err = fmt.Errorf("%s=%s: %w", RuntimeEnv, lib, err)
 			return
 		}
 		ort.SetSharedLibraryPath(lib)
@@ -89,13 +133,13 @@ func initRuntime() error {
 	return ortInit.err
 }
 
-var fingerprintPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
-
-// FingerprintONNX identifies the model files of an onnx model directory:
-// the first 16 hex digits of the SHA-256 of model.onnx's and
+// Fingerprint identifies the model files of an onnx model directory: the
+// first 16 lower-case hex digits of the SHA-256 of model.onnx's and
 // tokenizer.json's lengths and bytes. Another model, or another tokenizer,
-// of the same dimension gives another fingerprint.
-func FingerprintONNX(dir string) (string, error) {
+// of the same dimension gives another fingerprint. It reads both files
+// whole; an error names the file that cannot be read (a *fs.PathError,
+// possibly wrapped).
+func Fingerprint(dir string) (string, error) {
 	h := sha256.New()
 	for _, name := range []string{"model.onnx", "tokenizer.json"} {
 		f, err := os.Open(filepath.Join(dir, name))
@@ -115,19 +159,25 @@ func FingerprintONNX(dir string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
-// RuntimeAvailable reports whether the ONNX Runtime library can be loaded,
-// and why not.
+// RuntimeAvailable loads the ONNX Runtime library named by RuntimeEnv,
+// once per process, and returns nil if it loaded, else why not (the
+// variable unset, the file missing, a library of another API version).
 func RuntimeAvailable() error { return initRuntime() }
 
-// newONNX loads the model and tokenizer of an "onnx:<name>" spec.
-func newONNX(spec Spec) (*ONNX, error) {
-	fail := func(err error) (*ONNX, error) {
+// New loads the model and tokenizer of an "onnx:<name>" spec from
+// spec.Path, loading the ONNX Runtime library first (RuntimeAvailable).
+// Errors name the model and say what to fix: no path, model files that
+// differ from spec.Fingerprint, no runtime, a tokenizer or model escurel
+// cannot use, or a model whose dimension differs from spec.Dim. Most
+// callers use embed.New, which calls it.
+func New(spec embed.Spec) (*Embedder, error) {
+	fail := func(err error) (*Embedder, error) {
 		return nil, fmt.Errorf("embedder %s: %w", spec.Model, err)
 	}
 	if spec.Path == "" {
 		return fail(errors.New("give the model directory: onnx:<name>?path=<dir holding model.onnx and tokenizer.json>"))
 	}
-	fp, err := FingerprintONNX(spec.Path)
+	fp, err := Fingerprint(spec.Path)
 	if err != nil {
 		return fail(err)
 	}
@@ -138,7 +188,7 @@ func newONNX(spec Spec) (*ONNX, error) {
 	if err := initRuntime(); err != nil {
 		return fail(err)
 	}
-	e := &ONNX{spec: spec, maxTokens: DefaultMaxTokens}
+	e := &Embedder{spec: spec, maxTokens: DefaultMaxTokens}
 	tokPath := filepath.Join(spec.Path, "tokenizer.json")
 	data, err := os.ReadFile(tokPath)
 	if err != nil {
@@ -266,7 +316,7 @@ func patchTokenizer(data []byte) ([]byte, bool, error) {
 }
 
 // encode runs the tokenizer, turning a panic of the library into an error.
-func (e *ONNX) encode(inputs []tokenizer.EncodeInput) (encs []tokenizer.Encoding, err error) {
+func (e *Embedder) encode(inputs []tokenizer.EncodeInput) (encs []tokenizer.Encoding, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("tokenizer failed: %v", r)
@@ -276,19 +326,20 @@ func (e *ONNX) encode(inputs []tokenizer.EncodeInput) (encs []tokenizer.Encoding
 }
 
 // Model returns the spec's model id, "onnx:<name>".
-func (e *ONNX) Model() string { return e.spec.Model }
+func (e *Embedder) Model() string { return e.spec.Model }
 
 // Dim returns the model's vector dimension.
-func (e *ONNX) Dim() int { return e.spec.Dim }
+func (e *Embedder) Dim() int { return e.spec.Dim }
 
 var accents = runes.Remove(runes.In(unicode.Mn))
 
-// Embed returns one unit vector per text, in batches of Spec.Batch
-// (default DefaultBatch).
-func (e *ONNX) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+// Embed returns one unit vector per text, in order, running the model on
+// batches of Spec.Batch texts (default embed.DefaultBatch). It checks ctx
+// between batches; a running batch is not interrupted.
+func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	batch := e.spec.Batch
 	if batch <= 0 {
-		batch = DefaultBatch
+		batch = embed.DefaultBatch
 	}
 	out := make([][]float32, 0, len(texts))
 	for start := 0; start < len(texts); start += batch {
@@ -304,7 +355,7 @@ func (e *ONNX) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	return out, nil
 }
 
-func (e *ONNX) embedBatch(texts []string) ([][]float32, error) {
+func (e *Embedder) embedBatch(texts []string) ([][]float32, error) {
 	inputs := make([]tokenizer.EncodeInput, len(texts))
 	for i, t := range texts {
 		if e.strip {
@@ -397,7 +448,7 @@ func (e *ONNX) embedBatch(texts []string) ([][]float32, error) {
 		if e.spec.Dim != 0 && len(vecs[i]) != e.spec.Dim {
 			return nil, fmt.Errorf("a %d-dimensional vector, the spec says dim=%d", len(vecs[i]), e.spec.Dim)
 		}
-		if vecs[i], err = Normalize(vecs[i]); err != nil {
+		if vecs[i], err = embed.Normalize(vecs[i]); err != nil {
 			return nil, err
 		}
 	}

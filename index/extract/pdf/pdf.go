@@ -1,4 +1,18 @@
-package extract
+// Package pdf is escurel's PDF extractor ("pdf/1", media type
+// application/pdf): the text layer of each page read by PDFium compiled to
+// WebAssembly and run on wazero, with paragraphs, headings (from the
+// outline, else from type) and running headers and footers found from the
+// layout.
+//
+// Importing it, usually for its side effect alone,
+//
+//	import _ "github.com/escurel/escurel/index/extract/pdf"
+//
+// registers the extractor with extract.Register in its init function, as
+// a database/sql driver does; extract.Extract then reads PDFs. It links
+// go-pdfium and wazero, which programs that read no PDFs need not carry;
+// without it, extract.Extract fails on a PDF with extract.ErrNotLinked.
+package pdf
 
 import (
 	"context"
@@ -25,7 +39,18 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
+
+	"github.com/escurel/escurel/index/extract"
 )
+
+// version is the extractor's version: its ID is "pdf/<version>". Raise it
+// when the same bytes would extract to another Doc.
+const version = 1
+
+func init() {
+	extract.Register(&extract.Extractor{MediaType: extract.MediaPDF, Name: "pdf", Version: version,
+		Func: pdfExtract, Start: pdfStart, LateClock: true})
+}
 
 // PDF extraction runs PDFium compiled to WebAssembly (go-pdfium's
 // webassembly build on the wazero runtime): no cgo and no system library.
@@ -53,7 +78,7 @@ func SetCacheDir(dir string) error {
 		return nil
 	}
 	if pdfEngine.pool != nil || pdfEngine.err != nil {
-		return fmt.Errorf("extract: cache directory %q: the PDF engine already started with %q", dir, pdfEngine.cacheDir)
+		return fmt.Errorf("pdf: cache directory %q: the PDF engine already started with %q", dir, pdfEngine.cacheDir)
 	}
 	pdfEngine.cacheDir = dir
 	return nil
@@ -110,7 +135,7 @@ func pdfPool() (pdfium.Pool, error) {
 		Stdout:        io.Discard, Stderr: io.Discard,
 	})
 	if err != nil {
-		pdfEngine.err = fmt.Errorf("%w: %v", ErrEngine, err)
+		pdfEngine.err = fmt.Errorf("%w: %v", extract.ErrEngine, err)
 		return nil, pdfEngine.err
 	}
 	pdfEngine.pool = pool
@@ -151,7 +176,7 @@ func pdfStart() error {
 // ErrEmpty for a PDF with no text layer (scanned pages need OCR, which
 // escurel does not do). Damaged files PDFium repairs (a bad xref table)
 // extract normally.
-func pdfExtract(ctx context.Context, name string, data []byte, _ Limits) (doc *Doc, err error) {
+func pdfExtract(ctx context.Context, name string, data []byte, _ extract.Limits) (doc *extract.Doc, err error) {
 	pool, err := pdfPool()
 	if err != nil {
 		return nil, err
@@ -163,9 +188,9 @@ func pdfExtract(ctx context.Context, name string, data []byte, _ Limits) (doc *D
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w: %v", ErrEngine, err)
+		return nil, fmt.Errorf("%w: %v", extract.ErrEngine, err)
 	}
-	beginClock(ctx) // waiting for an instance was not this document's time
+	extract.BeginClock(ctx) // waiting for an instance was not this document's time
 	// Past the deadline, kill the instance: wazero then stops the running
 	// call. An instance that failed in any way is killed too, never
 	// reused; the pool makes a fresh one (instances are not reused anyway:
@@ -191,26 +216,26 @@ func pdfExtract(ctx context.Context, name string, data []byte, _ Limits) (doc *D
 }
 
 // pdfRead extracts data with a PDFium instance.
-func pdfRead(inst pdfium.Pdfium, name string, data []byte) (*Doc, error) {
+func pdfRead(inst pdfium.Pdfium, name string, data []byte) (*extract.Doc, error) {
 	opened, err := inst.OpenDocument(&requests.OpenDocument{File: &data})
 	if err != nil {
 		switch {
 		case errors.Is(err, pdferrors.ErrPassword), errors.Is(err, pdferrors.ErrSecurity):
-			return nil, fmt.Errorf("%w: the PDF needs a password (PDFium: %v)", ErrEncrypted, err)
+			return nil, fmt.Errorf("%w: the PDF needs a password (PDFium: %v)", extract.ErrEncrypted, err)
 		case errors.Is(err, pdferrors.ErrFormat), errors.Is(err, pdferrors.ErrFile):
-			return nil, fmt.Errorf("%w: PDFium cannot open the file (%v): truncated or not a PDF", ErrCorrupt, err)
+			return nil, fmt.Errorf("%w: PDFium cannot open the file (%v): truncated or not a PDF", extract.ErrCorrupt, err)
 		}
-		return nil, fmt.Errorf("%w: PDFium cannot open the file: %s", ErrCorrupt, engineError(err))
+		return nil, fmt.Errorf("%w: PDFium cannot open the file: %s", extract.ErrCorrupt, engineError(err))
 	}
 	defer inst.FPDF_CloseDocument(&requests.FPDF_CloseDocument{Document: opened.Document})
 	count, err := inst.FPDF_GetPageCount(&requests.FPDF_GetPageCount{Document: opened.Document})
 	if err != nil {
-		return nil, fmt.Errorf("%w: page count: %s", ErrCorrupt, engineError(err))
+		return nil, fmt.Errorf("%w: page count: %s", extract.ErrCorrupt, engineError(err))
 	}
 	pages := make([][]pdfLine, count.PageCount)
 	for i := range pages {
 		if pages[i], err = pdfPageLines(inst, requests.Page{ByIndex: &requests.PageByIndex{Document: opened.Document, Index: i}}); err != nil {
-			return nil, fmt.Errorf("%w: page %d: %s", ErrCorrupt, i+1, engineError(err))
+			return nil, fmt.Errorf("%w: page %d: %s", extract.ErrCorrupt, i+1, engineError(err))
 		}
 	}
 	var outline []pdfHeading
