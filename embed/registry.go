@@ -157,15 +157,6 @@ func Fingerprint(spec Spec) (string, error) {
 	return f.Fingerprint(spec)
 }
 
-// FingerprintONNX returns the fingerprint of the onnx model directory dir:
-// Fingerprint of the spec "onnx:model?path=<dir>". It fails, wrapping
-// ErrNotLinked, unless the onnx provider is linked in.
-//
-// Deprecated: use Fingerprint, which works for any provider.
-func FingerprintONNX(dir string) (string, error) {
-	return Fingerprint(Spec{Model: "onnx:model", Path: dir})
-}
-
 // The providers built into this package: light, pure Go.
 func init() {
 	remote := func(newRemote func(Spec) (*Remote, error)) Provider {

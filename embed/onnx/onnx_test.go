@@ -145,9 +145,6 @@ func TestFingerprint(t *testing.T) {
 	if direct, err := onnx.Fingerprint(dir); direct != fp || err != nil {
 		t.Errorf("onnx.Fingerprint = %q, %v; embed.Fingerprint %q", direct, err, fp)
 	}
-	if old, err := embed.FingerprintONNX(dir); old != fp || err != nil {
-		t.Errorf("FingerprintONNX = %q, %v; want %q", old, err, fp)
-	}
 	// The spec with the fingerprint round-trips.
 	spec.Fingerprint = fp
 	if back, err := embed.ParseSpec(spec.String()); err != nil || back != spec {
