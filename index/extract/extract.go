@@ -94,8 +94,13 @@ type Doc struct {
 	Language string    // front-matter "lang", or "" when not given
 	Headings []Heading // section headings in document order
 	Units    []Unit    // content spans in document order, not overlapping, never empty
-	// Sensitivity is the front-matter "sensitivity", or "" when not given.
+	// Sensitivity is the front-matter "sensitivity" (public, internal or
+	// restricted), or "" when not given. A declaration that cannot be read
+	// fails extraction with ErrFrontMatter instead (frontmatter.go).
 	Sensitivity string
+	// Warnings report front-matter keys that resemble title or lang and
+	// are not read.
+	Warnings []string
 	// Pages is the number of pages of a paged format (PDF), else 0.
 	Pages int
 }
@@ -184,10 +189,13 @@ func (e *Extractor) ID() string { return fmt.Sprintf("%s/%d", e.Name, e.Version)
 
 // extractors, by media type.
 var extractors = map[string]*Extractor{
-	MediaMarkdown: {MediaType: MediaMarkdown, Name: "markdown", Version: 1, fn: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
+	// markdown/2, text/2: front matter keys without regard to case, TOML
+	// front matter, and near misses of a sensitivity fail (issue 15); text
+	// reads front matter.
+	MediaMarkdown: {MediaType: MediaMarkdown, Name: "markdown", Version: 2, fn: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
 		return Markdown(name, data)
 	}},
-	MediaText: {MediaType: MediaText, Name: "text", Version: 1, fn: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
+	MediaText: {MediaType: MediaText, Name: "text", Version: 2, fn: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
 		return Text(name, data)
 	}},
 	MediaHTML: {MediaType: MediaHTML, Name: "html", Version: 1, fn: func(ctx context.Context, name string, data []byte, _ Limits) (*Doc, error) {
@@ -207,7 +215,7 @@ func For(mediaType string) (*Extractor, error) {
 }
 
 // IDs lists the ID of every extractor, sorted and space separated, e.g.
-// "docx/1 html/1 markdown/1 pdf/1 text/1": what the manifest records.
+// "docx/1 html/1 markdown/2 pdf/1 text/2": what the manifest records.
 func IDs() string {
 	ids := make([]string, 0, len(extractors))
 	for _, e := range extractors {

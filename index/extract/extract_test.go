@@ -142,7 +142,7 @@ func TestBadInput(t *testing.T) {
 		{"blank.txt", " \n\t\n", ErrEmpty, "no text"},
 		{"nul.md", "abc\x00def", ErrBinary, "offset 3"},
 		{"latin1.txt", "caf\xe9 au lait", ErrInvalidUTF8, "offset 3"},
-		{"fm.md", "---\ntitle: [unclosed\n---\ntext\n", ErrFrontMatter, "YAML from line 2"},
+		{"fm.md", "---\ntitle: [unclosed\n---\ntext\n", ErrFrontMatter, "line 2: did not find expected ',' or ']' (YAML)"},
 		{"onlyfm.md", "---\ntitle: x\n---\n\n<!-- nothing -->\n", ErrEmpty, "no text"},
 	} {
 		mt, _ := MediaType(tc.name)
