@@ -192,6 +192,9 @@ func (ix *state) derive(ctx context.Context, in input, old *blobstore.Record) (p
 	if err := CheckSensitivity(sens); err != nil {
 		return bad(err)
 	}
+	if errors.Is(failure, extract.ErrFrontMatter) {
+		sens = Restricted // a declaration escurel cannot read fails closed (issue 15)
+	}
 	at := in.IngestedAt
 	if at.IsZero() {
 		at = ix.now()

@@ -118,7 +118,7 @@ func TestIngestSearchStatus(t *testing.T) {
 	}
 	out, _, code = run(t, nil, "--index", idx, "status")
 	for _, s := range []string{"schema version", "chunker", "default(max_bytes=1500)", "contextualize", "structural", "documents", "3 (1 failed)",
-		"extractors", "markdown/1 2, text/1 1", "bad.md: binary content: NUL byte at offset 0"} {
+		"extractors", "markdown/2 2, text/2 1", "bad.md: binary content: NUL byte at offset 0"} {
 		if code != 0 || !strings.Contains(out, s) {
 			t.Errorf("status output lacks %q:\n%s", s, out)
 		}

@@ -109,8 +109,13 @@ type Doc struct {
 	Language string    // front-matter "lang", or "" when not given
 	Headings []Heading // section headings in document order
 	Units    []Unit    // content spans in document order, not overlapping, never empty
-	// Sensitivity is the front-matter "sensitivity", or "" when not given.
+	// Sensitivity is the front-matter "sensitivity" (public, internal or
+	// restricted), or "" when not given. A declaration that cannot be read
+	// fails extraction with ErrFrontMatter instead (frontmatter.go).
 	Sensitivity string
+	// Warnings report front-matter keys that resemble title or lang and
+	// are not read.
+	Warnings []string
 	// Pages is the number of pages of a paged format (PDF), else 0.
 	Pages int
 }
@@ -247,10 +252,13 @@ func Register(e *Extractor) {
 
 // The extractors built into this package.
 func init() {
-	Register(&Extractor{MediaType: MediaMarkdown, Name: "markdown", Version: 1, Func: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
+	// markdown/2, text/2: front matter keys without regard to case, TOML
+	// front matter, and near misses of a sensitivity fail (issue 15); text
+	// reads front matter.
+	Register(&Extractor{MediaType: MediaMarkdown, Name: "markdown", Version: 2, Func: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
 		return Markdown(name, data)
 	}})
-	Register(&Extractor{MediaType: MediaText, Name: "text", Version: 1, Func: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
+	Register(&Extractor{MediaType: MediaText, Name: "text", Version: 2, Func: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
 		return Text(name, data)
 	}})
 	Register(&Extractor{MediaType: MediaHTML, Name: "html", Version: 1, Func: func(ctx context.Context, name string, data []byte, _ Limits) (*Doc, error) {
@@ -277,7 +285,7 @@ func For(mediaType string) (*Extractor, error) {
 }
 
 // IDs lists the ID of every registered extractor, sorted and space
-// separated, e.g. "docx/1 html/1 markdown/1 pdf/1 text/1" (without pdf/1
+// separated, e.g. "docx/1 html/1 markdown/2 pdf/1 text/2" (without pdf/1
 // when the PDF extractor is not linked in): what the manifest records.
 func IDs() string {
 	registry.mu.RLock()

@@ -11,7 +11,6 @@ import (
 	"github.com/yuin/goldmark/parser"
 	"github.com/yuin/goldmark/text"
 	"github.com/yuin/goldmark/util"
-	"gopkg.in/yaml.v3"
 
 	"github.com/escurel/escurel/internal/span"
 )
@@ -24,16 +23,10 @@ var markdownParser = goldmark.New(
 	goldmark.WithParserOptions(parser.WithAttribute()),
 ).Parser()
 
-// frontMatter holds the front-matter keys escurel reads; others are ignored.
-type frontMatter struct {
-	Title       string `yaml:"title"`
-	Lang        string `yaml:"lang"`
-	Sensitivity string `yaml:"sensitivity"`
-}
-
 // Markdown extracts a CommonMark document (parsed with goldmark).
 //
-// YAML front matter (a first line "---", closed by "---" or "...") supplies
+// Front matter (YAML between "---" lines, TOML between "+++" lines; see
+// frontmatter.go for every form read and every near miss refused) supplies
 // title, lang and sensitivity and is never part of a unit. Top-level headings
 // (ATX and Setext) become Headings; every other top-level block (paragraph,
 // list, block quote, code, table, HTML) becomes one Unit spanning its source
@@ -51,7 +44,8 @@ func Markdown(name string, data []byte) (*Doc, error) {
 	if err != nil {
 		return nil, err
 	}
-	doc.Title, doc.Language, doc.Sensitivity = strings.TrimSpace(fm.Title), strings.TrimSpace(fm.Lang), strings.TrimSpace(fm.Sensitivity)
+	doc.Title, doc.Language, doc.Sensitivity = strings.TrimSpace(fm.Title), strings.TrimSpace(fm.Lang), fm.Sensitivity
+	doc.Warnings = fm.Warnings
 
 	src := data[bodyOff:]
 	root := markdownParser.Parse(text.NewReader(src))
@@ -99,45 +93,6 @@ func Markdown(name string, data []byte) (*Doc, error) {
 		return nil, fmt.Errorf("%w: no text outside front matter", ErrEmpty)
 	}
 	return doc, nil
-}
-
-// parseFrontMatter reads YAML front matter starting at off. It returns the
-// offset where the Markdown body starts (off when there is no front matter).
-// An opening "---" without a closing line, or two "---" lines around
-// non-blank text that holds no YAML key (only comments), is Markdown, not
-// front matter.
-func parseFrontMatter(data []byte, off int) (frontMatter, int, error) {
-	var fm frontMatter
-	first, rest, ok := cutLine(data[off:])
-	if !ok || string(bytes.TrimRight(first, " \t\r")) != "---" {
-		return fm, off, nil
-	}
-	pos := off + len(first) + 1
-	for line, tail, more := cutLine(rest); ; line, tail, more = cutLine(tail) {
-		t := string(bytes.TrimRight(line, " \t\r"))
-		if t == "---" || t == "..." {
-			yamlText := data[off+len(first)+1 : pos]
-			var keys map[string]any
-			if err := yaml.Unmarshal(yamlText, &keys); err == nil && len(keys) == 0 && len(bytes.TrimSpace(yamlText)) > 0 {
-				// Only comments between two "---" lines (such as a
-				// "# Heading" framed by thematic breaks): Markdown, not
-				// front matter.
-				return frontMatter{}, off, nil
-			}
-			if err := yaml.Unmarshal(yamlText, &fm); err != nil {
-				return fm, off, fmt.Errorf("%w (YAML from line 2 of the file): %v", ErrFrontMatter, err)
-			}
-			end := pos + len(line)
-			if more {
-				end++
-			}
-			return fm, end, nil
-		}
-		if !more {
-			return frontMatter{}, off, nil
-		}
-		pos += len(line) + 1
-	}
 }
 
 // cutLine splits b after its first line; ok reports whether a newline ended it.

@@ -8,15 +8,25 @@ import (
 
 // Text extracts plain text: each run of non-blank lines is one unit, and the
 // title is the file name without its extension. There are no headings.
+// Front matter is read as in Markdown (title, lang, sensitivity; see
+// frontmatter.go) and is not a unit, so that no format drops a declared
+// sensitivity.
 func Text(name string, data []byte) (*Doc, error) {
 	off, err := checkText(data)
 	if err != nil {
 		return nil, err
 	}
+	fm, bodyOff, err := parseFrontMatter(data, off)
+	if err != nil {
+		return nil, err
+	}
 	text := string(data)
-	doc := &Doc{Text: text, Title: baseTitle(name)}
+	doc := &Doc{Text: text, Title: strings.TrimSpace(fm.Title), Language: strings.TrimSpace(fm.Lang), Sensitivity: fm.Sensitivity, Warnings: fm.Warnings}
+	if doc.Title == "" {
+		doc.Title = baseTitle(name)
+	}
 	start := -1 // start of the current paragraph, -1 between paragraphs
-	for pos := off; pos < len(text); {
+	for pos := bodyOff; pos < len(text); {
 		eol := strings.IndexByte(text[pos:], '\n')
 		next := len(text)
 		if eol >= 0 {

@@ -19,6 +19,14 @@
 // compaction drops the dead postings. Segments merge in tiers as they
 // accumulate (merge.go).
 //
+// Statistics per sensitivity level: a query scores with the statistics of
+// the blocks its caller may see (Query.MaxLevel), never of the others, so
+// a score says nothing about blocks above the caller's clearance. The live
+// block count and the field lengths are kept per level in memory; where
+// blocks above the caller's level exist, a query term's document frequency
+// is counted from its posting lists as they are read (no schema change:
+// fts_blocks already holds every block's level).
+//
 // The dictionary, document frequencies, field lengths, tombstones and
 // segment list are loaded into memory by Load; a query reads from DuckDB
 // only its terms' posting lists (an index on term_id; the ids are written
@@ -74,6 +82,9 @@ type segment struct {
 	bytes    int64 // posting bytes
 }
 
+// numLevels bounds Block.Level: every uint8 has its own statistics.
+const numLevels = 256
+
 // df holds document frequencies: blocks containing the term in any field,
 // in the body, in the context.
 type df [3]int32
@@ -82,11 +93,15 @@ type df [3]int32
 type Index struct {
 	mu sync.RWMutex
 
-	ids        map[string]int32 // term → id
-	df         []df             // by term id; live blocks only
-	blocks     []blockInfo      // by block id
-	live       int              // live blocks
-	sum        [NumFields]int64 // total field lengths of live blocks
+	ids    map[string]int32 // term → id
+	df     []df             // by term id; live blocks only
+	blocks []blockInfo      // by block id
+	live   int              // live blocks
+	// liveAt and sumAt are the live blocks and their total field lengths
+	// per sensitivity level, so that a query scores with the statistics of
+	// the blocks its caller may see (Query.MaxLevel) and nothing else.
+	liveAt     [numLevels]int
+	sumAt      [numLevels][NumFields]int64
 	tombstones int
 	segments   []segment // ascending id
 	nextTerm   int32
@@ -152,9 +167,7 @@ func Load(ctx context.Context, q Querier) (*Index, error) {
 		}
 		b.state = live
 		ix.blocks[id] = b
-		ix.live++
-		ix.sum[Body] += int64(b.len[Body])
-		ix.sum[Context] += int64(b.len[Context])
+		ix.count(b, 1)
 		return nil
 	})
 	if err != nil {
@@ -193,10 +206,37 @@ func (ix *Index) kill(id int64) {
 	}
 	b := &ix.blocks[id]
 	b.state = dead
-	ix.live--
+	ix.count(*b, -1)
 	ix.tombstones++
-	ix.sum[Body] -= int64(b.len[Body])
-	ix.sum[Context] -= int64(b.len[Context])
+}
+
+// count adds a block to the live statistics (sign 1) or takes it out (−1).
+func (ix *Index) count(b blockInfo, sign int) {
+	ix.live += sign
+	ix.liveAt[b.level] += sign
+	for f := range NumFields {
+		ix.sumAt[b.level][f] += int64(sign) * int64(b.len[f])
+	}
+}
+
+// visible returns the live blocks of level maxLevel or lower and their
+// average field lengths: the collection statistics a caller of that
+// clearance scores with, equal to those of an index without the blocks
+// above it.
+func (ix *Index) visible(maxLevel uint8) (n int, avg [NumFields]float64) {
+	var sum [NumFields]int64
+	for l := 0; l <= int(maxLevel); l++ {
+		n += ix.liveAt[l]
+		for f := range NumFields {
+			sum[f] += ix.sumAt[l][f]
+		}
+	}
+	if n > 0 {
+		for f := range avg {
+			avg[f] = float64(sum[f]) / float64(n)
+		}
+	}
+	return n, avg
 }
 
 func scan(ctx context.Context, q Querier, query string, fn func(*sql.Rows) error) error {

@@ -261,3 +261,84 @@ func TestCodec(t *testing.T) {
 		t.Error("a truncated list decoded")
 	}
 }
+
+// Blocks above a query's MaxLevel count in no statistic: every score equals,
+// bit for bit, the score in an index that holds only the visible blocks,
+// through deletes and a compaction.
+func TestStatisticsPerLevel(t *testing.T) {
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(15, 15))
+	vocab := strings.Fields("lentil soup cumin bread bean rice salt flour water lemon")
+	var all []Block
+	for id := int64(1); id <= 300; id++ {
+		var body, cx []string
+		for range 1 + r.IntN(20) {
+			body = append(body, vocab[r.IntN(len(vocab))])
+		}
+		for range r.IntN(4) {
+			cx = append(cx, vocab[r.IntN(len(vocab))])
+		}
+		b := Block{ID: id, Level: uint8(r.IntN(3)), Terms: [NumFields][]string{body, cx}}
+		all = append(all, b)
+	}
+	build := func(maxLevel uint8) (*Index, *sql.DB) {
+		db := newDB(t)
+		ix, err := Load(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var batch []Block
+		for _, b := range all {
+			if b.Level <= maxLevel {
+				batch = append(batch, b)
+			}
+			if len(batch) == 25 {
+				write(t, ix, db, batch, nil)
+				batch = nil
+			}
+		}
+		write(t, ix, db, batch, nil)
+		return ix, db
+	}
+	full, fullDB := build(2)
+	queries := [][]string{{"lentil"}, {"lentil", "soup"}, {"cumin", "bread", "salt"}, {"water"}}
+	compare := func(stage string) {
+		for level := uint8(0); level <= 2; level++ {
+			ref, refDB := build(level)
+			for _, terms := range queries {
+				for _, conj := range []bool{false, true} {
+					q := Query{Terms: terms, MaxLevel: level, K: 1000, Params: DefaultParams, Conjunctive: conj}
+					want, got := search(t, ref, refDB, q), search(t, full, fullDB, q)
+					if diff := cmp.Diff(want, got); diff != "" {
+						t.Errorf("%s, level %d, %v conjunctive=%v (-index of visible blocks only +full index):\n%s", stage, level, terms, conj, diff)
+					}
+				}
+			}
+		}
+	}
+	compare("fresh")
+	// Delete every block above public that holds "water": the reference
+	// indexes never had them.
+	var gone []Block
+	kept := all[:0:0]
+	for _, b := range all {
+		if b.Level > 0 && strings.Contains(strings.Join(b.Terms[Body], " "), "water") {
+			gone = append(gone, b)
+		} else {
+			kept = append(kept, b)
+		}
+	}
+	write(t, full, fullDB, nil, gone)
+	all = kept
+	compare("after deletes")
+	if err := full.Compact(ctx, fullDB); err != nil {
+		t.Fatal(err)
+	}
+	compare("after compaction")
+	reloaded, err := Load(ctx, fullDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full = reloaded
+	compare("after Load")
+}

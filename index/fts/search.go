@@ -71,16 +71,21 @@ type Hit struct {
 // scores. Posting lists come from the cache or, for the terms it lacks, from
 // db. Call it inside View, reading with a Querier of the transaction the
 // caller reads its hits with (db is used only on a cache miss).
+//
+// Blocks above q.MaxLevel are invisible, statistics included: N, the
+// document frequencies and the average field lengths count only the live
+// blocks of level q.MaxLevel or lower, so every score equals, bit for bit,
+// the score in an index that never held the blocks above it, and scores
+// tell a caller nothing about blocks it may not see. Where such blocks
+// exist, a term's document frequency is counted from its posting lists
+// (read anyway to score them), which decodes them twice.
 func (ix *Index) Search(ctx context.Context, db Querier, q Query) ([]Hit, error) {
-	if q.K <= 0 || len(q.Terms) == 0 || ix.live == 0 {
+	n, avg := ix.visible(q.MaxLevel)
+	if q.K <= 0 || len(q.Terms) == 0 || n == 0 {
 		return nil, nil
 	}
-	type qterm struct {
-		id  int32
-		idf float64
-	}
-	n := float64(ix.live)
-	var terms []qterm
+	hidden := n < ix.live // live blocks above the caller's level exist
+	var terms []int32
 	pos := map[int32]int{}
 	for _, t := range q.Terms {
 		id, ok := ix.ids[t]
@@ -93,24 +98,18 @@ func (ix *Index) Search(ctx context.Context, db Querier, q Query) ([]Hit, error)
 		if _, dup := pos[id]; dup {
 			continue
 		}
-		d := float64(ix.df[id][0])
 		pos[id] = len(terms)
-		terms = append(terms, qterm{id, math.Log(1 + (n-d+0.5)/(d+0.5))})
+		terms = append(terms, id)
 	}
 	if len(terms) == 0 {
 		return nil, nil
 	}
 	// Posting lists: from the cache, the others in one query.
-	type plist struct {
-		term int
-		seg  int32
-		data []byte
-	}
 	var lists []plist
 	var missing strings.Builder
 	fetched := map[int32][]segList{}
-	for i, t := range terms {
-		if ls, ok := ix.cache.get(t.id); ok {
+	for i, id := range terms {
+		if ls, ok := ix.cache.get(id); ok {
 			for _, l := range ls {
 				lists = append(lists, plist{i, l.seg, l.data})
 			}
@@ -119,8 +118,8 @@ func (ix *Index) Search(ctx context.Context, db Querier, q Query) ([]Hit, error)
 		if missing.Len() > 0 {
 			missing.WriteByte(',')
 		}
-		missing.WriteString(strconv.Itoa(int(t.id)))
-		fetched[t.id] = nil
+		missing.WriteString(strconv.Itoa(int(id)))
+		fetched[id] = nil
 	}
 	if missing.Len() > 0 {
 		rows, err := db.QueryContext(ctx, `SELECT term_id, segment_id, data FROM fts_postings WHERE term_id IN (`+missing.String()+`)`)
@@ -153,50 +152,109 @@ func (ix *Index) Search(ctx context.Context, db Querier, q Query) ([]Hit, error)
 		return lists[i].seg < lists[j].seg
 	})
 
-	var avg [NumFields]float64
-	for f := range avg {
-		avg[f] = float64(ix.sum[f]) / n
-	}
 	p := q.Params
 	acc := getAcc(len(ix.blocks))
 	defer putAcc(acc)
+	scored := 0 // terms that some visible block holds
+	for i, id := range terms {
+		start := sort.Search(len(lists), func(j int) bool { return lists[j].term >= i })
+		end := start
+		for end < len(lists) && lists[end].term == i {
+			end++
+		}
+		mine := lists[start:end]
+		d := ix.df[id][0]
+		if hidden {
+			var err error
+			if d, err = ix.visibleDF(mine, id, q.MaxLevel); err != nil {
+				return nil, err
+			}
+		}
+		if d <= 0 {
+			if q.Conjunctive {
+				return nil, nil
+			}
+			continue
+		}
+		scored++
+		fd := float64(d)
+		idf := math.Log(1 + (float64(n)-fd+0.5)/(fd+0.5))
+		// The scoring loop is eachVisible written out: no call per posting.
+		var post Posting
+		for _, l := range mine {
+			dec, err := newDecoder(l.data)
+			if err != nil {
+				return nil, fmt.Errorf("fts: term %d segment %d: %w", id, l.seg, err)
+			}
+			for {
+				ok, err := dec.next(&post)
+				if err != nil {
+					return nil, fmt.Errorf("fts: term %d segment %d: %w", id, l.seg, err)
+				}
+				if !ok {
+					break
+				}
+				if post.Block >= int64(len(ix.blocks)) {
+					return nil, fmt.Errorf("fts: term %d segment %d: block %d unknown", id, l.seg, post.Block)
+				}
+				b := &ix.blocks[post.Block]
+				if b.state != live || b.level > q.MaxLevel {
+					continue
+				}
+				var tf float64
+				for f := 0; f < NumFields; f++ {
+					if post.TF[f] == 0 {
+						continue
+					}
+					nf := 1.0
+					if avg[f] > 0 {
+						nf = 1 - p.B[f] + p.B[f]*float64(b.len[f])/avg[f]
+					}
+					tf += p.Weight[f] * float64(post.TF[f]) / nf
+				}
+				acc.add(post.Block, idf*tf*(p.K1+1)/(p.K1+tf))
+			}
+		}
+	}
+	return acc.top(q.K, q.Conjunctive, scored), nil
+}
+
+// plist is one posting list of a query: the term's position in the query,
+// the segment and the encoded list.
+type plist struct {
+	term int
+	seg  int32
+	data []byte
+}
+
+// visibleDF counts the live blocks of level maxLevel or lower in the
+// posting lists of one term (its lists in every segment): the term's
+// document frequency for a caller of that level.
+func (ix *Index) visibleDF(lists []plist, term int32, maxLevel uint8) (int32, error) {
+	var d int32
 	var post Posting
 	for _, l := range lists {
 		dec, err := newDecoder(l.data)
 		if err != nil {
-			return nil, fmt.Errorf("fts: term %d segment %d: %w", terms[l.term].id, l.seg, err)
+			return 0, fmt.Errorf("fts: term %d segment %d: %w", term, l.seg, err)
 		}
-		idf := terms[l.term].idf
 		for {
 			ok, err := dec.next(&post)
 			if err != nil {
-				return nil, fmt.Errorf("fts: term %d segment %d: %w", terms[l.term].id, l.seg, err)
+				return 0, fmt.Errorf("fts: term %d segment %d: %w", term, l.seg, err)
 			}
 			if !ok {
 				break
 			}
 			if post.Block >= int64(len(ix.blocks)) {
-				return nil, fmt.Errorf("fts: term %d segment %d: block %d unknown", terms[l.term].id, l.seg, post.Block)
+				return 0, fmt.Errorf("fts: term %d segment %d: block %d unknown", term, l.seg, post.Block)
 			}
-			b := &ix.blocks[post.Block]
-			if b.state != live || b.level > q.MaxLevel {
-				continue
+			if b := ix.blocks[post.Block]; b.state == live && b.level <= maxLevel {
+				d++
 			}
-			var tf float64
-			for f := 0; f < NumFields; f++ {
-				if post.TF[f] == 0 {
-					continue
-				}
-				nf := 1.0
-				if avg[f] > 0 {
-					nf = 1 - p.B[f] + p.B[f]*float64(b.len[f])/avg[f]
-				}
-				tf += p.Weight[f] * float64(post.TF[f]) / nf
-			}
-			acc.add(post.Block, idf*tf*(p.K1+1)/(p.K1+tf))
 		}
 	}
-	return acc.top(q.K, q.Conjunctive, len(terms)), nil
+	return d, nil
 }
 
 // accumulator holds per-block scores for one query: dense arrays indexed by

@@ -280,9 +280,7 @@ func (ix *Index) apply(ch *Change) {
 			ix.blocks = grown
 		}
 		ix.blocks[b.id] = b.blockInfo
-		ix.live++
-		ix.sum[Body] += int64(b.len[Body])
-		ix.sum[Context] += int64(b.len[Context])
+		ix.count(b.blockInfo, 1)
 	}
 	for _, id := range ch.killed {
 		ix.kill(id)
