@@ -57,11 +57,21 @@ $(ORT_LIB):
 		tar xzf onnxruntime-node-$(ORT_VERSION).tgz package/bin/napi-v6/linux/$(ORT_ARCH)/libonnxruntime.so.1 && \
 		mv package/bin/napi-v6/linux/$(ORT_ARCH)/libonnxruntime.so.1 . && rm -rf package onnxruntime-node-$(ORT_VERSION).tgz
 
+# The tests of concurrency and of the generation lifecycle run a second
+# time under the race detector (RACE_TESTS in ./tests, and the packages of
+# RACE_PKGS whole).
+RACE_PKGS  := ./internal/layout ./internal/fusion ./index ./index/fts ./index/dense
+RACE_TESTS := Concurren|Never|During|Live|Switch|Swap|Reload|Rebuild|Reembed|Rollback|Closed|Manifest|Lock|Killed|CatchUp
+
 test: deps onnxruntime
 	$(GO) vet ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	@# The benchmark module is built and vetted so that it cannot rot unseen.
+	cd bench/fts && $(GO) vet -tags sqlite_fts5 ./...
 	ESCUREL_ONNXRUNTIME_LIB=$(ORT_LIB) $(GO) test ./...
+	ESCUREL_ONNXRUNTIME_LIB=$(ORT_LIB) $(GO) test -race $(RACE_PKGS)
+	ESCUREL_ONNXRUNTIME_LIB=$(ORT_LIB) $(GO) test -race -run '$(RACE_TESTS)' ./tests
 
 # Benchmarks report ingest docs/s, blocks, index size and search p50/p95 on
 # the shared FastAPI pages (skipped when ../shared/data is absent).

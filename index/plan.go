@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
-	"sort"
 
 	"github.com/escurel/escurel/index/dense"
 	"github.com/escurel/escurel/index/fts"
+	"github.com/escurel/escurel/internal/fusion"
 )
 
 // candidate is a ranked block before its row is read.
@@ -161,74 +160,44 @@ func (ix *state) ranked(ctx context.Context, query string, opts *SearchOptions, 
 }
 
 // fuse turns the legs' rankings into the search's: one leg as it is, or
-// both fused as p.fusion says, best first, ties by block id, at most p.k.
+// both fused as p.fusion says (package fusion), best first, ties by block
+// id, at most p.k.
 func fuse(p *plan, lex []fts.Hit, den []dense.Hit) []candidate {
-	type leg struct {
-		ids    []int64
-		scores []float64
-	}
-	legs := [2]leg{}
+	var legs [2]fusion.Leg
 	for _, h := range lex {
-		legs[0].ids, legs[0].scores = append(legs[0].ids, h.Block), append(legs[0].scores, h.Score)
+		legs[0].IDs, legs[0].Scores = append(legs[0].IDs, h.Block), append(legs[0].Scores, h.Score)
 	}
 	for _, h := range den {
-		legs[1].ids, legs[1].scores = append(legs[1].ids, h.Block), append(legs[1].scores, h.Score)
+		legs[1].IDs, legs[1].Scores = append(legs[1].IDs, h.Block), append(legs[1].Scores, h.Score)
 	}
-	byID := map[int64]*candidate{}
-	var out []candidate
-	get := func(id int64) *candidate {
-		c, ok := byID[id]
-		if !ok {
-			c = &candidate{id: id}
-			if p.explain {
-				c.explain = &Explain{}
-			}
-			byID[id] = c
+	var fused []fusion.Result
+	if p.mode == ModeHybrid {
+		fused = fusion.Fuse(legs, fusion.Params{Method: p.fusion, K: p.rrfK, Alpha: p.alpha}, p.k)
+	} else {
+		// One leg: its own scores and order (the leg already breaks ties
+		// by block id).
+		l := 0
+		if p.mode == ModeDense {
+			l = 1
 		}
-		return c
+		for i, id := range legs[l].IDs[:min(len(legs[l].IDs), p.k)] {
+			r := fusion.Result{ID: id, Score: legs[l].Scores[i]}
+			r.Rank[l], r.Leg[l] = i+1, legs[l].Scores[i]
+			fused = append(fused, r)
+		}
 	}
-	for l, lg := range legs {
-		weight := 1 - p.alpha
-		if l == 1 {
-			weight = p.alpha
-		}
-		lo, hi := 0.0, 0.0
-		if p.mode == ModeHybrid && p.fusion == FusionConvex && len(lg.scores) > 0 {
-			lo, hi = slices.Min(lg.scores), slices.Max(lg.scores)
-		}
-		for i, id := range lg.ids {
-			c := get(id)
-			s := lg.scores[i]
-			switch {
-			case p.mode != ModeHybrid:
-				c.score = s
-			case p.fusion == FusionRRF:
-				c.score += weight / (p.rrfK + float64(i+1))
-			default: // convex; all equal: each is the leg's best
-				norm := 1.0
-				if hi > lo {
-					norm = (s - lo) / (hi - lo)
-				}
-				c.score += weight * norm
+	out := make([]candidate, len(fused))
+	for i, r := range fused {
+		out[i] = candidate{id: r.ID, score: r.Score}
+		if p.explain {
+			out[i].explain = &Explain{}
+			if r.Rank[0] > 0 {
+				out[i].explain.BM25 = &LegRank{Rank: r.Rank[0], Score: r.Leg[0]}
 			}
-			if c.explain != nil {
-				r := &LegRank{Rank: i + 1, Score: s}
-				if l == 0 {
-					c.explain.BM25 = r
-				} else {
-					c.explain.Dense = r
-				}
+			if r.Rank[1] > 0 {
+				out[i].explain.Dense = &LegRank{Rank: r.Rank[1], Score: r.Leg[1]}
 			}
 		}
 	}
-	for _, c := range byID {
-		out = append(out, *c)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].score != out[j].score {
-			return out[i].score > out[j].score
-		}
-		return out[i].id < out[j].id
-	})
-	return out[:min(len(out), p.k)]
+	return out
 }
