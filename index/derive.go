@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index/chunk"
@@ -129,6 +130,10 @@ func (ix *Index) derive(ctx context.Context, in Input, old *blobstore.Record) (p
 	}
 	if in.Source == "" {
 		return bad(errors.New("empty source"))
+	}
+	if !utf8.ValidString(in.Source) || !utf8.ValidString(in.Title) || !utf8.ValidString(in.Name) {
+		// Stored as text: bytes that are not UTF-8 would fail the batch.
+		return bad(errors.New("source, name or title is not valid UTF-8"))
 	}
 	if in.Failure != "" && len(in.Data) > 0 {
 		return bad(errors.New("input has both a failure and data"))
