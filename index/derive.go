@@ -218,8 +218,8 @@ func (ix *Index) derive(ctx context.Context, in Input, old *blobstore.Record) (p
 	}
 	doc.Title = title
 	p.pages = doc.Pages
-	if !textIsBlob(mediaType) {
-		p.text = doc.Text
+	if !textIsBlob(mediaType) || doc.Text != string(in.Data) {
+		p.text = doc.Text // not the blob: HTML, DOCX, PDF, transcoded UTF-16
 	}
 
 	spans := ix.chunker.Chunker().Chunk(doc)

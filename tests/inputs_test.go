@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/escurel/escurel/blobstore"
@@ -82,5 +83,34 @@ func TestDeleteRecordWithoutRows(t *testing.T) {
 	}
 	if v, err := e.ix.Verify(ctx, nil); err != nil || !v.OK() {
 		t.Fatalf("verify after: %+v, %v", v, err)
+	}
+}
+
+// UTF-16 text with a byte order mark is transcoded, searchable, and its
+// blocks are verbatim spans of the kept text; a rebuild derives the same
+// rows.
+func TestUTF16Document(t *testing.T) {
+	e := newEnv(t, index.Options{})
+	ctx := context.Background()
+	le := []byte{0xFF, 0xFE}
+	for _, u := range utf16.Encode([]rune("# Notes\n\nThe quokka eats lentils.\n")) {
+		le = append(le, byte(u), byte(u>>8))
+	}
+	res, err := e.ix.Ingest(ctx, index.Input{Source: "/docs/utf16.md", Data: le})
+	if err != nil || res.Status != index.Added {
+		t.Fatalf("ingest: %+v, %v", res, err)
+	}
+	if hits := e.search("quokka lentils", 5); len(hits) != 1 || hits[0].Body != "The quokka eats lentils." {
+		t.Fatalf("hits %+v", hits)
+	}
+	if e.checkVerbatim() != 1 {
+		t.Error("want 1 block")
+	}
+	if text, err := e.ix.DocumentText(ctx, res.DocID, index.Restricted); err != nil || !strings.HasPrefix(text, "# Notes") {
+		t.Errorf("document text %q, %v", text, err)
+	}
+	// The same bytes again: unchanged.
+	if res, err := e.ix.Ingest(ctx, index.Input{Source: "/docs/utf16.md", Data: le}); err != nil || res.Status != index.Unchanged {
+		t.Errorf("again: %+v, %v", res, err)
 	}
 }

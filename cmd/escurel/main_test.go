@@ -114,7 +114,7 @@ func TestIngestSearchStatus(t *testing.T) {
 	}
 	out, _, code = run(t, nil, "--index", idx, "status")
 	for _, s := range []string{"schema version", "chunker", "default(max_bytes=1500)", "contextualize", "structural", "documents", "3 (1 failed)",
-		"extractors", "markdown/1 2, text/1 1", "bad.md: binary content: NUL byte at offset 0"} {
+		"extractors", "markdown/2 2, text/2 1", "bad.md: binary content: NUL byte at offset 0"} {
 		if code != 0 || !strings.Contains(out, s) {
 			t.Errorf("status output lacks %q:\n%s", s, out)
 		}
@@ -472,7 +472,7 @@ func TestIngestMixedFormats(t *testing.T) {
 		}
 	}
 	out, _, code = run(t, nil, "--index", idx, "status")
-	if code != 0 || !strings.Contains(out, "5 (2 failed)") || !strings.Contains(out, "docx/1 2, html/1 1, none (over the size cap, never read) 1, pdf/1 1") ||
+	if code != 0 || !strings.Contains(out, "5 (2 failed)") || !strings.Contains(out, "docx/2 2, html/2 1, none (over the size cap, never read) 1, pdf/1 1") ||
 		!strings.Contains(out, "big.md: file over the size cap") || !strings.Contains(out, "notzip.docx: corrupt document") {
 		t.Errorf("status:\n%s", out)
 	}

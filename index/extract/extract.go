@@ -3,7 +3,9 @@
 // (paragraphs, lists, code blocks, tables, …) as byte spans of the text.
 //
 // For Markdown and plain text the text is the raw bytes themselves, so every
-// span indexes the blob directly: text[u.Start:u.End] is verbatim source.
+// span indexes the blob directly: text[u.Start:u.End] is verbatim source;
+// except for UTF-16 text (by its byte order mark), transcoded to UTF-8:
+// then Doc.Text differs from the bytes and must be kept like HTML's.
 // For HTML, DOCX and PDF the text is built by the extractor (Doc.Text) and
 // the spans index it; the index keeps that text beside the blocks.
 // Extraction is deterministic: the same bytes and name give the same Doc.
@@ -184,16 +186,16 @@ func (e *Extractor) ID() string { return fmt.Sprintf("%s/%d", e.Name, e.Version)
 
 // extractors, by media type.
 var extractors = map[string]*Extractor{
-	MediaMarkdown: {MediaType: MediaMarkdown, Name: "markdown", Version: 1, fn: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
+	MediaMarkdown: {MediaType: MediaMarkdown, Name: "markdown", Version: 2, fn: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
 		return Markdown(name, data)
 	}},
-	MediaText: {MediaType: MediaText, Name: "text", Version: 1, fn: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
+	MediaText: {MediaType: MediaText, Name: "text", Version: 2, fn: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
 		return Text(name, data)
 	}},
-	MediaHTML: {MediaType: MediaHTML, Name: "html", Version: 1, fn: func(ctx context.Context, name string, data []byte, _ Limits) (*Doc, error) {
+	MediaHTML: {MediaType: MediaHTML, Name: "html", Version: 2, fn: func(ctx context.Context, name string, data []byte, _ Limits) (*Doc, error) {
 		return htmlExtract(ctx, name, data)
 	}},
-	MediaDOCX: {MediaType: MediaDOCX, Name: "docx", Version: 1, fn: docx},
+	MediaDOCX: {MediaType: MediaDOCX, Name: "docx", Version: 2, fn: docx},
 	MediaPDF:  {MediaType: MediaPDF, Name: "pdf", Version: 1, fn: pdfExtract, start: pdfStart, lateClock: true},
 }
 
@@ -207,7 +209,7 @@ func For(mediaType string) (*Extractor, error) {
 }
 
 // IDs lists the ID of every extractor, sorted and space separated, e.g.
-// "docx/1 html/1 markdown/1 pdf/1 text/1": what the manifest records.
+// "docx/2 html/2 markdown/2 pdf/1 text/2": what the manifest records.
 func IDs() string {
 	ids := make([]string, 0, len(extractors))
 	for _, e := range extractors {

@@ -289,7 +289,7 @@ func TestExtractRecoversPanics(t *testing.T) {
 }
 
 func TestIDs(t *testing.T) {
-	if got := IDs(); got != "docx/1 html/1 markdown/1 pdf/1 text/1" {
+	if got := IDs(); got != "docx/2 html/2 markdown/2 pdf/1 text/2" {
 		t.Errorf("IDs() = %q", got)
 	}
 }

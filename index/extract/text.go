@@ -7,17 +7,24 @@ import (
 )
 
 // Text extracts plain text: each run of non-blank lines is one unit, and the
-// title is the file name without its extension. There are no headings.
+// title is the file name without its extension. A line ends at LF, CRLF or
+// a lone CR. Text with a UTF-16 byte order mark is transcoded to UTF-8
+// first (as Markdown). There are no headings.
 func Text(name string, data []byte) (*Doc, error) {
+	data, err := fromUTF16(data)
+	if err != nil {
+		return nil, err
+	}
 	off, err := checkText(data)
 	if err != nil {
 		return nil, err
 	}
 	text := string(data)
+	lines := string(loneCRToLF(data)) // a lone CR ends a line too
 	doc := &Doc{Text: text, Title: baseTitle(name)}
 	start := -1 // start of the current paragraph, -1 between paragraphs
 	for pos := off; pos < len(text); {
-		eol := strings.IndexByte(text[pos:], '\n')
+		eol := strings.IndexByte(lines[pos:], '\n')
 		next := len(text)
 		if eol >= 0 {
 			next = pos + eol + 1
@@ -35,6 +42,7 @@ func Text(name string, data []byte) (*Doc, error) {
 	if start >= 0 {
 		doc.addUnit(start, len(text))
 	}
+	doc.finish()
 	return doc, nil
 }
 
