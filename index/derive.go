@@ -234,7 +234,7 @@ func (ix *Index) derive(ctx context.Context, in Input, old *blobstore.Record) (p
 			}
 		}
 		if ix.context == ContextStructural {
-			b.context = chunk.Context(doc.Title, sp.HeadingPath, sp.Page)
+			b.context = chunk.BlockContext(doc.Title, sp)
 		}
 		b.terms[fts.Body] = ix.analyzer.Terms(nil, b.body, lang)
 		b.terms[fts.Context] = ix.analyzer.Terms(nil, b.context, lang)

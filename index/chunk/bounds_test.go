@@ -75,3 +75,34 @@ func TestEmptySectionHeadingBlock(t *testing.T) {
 		t.Errorf("blocks %q, want %q", got, want)
 	}
 }
+
+// Every block cut from a long table after its first names the table's
+// header row in its context, with every chunker; the first holds the row
+// itself.
+func TestTableHeaderCarried(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("# Stock\n\n| Fruit | Origin | Price |\n|---|---|---|\n")
+	for i := range 300 {
+		b.WriteString("| apple " + strings.Repeat("x", i%7) + " | Normandy | 3 |\n")
+	}
+	b.WriteString("\nAfter the table.\n")
+	d := md(t, b.String())
+	for _, spec := range []string{"default", "parent_child", "sentence_window(max_bytes=200)"} {
+		s, err := ParseSpec(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := s.Chunker().Chunk(d)
+		if len(blocks) < 3 {
+			t.Fatalf("%s: %d blocks", spec, len(blocks))
+		}
+		for _, bl := range blocks {
+			body := d.Text[bl.Start:bl.End]
+			ctx := BlockContext(d.Title, bl)
+			inTable := strings.HasPrefix(body, "| apple")
+			if hasHeader := strings.Contains(ctx, "| Fruit | Origin | Price |"); hasHeader != inTable {
+				t.Fatalf("%s: block %.30q has context %q", spec, body, ctx)
+			}
+		}
+	}
+}

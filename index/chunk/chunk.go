@@ -189,6 +189,10 @@ type Block struct {
 	Units   [2]int
 	Parent  int
 	Heading string
+	// TableHeader is the header row of the table the block starts inside,
+	// when the block does not hold it (a long table cut into blocks): see
+	// extract.Unit.Header. BlockContext names it.
+	TableHeader string
 }
 
 // HasWindow reports whether b carries a window.
@@ -223,12 +227,21 @@ func Split(doc *extract.Doc, maxBytes int) []Block {
 				continue
 			}
 			flush()
-			cur = Block{Start: p[0], End: p[1], Page: u.Page}
+			cur = Block{Start: p[0], End: p[1], Page: u.Page, TableHeader: continued(doc.Text, u, p[0])}
 			curSection = section
 		}
 	}
 	flush()
 	return blocks
+}
+
+// continued returns u's table header when the piece of u starting at
+// start does not begin with it, else "".
+func continued(text string, u extract.Unit, start int) string {
+	if u.Header == "" || strings.HasPrefix(text[start:], u.Header) {
+		return ""
+	}
+	return u.Header
 }
 
 // onlySpace reports whether s is all ASCII white space.
@@ -348,6 +361,18 @@ func (c *pathCursor) at(offset int) []string {
 
 // Separator joins the parts of a context.
 const Separator = " › " // U+203A with a space either side
+
+// BlockContext returns the structural context of b in a document titled
+// title: Context of its heading path and page, with the table header it
+// lacks (Block.TableHeader) after the headings, so that every block cut
+// from a long table is retrieved with its column names.
+func BlockContext(title string, b Block) string {
+	path := b.HeadingPath
+	if b.TableHeader != "" {
+		path = append(path[:len(path):len(path)], b.TableHeader)
+	}
+	return Context(title, path, b.Page)
+}
 
 // MaxContextHeadings caps the headings a context names: the innermost
 // ones are kept.

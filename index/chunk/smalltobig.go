@@ -34,7 +34,7 @@ func (c parentChild) Chunk(doc *extract.Doc) []Block {
 			if s >= e {
 				continue
 			}
-			sub.Units = append(sub.Units, extract.Unit{Start: s, End: e, Page: u.Page})
+			sub.Units = append(sub.Units, extract.Unit{Start: s, End: e, Page: u.Page, Header: u.Header})
 			if first < 0 {
 				first = ui
 			}
@@ -66,6 +66,7 @@ type sentenceWindow struct{ max, window int }
 func (c sentenceWindow) Chunk(doc *extract.Doc) []Block {
 	type sentence struct {
 		start, end, unit, section, page int
+		header                          string
 	}
 	var sents []sentence
 	section := 0
@@ -77,7 +78,7 @@ func (c sentenceWindow) Chunk(doc *extract.Doc) []Block {
 		text := doc.Text[u.Start:u.End]
 		if strings.HasPrefix(text, "```") || strings.HasPrefix(text, "~~~") {
 			for _, p := range pieces(doc.Text, u.Start, u.End, c.max) {
-				sents = append(sents, sentence{p[0], p[1], ui, section, u.Page})
+				sents = append(sents, sentence{p[0], p[1], ui, section, u.Page, continued(doc.Text, u, p[0])})
 			}
 			continue
 		}
@@ -98,7 +99,7 @@ func (c sentenceWindow) Chunk(doc *extract.Doc) []Block {
 				continue
 			}
 			for _, p := range pieces(doc.Text, s, e, c.max) {
-				sents = append(sents, sentence{p[0], p[1], ui, section, u.Page})
+				sents = append(sents, sentence{p[0], p[1], ui, section, u.Page, continued(doc.Text, u, p[0])})
 			}
 		}
 	}
@@ -112,7 +113,7 @@ func (c sentenceWindow) Chunk(doc *extract.Doc) []Block {
 			hi++
 		}
 		b := Block{Start: st.start, End: st.end, Page: st.page, HeadingPath: paths.at(st.start),
-			Window: [2]int{sents[lo].start, sents[hi].end}, Units: [2]int{sents[lo].unit, sents[hi].unit + 1}, Parent: -1}
+			Window: [2]int{sents[lo].start, sents[hi].end}, Units: [2]int{sents[lo].unit, sents[hi].unit + 1}, Parent: -1, TableHeader: st.header}
 		if len(b.HeadingPath) > 0 {
 			b.Heading = b.HeadingPath[len(b.HeadingPath)-1]
 		}

@@ -207,6 +207,9 @@ func assembleDOCX(blocks []docxBlock, maxBytes int64) (*Doc, error) {
 		start, end := starts[i], starts[i]+len(bl.text)
 		if bl.level == 0 && !bl.title {
 			doc.addUnit(start, end)
+			if bl.table {
+				doc.setHeader(start)
+			}
 			continue
 		}
 		h := Heading{Level: min(max(bl.level, 1), 6), Text: strings.Join(strings.Fields(bl.text), " "), Start: start, End: end}

@@ -116,6 +116,11 @@ type Heading struct {
 type Unit struct {
 	Start, End int // bytes, End exclusive
 	Page       int
+	// Header is a table's header row: the unit's first line, verbatim
+	// (Markdown and DOCX tables); "" for other units. A chunker that cuts
+	// the table carries it into the context of the blocks after the
+	// first, which lack it.
+	Header string
 }
 
 // MediaType returns the media type for a file name by its extension:

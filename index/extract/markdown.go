@@ -8,6 +8,7 @@ import (
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/extension"
+	extast "github.com/yuin/goldmark/extension/ast"
 	"github.com/yuin/goldmark/parser"
 	"github.com/yuin/goldmark/text"
 	"github.com/yuin/goldmark/util"
@@ -96,6 +97,9 @@ func Markdown(name string, data []byte) (*Doc, error) {
 			if !skipHTML(doc.Text[it.start:max(end, it.start)]) {
 				doc.addUnit(it.start, end)
 			}
+		case *extast.Table:
+			doc.addUnit(it.start, end)
+			doc.setHeader(it.start)
 		default:
 			doc.addUnit(it.start, end)
 		}

@@ -89,6 +89,20 @@ func (d *Doc) finish() {
 	sort.SliceStable(d.Units, func(a, b int) bool { return d.Units[a].Start < d.Units[b].Start })
 }
 
+// setHeader makes the first line of the last unit, which starts at start
+// (a table), its Header.
+func (d *Doc) setHeader(start int) {
+	if len(d.Units) == 0 || d.Units[len(d.Units)-1].Start != start {
+		return
+	}
+	u := &d.Units[len(d.Units)-1]
+	line := d.Text[u.Start:u.End]
+	if i := strings.IndexAny(line, "\r\n"); i >= 0 {
+		line = line[:i]
+	}
+	u.Header = strings.TrimRight(line, " \t")
+}
+
 // fromUTF16 returns data transcoded to UTF-8 when it starts with a UTF-16
 // byte order mark (the mark dropped), else data itself. The text of a
 // transcoded document is not its bytes, so the index keeps it, as it does

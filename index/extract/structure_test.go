@@ -147,3 +147,20 @@ func TestUTF16(t *testing.T) {
 		t.Errorf("odd length: %v", err)
 	}
 }
+
+// A table's unit carries its header row (its first line), in Markdown and
+// DOCX, for the chunker to repeat in the context of the blocks cut from it.
+func TestTableHeader(t *testing.T) {
+	d, err := Markdown("t.md", []byte("# Prices\n\n| Fruit | Price |\n|---|---|\n| apple | 3 |\n\nAfter.\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Units) != 2 || d.Units[0].Header != "| Fruit | Price |" || d.Units[1].Header != "" {
+		t.Errorf("Markdown units %+v", d.Units)
+	}
+	x := mustDOCX(t, "t.docx", map[string]string{"word/document.xml": docXML(
+		para("", "Before.") + tbl([]string{para("", "Fruit"), para("", "Price")}, []string{para("", "apple"), para("", "3")}))})
+	if len(x.Units) != 2 || x.Units[1].Header != "Fruit | Price" || x.Units[0].Header != "" {
+		t.Errorf("DOCX units %+v", x.Units)
+	}
+}
