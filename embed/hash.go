@@ -40,8 +40,8 @@ const MaxHashDim = 65536
 
 // Hash is a feature-hashing embedder (Weinberger et al. 2009, "Feature
 // Hashing for Large Scale Multitask Learning"). The text is analyzed as
-// English by the standard analyzer (analysis.Standard: case folding, word
-// breaks, stop words dropped, Snowball stems). Its features are each term,
+// English by the standard analyzer, version 1 (analysis.StandardV1: case
+// folding, word breaks, stop words dropped, Snowball stems). Its features are each term,
 // each pair of adjacent terms (weight hashBigramWeight) and each character
 // trigram of a term (weight hashTrigramWeight); a feature occurring tf
 // times weighs 1 + ln tf (sublinear tf, Manning et al. 2008, §6.4.1). Each
@@ -86,7 +86,9 @@ func (h *Hash) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 }
 
 func (h *Hash) vector(text string) []float32 {
-	terms := analysis.Standard{}.Terms(nil, text, hashLanguage)
+	// Pinned to standard/1: a newer analyzer version must not change the
+	// vectors of "hash/<dim>", which names one function of the text.
+	terms := analysis.StandardV1{}.Terms(nil, text, hashLanguage)
 	counts := make(map[string]int, 8*len(terms))
 	for i, t := range terms {
 		counts["u\x00"+t]++

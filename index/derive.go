@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index/chunk"
@@ -130,6 +131,10 @@ func (ix *state) derive(ctx context.Context, in input, old *blobstore.Record) (p
 	if in.Source == "" {
 		return bad(errors.New("empty source"))
 	}
+	if !utf8.ValidString(in.Source) || !utf8.ValidString(in.Title) || !utf8.ValidString(in.Name) {
+		// Stored as text: bytes that are not UTF-8 would fail the batch.
+		return bad(errors.New("source, name or title is not valid UTF-8"))
+	}
 	if in.failure != "" && len(in.Data) > 0 {
 		return bad(errors.New("input has both a failure and data"))
 	}
@@ -216,8 +221,8 @@ func (ix *state) derive(ctx context.Context, in input, old *blobstore.Record) (p
 	}
 	doc.Title = title
 	p.pages = doc.Pages
-	if !textIsBlob(mediaType) {
-		p.text = doc.Text
+	if !textIsBlob(mediaType) || doc.Text != string(in.Data) {
+		p.text = doc.Text // not the blob: HTML, DOCX, PDF, transcoded UTF-16
 	}
 
 	spans := ix.chunker.Chunker().Chunk(doc)
@@ -232,7 +237,7 @@ func (ix *state) derive(ctx context.Context, in input, old *blobstore.Record) (p
 			}
 		}
 		if ix.context == ContextStructural {
-			b.context = chunk.Context(doc.Title, sp.HeadingPath, sp.Page)
+			b.context = chunk.BlockContext(doc.Title, sp)
 		}
 		b.terms[fts.Body] = ix.analyzer.Terms(nil, b.body, lang)
 		b.terms[fts.Context] = ix.analyzer.Terms(nil, b.context, lang)

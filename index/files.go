@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/escurel/escurel/index/extract"
 )
@@ -144,6 +145,11 @@ func listFiles(ctx context.Context, paths []string, sum *Summary) ([]fileEntry, 
 			e.err = fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
 		}
 		e.real = real
+		if e.err == nil && !utf8.ValidString(real) {
+			// A source is stored as text: a name that is not UTF-8 would
+			// fail the whole batch's transaction.
+			e.err = errNameNotUTF8
+		}
 		if e.err != nil {
 			e.err = &DocumentError{Source: p, Err: e.err}
 		} else if seen[real] {
@@ -296,6 +302,10 @@ func (ix *Index) ingestFileBatch(ctx context.Context, files []fileEntry, opts In
 	}
 	return nil
 }
+
+// errNameNotUTF8 is a file whose path is not valid UTF-8: escurel cannot
+// name it as a source. The DocumentError prints the path escaped.
+var errNameNotUTF8 = errors.New("file name is not valid UTF-8: rename the file")
 
 // errTooLarge is a file over the size cap.
 var errTooLarge = errors.New("file over the size cap")

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index/chunk"
@@ -125,7 +128,14 @@ type DocumentError struct {
 	Err    error
 }
 
-func (e *DocumentError) Error() string { return e.Source + ": " + e.Err.Error() }
+// Error is "<source>: <reason>"; a source that is not valid UTF-8 is
+// quoted with Go escapes (strconv.Quote).
+func (e *DocumentError) Error() string {
+	if !utf8.ValidString(e.Source) {
+		return strconv.Quote(e.Source) + ": " + e.Err.Error()
+	}
+	return e.Source + ": " + e.Err.Error()
+}
 
 // Unwrap returns the cause.
 func (e *DocumentError) Unwrap() error { return e.Err }
@@ -191,9 +201,10 @@ type storedDoc struct {
 // IngestBatch ingests ins as Ingest does, with one transaction for all of
 // them, which is much faster than one each. res[i] and errs[i] are the
 // outcome of ins[i]: errs[i] is a *DocumentError or nil. err is a storage
-// error, after which none of the batch's rows were written (blobs and
-// records stored before it stay: they are the source of truth, and a later
-// ingest or rebuild derives from them). A source given twice is ingested as
+// error, after which none of the batch's rows were written; when the
+// transaction itself failed, the records the batch stored are taken back
+// (restoreRecords), so the blob store still describes what the index
+// serves. A source given twice is ingested as
 // its last version. Batches run one at a time.
 func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, errs []error, err error) {
 	return ix.ingest(ctx, inputs(ins))
@@ -214,6 +225,7 @@ func (ix *Index) ingest(ctx context.Context, ins []input) (res []Result, errs []
 func (ix *state) ingestBatch(ctx context.Context, ins []input) (res []Result, errs []error, err error) {
 	res, errs = make([]Result, len(ins)), make([]error, len(ins))
 	var writes []pending
+	var staged []string      // doc ids whose records the batch writes
 	slot := map[string]int{} // doc id → index in writes
 	batch := ix.blobs.NewBatch()
 	defer batch.Abort() // a no-op once synced
@@ -298,6 +310,9 @@ func (ix *state) ingestBatch(ctx context.Context, ins []input) (res []Result, er
 			if err := batch.PutRecord(ctx, p.rec); err != nil {
 				return res, errs, fmt.Errorf("ingest %s: %w", in.Source, err)
 			}
+			if !slices.Contains(staged, docID) {
+				staged = append(staged, docID)
+			}
 		}
 		if j, ok := slot[docID]; ok {
 			writes[j] = p
@@ -316,11 +331,20 @@ func (ix *state) ingestBatch(ctx context.Context, ins []input) (res []Result, er
 	}
 	// Source of truth first: blobs and records are durable before the
 	// transaction that derives from them commits.
+	// A batch that fails from here takes its records back (some may be
+	// in place after a failed Sync).
+	undo := func(err error) error {
+		err = fmt.Errorf("ingest: %w", err)
+		if uerr := ix.restoreRecords(context.WithoutCancel(ctx), staged, current); uerr != nil {
+			err = fmt.Errorf("%w; and the batch's records could not be taken back (escurel verify lists them): %v", err, uerr)
+		}
+		return err
+	}
 	if err := batch.Sync(ctx); err != nil {
-		return res, errs, fmt.Errorf("ingest: %w", err)
+		return res, errs, undo(err)
 	}
 	if err := ix.write(ctx, writes); err != nil {
-		return res, errs, fmt.Errorf("ingest: %w", err)
+		return res, errs, undo(err)
 	}
 	if ix.vec != nil {
 		if err := ix.recordReach(ctx); err != nil {
@@ -328,6 +352,27 @@ func (ix *state) ingestBatch(ctx context.Context, ins []input) (res []Result, er
 		}
 	}
 	return res, errs, nil
+}
+
+// restoreRecords takes back the records a batch stored when its
+// transaction failed: each document's record becomes the index's copy
+// again (what the index still serves), or is deleted for a document the
+// index does not hold. The blobs stay: content-addressed, they may be
+// shared, and an unreferenced one is harmless (Verification.OrphanBlobs).
+func (ix *state) restoreRecords(ctx context.Context, docIDs []string, current map[string]*storedDoc) error {
+	var errs []error
+	for _, id := range docIDs {
+		var err error
+		if d := current[id]; d != nil {
+			err = ix.blobs.PutRecord(ctx, d.rec)
+		} else if err = ix.blobs.DeleteRecord(ctx, id); errors.Is(err, blobstore.ErrNotFound) {
+			err = nil
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ensureStored puts the blob and record of an unchanged document back if the

@@ -90,7 +90,7 @@ func TestRefuseOtherContextualize(t *testing.T) {
 // Unset options adopt the manifest's values; equal ones are accepted.
 func TestOpenAdoptsManifest(t *testing.T) {
 	dir := builtWith(t, Options{Chunker: "default(max_bytes=800)", Contextualize: ContextOff, Embedder: embed.None})
-	for _, opts := range []Options{{}, {Chunker: "default(max_bytes=800)", Contextualize: ContextOff, Embedder: embed.None, Analyzer: "standard/1"}} {
+	for _, opts := range []Options{{}, {Chunker: "default(max_bytes=800)", Contextualize: ContextOff, Embedder: embed.None, Analyzer: "standard/2"}} {
 		opts.BlobURL = "mem://"
 		ix, err := Open(context.Background(), dir, &opts)
 		if err != nil {

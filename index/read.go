@@ -281,7 +281,7 @@ func (ix *state) documentText(ctx context.Context, docID, clearance string) (str
 	if err != nil {
 		return "", fmt.Errorf("document text %s: %w", docID, err)
 	}
-	if !textIsBlob(mediaType) {
+	if !textIsBlob(mediaType) || text.Valid { // kept: not the blob (UTF-16 text is transcoded)
 		if !text.Valid {
 			return "", fmt.Errorf("document text %s: no kept text for %s (an index from before schema 9: run escurel rebuild)", docID, mediaType)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -191,6 +192,7 @@ func (ix *state) deleteRows(ctx context.Context, tx *duck.Tx, docIDs []any) ([]f
 // store, so that a rebuild does not bring them back. A document is named by
 // its doc id or its source. The records go first (the blob store is the
 // source of truth); the raw blobs stay, as other documents may share them.
+// A record the index holds no rows of is deleted as well.
 // It returns the doc ids deleted; names that match no document are an
 // error, after the others are deleted.
 func (ix *Index) Delete(ctx context.Context, names ...string) ([]string, error) {
@@ -217,7 +219,20 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) ([]string, err
 			return done, err
 		}
 		if rec == nil {
-			missing = append(missing, name)
+			// A record the index has no rows of (a batch that failed
+			// after its records were stored) can be deleted too.
+			rec, err = ix.blobs.GetRecord(ctx, id)
+			if errors.Is(err, blobstore.ErrNotFound) {
+				missing = append(missing, name)
+				continue
+			}
+			if err != nil {
+				return done, fmt.Errorf("delete %s: %w", name, err)
+			}
+			if err := ix.blobs.DeleteRecord(ctx, id); err != nil {
+				return done, fmt.Errorf("delete %s: %w", rec.Source, err)
+			}
+			done = append(done, id)
 			continue
 		}
 		if err := ix.blobs.DeleteRecord(ctx, id); err != nil {

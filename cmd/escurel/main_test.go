@@ -476,7 +476,7 @@ func TestIngestMixedFormats(t *testing.T) {
 		}
 	}
 	out, _, code = run(t, nil, "--index", idx, "status")
-	if code != 0 || !strings.Contains(out, "5 (2 failed)") || !strings.Contains(out, "docx/1 2, html/1 1, none (over the size cap, never read) 1, pdf/1 1") ||
+	if code != 0 || !strings.Contains(out, "5 (2 failed)") || !strings.Contains(out, "docx/2 2, html/2 1, none (over the size cap, never read) 1, pdf/1 1") ||
 		!strings.Contains(out, "big.md: file over the size cap") || !strings.Contains(out, "notzip.docx: corrupt document") {
 		t.Errorf("status:\n%s", out)
 	}

@@ -3,11 +3,15 @@
 // the manifest, and an index refuses to open with another.
 //
 // Analyzers:
-//   - "standard/1" (Standard, the default): NFKC normalization and Unicode
+//   - "standard/2" (Standard, the default): default-ignorable code points
+//     (soft hyphens, zero-width characters) dropped, then as standard/1.
+//   - "standard/1" (StandardV1): NFKC normalization and Unicode
 //     case folding (golang.org/x/text), Unicode word segmentation (UAX #29,
 //     github.com/rivo/uniseg), bigrams over runs of Chinese and Japanese
 //     characters, then per language the Snowball stop list and stemmer
-//     (github.com/blevesearch/snowballstem).
+//     (github.com/blevesearch/snowballstem). Indexes built with it keep it:
+//     the manifest records the ID, and ByID finds every version this
+//     binary has.
 //   - "simple/1" (Simple): lower-cased runs of letters and digits, no
 //     stemming, no stop words.
 package analysis
@@ -84,8 +88,9 @@ func appendLower(dst []string, tok string) []string {
 	return append(dst, tok)
 }
 
-// analyzers are the analyzers this binary has, newest version per name.
-var analyzers = []Analyzer{Standard{}, Simple{}}
+// analyzers are the analyzers this binary has, every version, the newest
+// of a name first (ByName).
+var analyzers = []Analyzer{Standard{}, StandardV1{}, Simple{}}
 
 // ByID returns the analyzer with the given ID, or an error listing the ones
 // this binary has.

@@ -80,10 +80,10 @@ func TestLookup(t *testing.T) {
 	if a, err := ByID("simple/1"); err != nil || a.ID() != "simple/1" {
 		t.Errorf("ByID = %v, %v", a, err)
 	}
-	if a, err := ByName("standard"); err != nil || a.ID() != "standard/1" {
+	if a, err := ByName("standard"); err != nil || a.ID() != "standard/2" {
 		t.Errorf("ByName(standard) = %v, %v", a, err)
 	}
-	if _, err := ByID("simple/2"); err == nil || !strings.Contains(err.Error(), "simple/1, standard/1") {
+	if _, err := ByID("simple/2"); err == nil || !strings.Contains(err.Error(), "simple/1, standard/1, standard/2") {
 		t.Errorf("ByID(simple/2) err = %v", err)
 	}
 	if _, err := ByName("english"); err == nil {
@@ -97,5 +97,34 @@ func BenchmarkStandard(b *testing.B) {
 	var dst []string
 	for i := 0; i < b.N; i++ {
 		dst = Standard{}.Terms(dst[:0], text, "en")
+	}
+}
+
+// standard/2 drops default-ignorable code points (soft hyphen, zero-width
+// space and joiners, word joiner, BOM, variation selectors), so a word
+// with a soft hyphen meets the word without; standard/1 is unchanged, for
+// the indexes built with it.
+func TestStandardIgnorable(t *testing.T) {
+	ins := []string{"co\u00ADoperate", "co\u200Boperate", "co\u200Doperate", "co\u2060operate", "\uFEFFcooperate", "coop\uFE0Ferate"}
+	for _, in := range ins {
+		var std Standard
+		if diff := cmp.Diff(std.Terms(nil, "cooperate", "en"), std.Terms(nil, in, "en")); diff != "" {
+			t.Errorf("standard/2 %q (-want +got):\n%s", in, diff)
+		}
+	}
+	v1 := StandardV1{}
+	if got := v1.Terms(nil, "co\u00ADoperate", "en"); len(got) != 1 || got[0] == "cooper" {
+		t.Errorf("standard/1 changed: %q", got)
+	}
+	// Visible format characters stay: an Arabic number sign is not
+	// ignorable.
+	if !strings.Contains(dropIgnorable("\u0600١٢"), "\u0600") {
+		t.Error("U+0600 dropped")
+	}
+	if a, err := ByName("standard"); err != nil || a.ID() != "standard/2" {
+		t.Errorf("ByName(standard) = %v, %v", a, err)
+	}
+	if a, err := ByID("standard/1"); err != nil || a.ID() != "standard/1" {
+		t.Errorf("ByID(standard/1) = %v, %v", a, err)
 	}
 }

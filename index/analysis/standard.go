@@ -32,7 +32,70 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// Standard is the analyzer "standard", version 1. For a text in language
+// Standard is the analyzer "standard", version 2: StandardV1 after
+// dropping every default-ignorable code point (Unicode's
+// Default_Ignorable_Code_Point: the soft hyphen U+00AD, zero-width spaces
+// and joiners, the word joiner, variation selectors, U+FEFF, …), which
+// render as nothing, so that "co\u00ADoperate" is the word "cooperate".
+// It is the default for new indexes; an index built with standard/1 keeps
+// analyzing as standard/1 (StandardV1) until rebuilt with
+// --analyzer standard.
+type Standard struct{}
+
+var _ Analyzer = Standard{}
+
+// ID returns "standard/2".
+func (Standard) ID() string { return "standard/2" }
+
+// CheckLanguage accepts the languages listed on StandardV1.
+func (Standard) CheckLanguage(lang string) error {
+	_, err := lookup(lang)
+	return err
+}
+
+// Terms appends the terms of text in language lang to dst.
+func (Standard) Terms(dst []string, text, lang string) []string {
+	if !isASCII(text) { // every default-ignorable code point is non-ASCII
+		text = dropIgnorable(text)
+	}
+	return StandardV1{}.Terms(dst, text, lang)
+}
+
+// dropIgnorable returns s without its default-ignorable code points.
+func dropIgnorable(s string) string {
+	i := strings.IndexFunc(s, defaultIgnorable)
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	b.WriteString(s[:i])
+	for _, r := range s[i:] {
+		if !defaultIgnorable(r) {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// defaultIgnorable reports whether r has Unicode's derived property
+// Default_Ignorable_Code_Point: Other_Default_Ignorable_Code_Point, format
+// characters (Cf) and variation selectors, less the interlinear annotation
+// characters (U+FFF9–FFFB), the Egyptian hieroglyph format controls
+// (U+13430–1343F) and the prepended concatenation marks, which are visible
+// or shape their neighbours.
+func defaultIgnorable(r rune) bool {
+	switch {
+	case r < 0xAD:
+		return false
+	case r >= 0xFFF9 && r <= 0xFFFB, r >= 0x13430 && r <= 0x1343F,
+		r >= 0x0600 && r <= 0x0605, r == 0x06DD, r == 0x070F, r == 0x0890, r == 0x0891, r == 0x08E2, r == 0x110BD, r == 0x110CD:
+		return false
+	}
+	return unicode.In(r, unicode.Cf, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector)
+}
+
+// StandardV1 is the analyzer "standard", version 1. For a text in language
 // lang it:
 //
 //  1. normalizes the text to NFKC and folds its case (Unicode full case
@@ -50,12 +113,12 @@ import (
 // Languages (by primary subtag): with stop list and stemmer da, de, en, es,
 // fi, fr, hu, it, nl, no (nb, nn), pt, ru, sv; with stemmer only ar, ga, ro,
 // tr; without either (steps 1–3 and 5 only) el, ja, ko, zh.
-type Standard struct{}
+type StandardV1 struct{}
 
-var _ Analyzer = Standard{}
+var _ Analyzer = StandardV1{}
 
 // ID returns "standard/1".
-func (Standard) ID() string { return "standard/1" }
+func (StandardV1) ID() string { return "standard/1" }
 
 // language is how Standard treats one language.
 type language struct {
@@ -135,7 +198,8 @@ func loadLanguages() {
 	languages["nb"], languages["nn"] = languages["no"], languages["no"]
 }
 
-// Languages returns the language tags Standard supports, sorted.
+// Languages returns the language tags Standard and StandardV1 support,
+// sorted.
 func Languages() []string {
 	langOnce.Do(loadLanguages)
 	var out []string
@@ -152,11 +216,11 @@ func lookup(lang string) (*language, error) {
 	if l, ok := languages[primary]; ok {
 		return l, nil
 	}
-	return nil, fmt.Errorf("language %q: not supported by analyzer standard/1; languages: %s", lang, strings.Join(Languages(), ", "))
+	return nil, fmt.Errorf("language %q: not supported by analyzer standard; languages: %s", lang, strings.Join(Languages(), ", "))
 }
 
-// CheckLanguage accepts the languages listed on Standard.
-func (Standard) CheckLanguage(lang string) error {
+// CheckLanguage accepts the languages listed on StandardV1.
+func (StandardV1) CheckLanguage(lang string) error {
 	_, err := lookup(lang)
 	return err
 }
@@ -176,7 +240,7 @@ var envs = sync.Pool{New: func() any { return snowballstem.NewEnv("") }}
 
 // Terms appends the terms of text in language lang to dst. An unsupported
 // language (see CheckLanguage) is analyzed without stop list and stemmer.
-func (Standard) Terms(dst []string, text, lang string) []string {
+func (StandardV1) Terms(dst []string, text, lang string) []string {
 	l, err := lookup(lang)
 	if err != nil {
 		l = &language{}

@@ -10,7 +10,8 @@
 //     and only white space separates them, so text the extractor left out
 //     (an HTML comment, a link definition) never enters a body;
 //   - a unit longer than MaxBytes is cut into pieces of at most MaxBytes
-//     bytes, preferring, in order, a line break, a sentence end and a space
+//     bytes, preferring, in order, a line break (LF, CRLF or a lone CR), a
+//     sentence end and a space
 //     in the second half of the window, then any space, then the last UTF-8
 //     rune boundary; a cut never falls inside a UTF-8 sequence.
 //
@@ -188,6 +189,10 @@ type Block struct {
 	Units   [2]int
 	Parent  int
 	Heading string
+	// TableHeader is the header row of the table the block starts inside,
+	// when the block does not hold it (a long table cut into blocks): see
+	// extract.Unit.Header. BlockContext names it.
+	TableHeader string
 }
 
 // HasWindow reports whether b carries a window.
@@ -200,16 +205,19 @@ func Split(doc *extract.Doc, maxBytes int) []Block {
 	var blocks []Block
 	cur := Block{Start: -1}
 	curSection := -1
-	section := 0 // number of headings that start before the unit
+	// section: the number of headings that start before the unit, or at
+	// it (a heading over an empty section is a unit, of its own section).
+	section := 0
+	paths := pathCursor{headings: doc.Headings}
 	flush := func() {
 		if cur.Start >= 0 {
-			cur.HeadingPath = HeadingPath(doc.Headings, cur.Start)
+			cur.HeadingPath = paths.at(cur.Start)
 			blocks = append(blocks, cur)
 		}
 		cur = Block{Start: -1}
 	}
 	for _, u := range doc.Units {
-		for section < len(doc.Headings) && doc.Headings[section].Start < u.Start {
+		for section < len(doc.Headings) && doc.Headings[section].Start <= u.Start {
 			section++
 		}
 		for _, p := range pieces(doc.Text, u.Start, u.End, maxBytes) {
@@ -219,12 +227,21 @@ func Split(doc *extract.Doc, maxBytes int) []Block {
 				continue
 			}
 			flush()
-			cur = Block{Start: p[0], End: p[1], Page: u.Page}
+			cur = Block{Start: p[0], End: p[1], Page: u.Page, TableHeader: continued(doc.Text, u, p[0])}
 			curSection = section
 		}
 	}
 	flush()
 	return blocks
+}
+
+// continued returns u's table header when the piece of u starting at
+// start does not begin with it, else "".
+func continued(text string, u extract.Unit, start int) string {
+	if u.Header == "" || strings.HasPrefix(text[start:], u.Header) {
+		return ""
+	}
+	return u.Header
 }
 
 // onlySpace reports whether s is all ASCII white space.
@@ -263,7 +280,7 @@ func pieces(text string, start, end, maxBytes int) [][2]int {
 // rune boundary at or before limit.
 func cutPoint(window string, limit int) int {
 	half := limit / 2
-	if i := strings.LastIndexByte(window[:limit], '\n'); i >= half {
+	if i := lastLineEnd(window, limit); i >= half {
 		return i + 1
 	}
 	for i := limit - 1; i >= half; i-- {
@@ -283,41 +300,97 @@ func cutPoint(window string, limit int) int {
 	return i
 }
 
+// lastLineEnd returns the index of the last LF, or lone CR (an old Mac
+// line end), in window[:limit], or -1. window[limit], when there, tells
+// whether a CR ending window[:limit] is followed by an LF (CRLF).
+func lastLineEnd(window string, limit int) int {
+	i := strings.LastIndexByte(window[:limit], '\n')
+	for j := limit - 1; j > i; j-- {
+		if window[j] == '\r' && (j+1 >= len(window) || window[j+1] != '\n') {
+			return j
+		}
+	}
+	return i
+}
+
 // HeadingPath returns the texts of the headings open at offset: each heading
 // that starts before offset opens, and closes every open heading of its level
 // or deeper. Skipped levels leave no gap (an H3 under an H1 is the second
-// element). Headings with empty text are left out.
+// element). Headings with empty text are left out, and each text is capped
+// (extract.ClipHeading).
 func HeadingPath(headings []extract.Heading, offset int) []string {
-	var stack []extract.Heading
-	for _, h := range headings {
-		if h.Start >= offset {
-			break
+	c := pathCursor{headings: headings}
+	return c.at(offset)
+}
+
+// pathCursor gives the heading paths (HeadingPath) at offsets that never
+// decrease, in time linear in the headings passed and the paths' lengths:
+// a chunker asks once per block, and a document may have as many headings
+// as blocks.
+type pathCursor struct {
+	headings []extract.Heading
+	next     int               // headings[:next] start before the last offset
+	stack    []extract.Heading // the open headings
+	path     []string          // the texts of stack; nil when stale
+	fresh    bool
+}
+
+// at returns the path at offset, which is no smaller than the last one.
+// Blocks may share the returned slice; it is never modified.
+func (c *pathCursor) at(offset int) []string {
+	for c.next < len(c.headings) && c.headings[c.next].Start < offset {
+		h := c.headings[c.next]
+		c.next++
+		for len(c.stack) > 0 && c.stack[len(c.stack)-1].Level >= h.Level {
+			c.stack = c.stack[:len(c.stack)-1]
 		}
-		for len(stack) > 0 && stack[len(stack)-1].Level >= h.Level {
-			stack = stack[:len(stack)-1]
-		}
-		stack = append(stack, h)
+		c.stack = append(c.stack, h)
+		c.fresh = false
 	}
-	var path []string
-	for _, h := range stack {
-		if h.Text != "" {
-			path = append(path, h.Text)
+	if !c.fresh {
+		c.path = nil
+		for _, h := range c.stack {
+			if h.Text != "" {
+				c.path = append(c.path, extract.ClipHeading(h.Text))
+			}
 		}
+		c.fresh = true
 	}
-	return path
+	return c.path
 }
 
 // Separator joins the parts of a context.
 const Separator = " › " // U+203A with a space either side
 
+// BlockContext returns the structural context of b in a document titled
+// title: Context of its heading path and page, with the table header it
+// lacks (Block.TableHeader) after the headings, so that every block cut
+// from a long table is retrieved with its column names.
+func BlockContext(title string, b Block) string {
+	path := b.HeadingPath
+	if b.TableHeader != "" {
+		path = append(path[:len(path):len(path)], b.TableHeader)
+	}
+	return Context(title, path, b.Page)
+}
+
+// MaxContextHeadings caps the headings a context names: the innermost
+// ones are kept.
+const MaxContextHeadings = 8
+
 // Context returns the structural context "[<title> › <heading path> ›
 // p.<page>]". Parts empty after trimming are dropped, a part equal to the
 // part before it (ignoring case) is dropped, and page 0 adds no part. With no
-// parts left the context is "".
+// parts left the context is "". Every part is capped (extract.ClipHeading)
+// and at most MaxContextHeadings headings are named, so a context is never
+// longer than a few KB whatever the document holds.
 func Context(title string, headingPath []string, page int) string {
+	if len(headingPath) > MaxContextHeadings {
+		headingPath = headingPath[len(headingPath)-MaxContextHeadings:]
+	}
 	parts := make([]string, 0, len(headingPath)+2)
 	add := func(p string) {
-		p = strings.TrimSpace(p)
+		p = strings.TrimSpace(extract.ClipHeading(p))
 		if p == "" || (len(parts) > 0 && strings.EqualFold(parts[len(parts)-1], p)) {
 			return
 		}

@@ -18,16 +18,23 @@ type parentChild struct{ child, parent int }
 
 func (c parentChild) Chunk(doc *extract.Doc) []Block {
 	var out []Block
+	sub := *doc
+	sub.Headings = nil // a child's path is set below, from one cursor
+	paths := pathCursor{headings: doc.Headings}
+	lo := 0 // the first unit that may overlap the parent
 	for pi, p := range Split(doc, c.parent) {
-		sub := *doc
 		sub.Units = nil
 		first, last := -1, -1
-		for ui, u := range doc.Units {
+		for lo < len(doc.Units) && doc.Units[lo].End <= p.Start {
+			lo++
+		}
+		for ui := lo; ui < len(doc.Units) && doc.Units[ui].Start < p.End; ui++ {
+			u := doc.Units[ui]
 			s, e := max(u.Start, p.Start), min(u.End, p.End)
 			if s >= e {
 				continue
 			}
-			sub.Units = append(sub.Units, extract.Unit{Start: s, End: e, Page: u.Page})
+			sub.Units = append(sub.Units, extract.Unit{Start: s, End: e, Page: u.Page, Header: u.Header})
 			if first < 0 {
 				first = ui
 			}
@@ -38,6 +45,7 @@ func (c parentChild) Chunk(doc *extract.Doc) []Block {
 			heading = p.HeadingPath[len(p.HeadingPath)-1]
 		}
 		for _, ch := range Split(&sub, c.child) {
+			ch.HeadingPath = paths.at(ch.Start)
 			ch.Window, ch.Units, ch.Parent, ch.Heading = [2]int{p.Start, p.End}, [2]int{first, last + 1}, pi, heading
 			out = append(out, ch)
 		}
@@ -58,17 +66,19 @@ type sentenceWindow struct{ max, window int }
 func (c sentenceWindow) Chunk(doc *extract.Doc) []Block {
 	type sentence struct {
 		start, end, unit, section, page int
+		header                          string
 	}
 	var sents []sentence
 	section := 0
+	paths := pathCursor{headings: doc.Headings}
 	for ui, u := range doc.Units {
-		for section < len(doc.Headings) && doc.Headings[section].Start < u.Start {
+		for section < len(doc.Headings) && doc.Headings[section].Start <= u.Start {
 			section++
 		}
 		text := doc.Text[u.Start:u.End]
 		if strings.HasPrefix(text, "```") || strings.HasPrefix(text, "~~~") {
 			for _, p := range pieces(doc.Text, u.Start, u.End, c.max) {
-				sents = append(sents, sentence{p[0], p[1], ui, section, u.Page})
+				sents = append(sents, sentence{p[0], p[1], ui, section, u.Page, continued(doc.Text, u, p[0])})
 			}
 			continue
 		}
@@ -89,7 +99,7 @@ func (c sentenceWindow) Chunk(doc *extract.Doc) []Block {
 				continue
 			}
 			for _, p := range pieces(doc.Text, s, e, c.max) {
-				sents = append(sents, sentence{p[0], p[1], ui, section, u.Page})
+				sents = append(sents, sentence{p[0], p[1], ui, section, u.Page, continued(doc.Text, u, p[0])})
 			}
 		}
 	}
@@ -102,8 +112,8 @@ func (c sentenceWindow) Chunk(doc *extract.Doc) []Block {
 		for hi < len(sents)-1 && hi-i < c.window && sents[hi+1].section == st.section && sents[hi+1].page == st.page {
 			hi++
 		}
-		b := Block{Start: st.start, End: st.end, Page: st.page, HeadingPath: HeadingPath(doc.Headings, st.start),
-			Window: [2]int{sents[lo].start, sents[hi].end}, Units: [2]int{sents[lo].unit, sents[hi].unit + 1}, Parent: -1}
+		b := Block{Start: st.start, End: st.end, Page: st.page, HeadingPath: paths.at(st.start),
+			Window: [2]int{sents[lo].start, sents[hi].end}, Units: [2]int{sents[lo].unit, sents[hi].unit + 1}, Parent: -1, TableHeader: st.header}
 		if len(b.HeadingPath) > 0 {
 			b.Heading = b.HeadingPath[len(b.HeadingPath)-1]
 		}

@@ -182,6 +182,7 @@ func docx(ctx context.Context, name string, data []byte, lim Limits) (*Doc, erro
 	if doc.Title == "" {
 		doc.Title = baseTitle(name)
 	}
+	doc.Title = ClipHeading(doc.Title)
 	return doc, nil
 }
 
@@ -206,6 +207,9 @@ func assembleDOCX(blocks []docxBlock, maxBytes int64) (*Doc, error) {
 		start, end := starts[i], starts[i]+len(bl.text)
 		if bl.level == 0 && !bl.title {
 			doc.addUnit(start, end)
+			if bl.table {
+				doc.setHeader(start)
+			}
 			continue
 		}
 		h := Heading{Level: min(max(bl.level, 1), 6), Text: strings.Join(strings.Fields(bl.text), " "), Start: start, End: end}
@@ -214,12 +218,7 @@ func assembleDOCX(blocks []docxBlock, maxBytes int64) (*Doc, error) {
 			doc.Title = h.Text
 		}
 	}
-	if len(doc.Units) == 0 {
-		// Headings and nothing else: the headings are the content.
-		for _, h := range doc.Headings {
-			doc.addUnit(h.Start, h.End)
-		}
-	}
+	doc.finish() // headings over empty sections become units
 	if len(doc.Units) == 0 {
 		return nil, fmt.Errorf("%w: no text in %s", ErrEmpty, docxDocumentPart)
 	}

@@ -15,6 +15,7 @@ type docxBlock struct {
 	text  string // trimmed, never empty
 	level int    // heading level 1–9, or 0 for content
 	title bool   // a Title paragraph
+	table bool   // a table: one line per row, the first its header
 }
 
 // docxParser walks word/document.xml token by token.
@@ -108,7 +109,7 @@ func (p *docxParser) block(start xml.StartElement, headings bool, emit func(docx
 			return true, err
 		}
 		if text := strings.TrimSpace(strings.Join(rows, "\n")); text != "" {
-			emit(docxBlock{text: text})
+			emit(docxBlock{text: text, table: true})
 		}
 		return true, nil
 	case isMath(n, "oMathPara"):

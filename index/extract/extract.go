@@ -3,7 +3,9 @@
 // (paragraphs, lists, code blocks, tables, …) as byte spans of the text.
 //
 // For Markdown and plain text the text is the raw bytes themselves, so every
-// span indexes the blob directly: text[u.Start:u.End] is verbatim source.
+// span indexes the blob directly: text[u.Start:u.End] is verbatim source;
+// except for UTF-16 text (by its byte order mark), transcoded to UTF-8:
+// then Doc.Text differs from the bytes and must be kept like HTML's.
 // For HTML, DOCX and PDF the text is built by the extractor (Doc.Text) and
 // the spans index it; the index keeps that text beside the blocks.
 // Extraction is deterministic: the same bytes and name give the same Doc.
@@ -134,6 +136,11 @@ type Heading struct {
 type Unit struct {
 	Start, End int // bytes, End exclusive
 	Page       int
+	// Header is a table's header row: the unit's first line, verbatim
+	// (Markdown and DOCX tables); "" for other units. A chunker that cuts
+	// the table carries it into the context of the blocks after the
+	// first, which lack it.
+	Header string
 }
 
 // MediaType returns the media type for a file name by its extension:
@@ -261,10 +268,10 @@ func init() {
 	Register(&Extractor{MediaType: MediaText, Name: "text", Version: 2, Func: func(_ context.Context, name string, data []byte, _ Limits) (*Doc, error) {
 		return Text(name, data)
 	}})
-	Register(&Extractor{MediaType: MediaHTML, Name: "html", Version: 1, Func: func(ctx context.Context, name string, data []byte, _ Limits) (*Doc, error) {
+	Register(&Extractor{MediaType: MediaHTML, Name: "html", Version: 2, Func: func(ctx context.Context, name string, data []byte, _ Limits) (*Doc, error) {
 		return htmlExtract(ctx, name, data)
 	}})
-	Register(&Extractor{MediaType: MediaDOCX, Name: "docx", Version: 1, Func: docx})
+	Register(&Extractor{MediaType: MediaDOCX, Name: "docx", Version: 2, Func: docx})
 }
 
 // For returns the extractor of a media type. Errors: for a type escurel
@@ -285,7 +292,7 @@ func For(mediaType string) (*Extractor, error) {
 }
 
 // IDs lists the ID of every registered extractor, sorted and space
-// separated, e.g. "docx/1 html/1 markdown/2 pdf/1 text/2" (without pdf/1
+// separated, e.g. "docx/2 html/2 markdown/2 pdf/1 text/2" (without pdf/1
 // when the PDF extractor is not linked in): what the manifest records.
 func IDs() string {
 	registry.mu.RLock()

@@ -217,7 +217,7 @@ func TestExtractRecoversPanics(t *testing.T) {
 // This package's tests link no extractor package: IDs lists the built-in
 // extractors only.
 func TestIDs(t *testing.T) {
-	if got := IDs(); got != "docx/1 html/1 markdown/2 text/2" {
+	if got := IDs(); got != "docx/2 html/2 markdown/2 text/2" {
 		t.Errorf("IDs() = %q", got)
 	}
 }
@@ -270,7 +270,7 @@ func TestRegisterPanics(t *testing.T) {
 			Register(e)
 		}()
 	}
-	if got := IDs(); got != "docx/1 html/1 markdown/2 text/2" {
+	if got := IDs(); got != "docx/2 html/2 markdown/2 text/2" {
 		t.Errorf("a failed Register changed IDs(): %q", got)
 	}
 }

@@ -103,12 +103,7 @@ func htmlExtract(ctx context.Context, name string, data []byte) (*Doc, error) {
 		// Nothing but page chrome: that is the content.
 		doc = htmlBody(root, true)
 	}
-	if len(doc.Units) == 0 {
-		// Headings and nothing else: the headings are the content.
-		for _, h := range doc.Headings {
-			doc.Units = append(doc.Units, Unit{Start: h.Start, End: h.End})
-		}
-	}
+	doc.finish() // headings over empty sections become units
 	if len(doc.Units) == 0 {
 		return nil, fmt.Errorf("%w: no visible text in the HTML", ErrEmpty)
 	}
@@ -121,6 +116,7 @@ func htmlExtract(ctx context.Context, name string, data []byte) (*Doc, error) {
 	if doc.Title == "" {
 		doc.Title = baseTitle(name)
 	}
+	doc.Title = ClipHeading(doc.Title)
 	doc.Language = htmlLanguage(root)
 	return doc, nil
 }

@@ -61,7 +61,11 @@ func checkHTMLDoc(d *Doc) error {
 			covered[j] = true
 		}
 	}
-	headingUnits := len(d.Units) == len(d.Headings)
+	// A heading over an empty section is a unit of exactly its span.
+	unitSpans := map[[2]int]bool{}
+	for _, u := range d.Units {
+		unitSpans[[2]int{u.Start, u.End}] = true
+	}
 	prev = 0
 	for i, h := range d.Headings {
 		if err := checkSpan(fmt.Sprintf("heading %d", i), h.Start, h.End, prev); err != nil {
@@ -71,16 +75,32 @@ func checkHTMLDoc(d *Doc) error {
 		if h.Level < 1 || h.Level > 6 {
 			return fmt.Errorf("heading %d: level %d", i, h.Level)
 		}
-		if got := text[h.Start:h.End]; got != h.Text {
+		if got := text[h.Start:h.End]; ClipHeading(got) != h.Text {
 			return fmt.Errorf("heading %d: Text %q, span holds %q", i, h.Text, got)
-		}
-		if headingUnits && (d.Units[i].Start != h.Start || d.Units[i].End != h.End) {
-			headingUnits = false
 		}
 	}
 	for i, h := range d.Headings {
+		headingUnit := unitSpans[[2]int{h.Start, h.End}]
+		if headingUnit {
+			end := len(text) // of the heading's section
+			for _, n := range d.Headings[i+1:] {
+				if n.Level <= h.Level {
+					end = n.Start
+					break
+				}
+			}
+			heads := map[int]bool{}
+			for _, n := range d.Headings {
+				heads[n.Start] = true
+			}
+			for _, u := range d.Units {
+				if u.Start >= h.End && u.Start < end && !heads[u.Start] {
+					return fmt.Errorf("heading %d %q is a unit over a section with content", i, h.Text)
+				}
+			}
+		}
 		for j := h.Start; j < h.End; j++ {
-			if covered[j] && !headingUnits {
+			if covered[j] && !headingUnit {
 				return fmt.Errorf("heading %d %q overlaps a unit", i, h.Text)
 			}
 			covered[j] = true

@@ -8,6 +8,7 @@ import (
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/extension"
+	extast "github.com/yuin/goldmark/extension/ast"
 	"github.com/yuin/goldmark/parser"
 	"github.com/yuin/goldmark/text"
 	"github.com/yuin/goldmark/util"
@@ -25,6 +26,10 @@ var markdownParser = goldmark.New(
 
 // Markdown extracts a CommonMark document (parsed with goldmark).
 //
+// A line ends at LF, CRLF or a lone CR (CommonMark's line endings). Text
+// with a UTF-16 byte order mark is transcoded to UTF-8 first: Doc.Text is
+// then not the bytes (see fromUTF16).
+//
 // Front matter (YAML between "---" lines, TOML between "+++" lines; see
 // frontmatter.go for every form read and every near miss refused) supplies
 // title, lang and sensitivity and is never part of a unit. Top-level headings
@@ -32,22 +37,32 @@ var markdownParser = goldmark.New(
 // list, block quote, code, table, HTML) becomes one Unit spanning its source
 // lines, fences and markers included. Thematic breaks, link reference
 // definitions, HTML comments and <script>/<style> blocks are not content and
-// are skipped. A document with headings and no other content has its
-// heading lines as units.
+// are skipped. A heading whose section holds no content (the next heading
+// of its level or higher follows it, or the end) is a unit itself, so a
+// document with headings and no other content has its heading lines as
+// units. Titles and heading texts are capped (ClipHeading).
 func Markdown(name string, data []byte) (*Doc, error) {
+	data, err := fromUTF16(data)
+	if err != nil {
+		return nil, err
+	}
 	off, err := checkText(data)
 	if err != nil {
 		return nil, err
 	}
 	doc := &Doc{Text: string(data)}
-	fm, bodyOff, err := parseFrontMatter(data, off)
+	// Parse a copy whose lone CRs are LFs: the same length, so every offset
+	// into it is an offset into the text, which stays verbatim.
+	lf := loneCRToLF(data)
+	lines := string(lf)
+	fm, bodyOff, err := parseFrontMatter(lf, off)
 	if err != nil {
 		return nil, err
 	}
 	doc.Title, doc.Language, doc.Sensitivity = strings.TrimSpace(fm.Title), strings.TrimSpace(fm.Lang), fm.Sensitivity
 	doc.Warnings = fm.Warnings
 
-	src := data[bodyOff:]
+	src := lf[bodyOff:]
 	root := markdownParser.Parse(text.NewReader(src))
 	type item struct {
 		n     ast.Node
@@ -62,7 +77,7 @@ func Markdown(name string, data []byte) (*Doc, error) {
 	for i, it := range items {
 		end := len(doc.Text)
 		if i+1 < len(items) {
-			end = lineStart(doc.Text, items[i+1].start)
+			end = lineStart(lines, items[i+1].start)
 		}
 		switch n := it.n.(type) {
 		case *ast.Heading:
@@ -76,6 +91,9 @@ func Markdown(name string, data []byte) (*Doc, error) {
 			if !skipHTML(doc.Text[it.start:max(end, it.start)]) {
 				doc.addUnit(it.start, end)
 			}
+		case *extast.Table:
+			doc.addUnit(it.start, end)
+			doc.setHeader(it.start)
 		default:
 			doc.addUnit(it.start, end)
 		}
@@ -83,16 +101,42 @@ func Markdown(name string, data []byte) (*Doc, error) {
 	if doc.Title == "" {
 		doc.Title = baseTitle(name)
 	}
-	if len(doc.Units) == 0 {
-		// Headings and nothing else: the headings are the content.
-		for _, h := range doc.Headings {
-			doc.addUnit(h.Start, h.End)
-		}
-	}
+	doc.finish() // headings over empty sections become units
 	if len(doc.Units) == 0 {
 		return nil, fmt.Errorf("%w: no text outside front matter", ErrEmpty)
 	}
 	return doc, nil
+}
+
+// loneCRToLF returns data with each CR that no LF follows replaced by an
+// LF (a copy when there is one; data itself otherwise).
+func loneCRToLF(data []byte) []byte {
+	i := bytes.IndexByte(data, '\r')
+	if i < 0 {
+		return data
+	}
+	var out []byte
+	for ; i >= 0; i = nextCR(data, i+1) {
+		if i+1 < len(data) && data[i+1] == '\n' {
+			continue
+		}
+		if out == nil {
+			out = bytes.Clone(data)
+		}
+		out[i] = '\n'
+	}
+	if out == nil {
+		return data
+	}
+	return out
+}
+
+// nextCR returns the index of the next CR at or after from, or -1.
+func nextCR(data []byte, from int) int {
+	if i := bytes.IndexByte(data[from:], '\r'); i >= 0 {
+		return from + i
+	}
+	return -1
 }
 
 // cutLine splits b after its first line; ok reports whether a newline ended it.

@@ -7,27 +7,33 @@ import (
 )
 
 // Text extracts plain text: each run of non-blank lines is one unit, and the
-// title is the file name without its extension. There are no headings.
-// Front matter is read as in Markdown (title, lang, sensitivity; see
-// frontmatter.go) and is not a unit, so that no format drops a declared
-// sensitivity.
+// title is the file name without its extension. A line ends at LF, CRLF or
+// a lone CR. Text with a UTF-16 byte order mark is transcoded to UTF-8
+// first (as Markdown). There are no headings. Front matter is read as in
+// Markdown (title, lang, sensitivity; see frontmatter.go) and is not a
+// unit, so that no format drops a declared sensitivity.
 func Text(name string, data []byte) (*Doc, error) {
+	data, err := fromUTF16(data)
+	if err != nil {
+		return nil, err
+	}
 	off, err := checkText(data)
 	if err != nil {
 		return nil, err
 	}
-	fm, bodyOff, err := parseFrontMatter(data, off)
+	lf := loneCRToLF(data) // a lone CR ends a line too; same length, same offsets
+	fm, bodyOff, err := parseFrontMatter(lf, off)
 	if err != nil {
 		return nil, err
 	}
-	text := string(data)
+	text, lines := string(data), string(lf)
 	doc := &Doc{Text: text, Title: strings.TrimSpace(fm.Title), Language: strings.TrimSpace(fm.Lang), Sensitivity: fm.Sensitivity, Warnings: fm.Warnings}
 	if doc.Title == "" {
 		doc.Title = baseTitle(name)
 	}
 	start := -1 // start of the current paragraph, -1 between paragraphs
 	for pos := bodyOff; pos < len(text); {
-		eol := strings.IndexByte(text[pos:], '\n')
+		eol := strings.IndexByte(lines[pos:], '\n')
 		next := len(text)
 		if eol >= 0 {
 			next = pos + eol + 1
@@ -45,6 +51,7 @@ func Text(name string, data []byte) (*Doc, error) {
 	if start >= 0 {
 		doc.addUnit(start, len(text))
 	}
+	doc.finish()
 	return doc, nil
 }
 

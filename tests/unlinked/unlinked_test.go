@@ -55,7 +55,7 @@ func TestPDFWithoutExtractor(t *testing.T) {
 	if err != nil || len(hits) != 1 || hits[0].Source != "/docs/a.md" {
 		t.Errorf("search: %v, %v; want the Markdown page only", hits, err)
 	}
-	if got := ix.Manifest().Extractors; got != "docx/1 html/1 markdown/2 text/2" {
+	if got := ix.Manifest().Extractors; got != "docx/2 html/2 markdown/2 text/2" {
 		t.Errorf("manifest extractors %q", got)
 	}
 }

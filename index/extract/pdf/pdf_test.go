@@ -477,7 +477,7 @@ func TestRegistered(t *testing.T) {
 	if err != nil || e.ID() != "pdf/1" || e.Name != "pdf" {
 		t.Fatalf("For(application/pdf) = %+v, %v", e, err)
 	}
-	if got := extract.IDs(); got != "docx/1 html/1 markdown/2 pdf/1 text/2" {
+	if got := extract.IDs(); got != "docx/2 html/2 markdown/2 pdf/1 text/2" {
 		t.Errorf("IDs() = %q", got)
 	}
 	defer func() {
