@@ -17,6 +17,7 @@ import (
 
 	"github.com/escurel/escurel/embed"
 	"github.com/escurel/escurel/index/extract"
+	"github.com/escurel/escurel/internal/layout"
 	"github.com/escurel/escurel/internal/modelserver"
 	"github.com/escurel/escurel/rerank"
 )
@@ -146,6 +147,15 @@ func TestContextualizeEnv(t *testing.T) {
 	_, errOut, code = run(t, map[string]string{"ESCUREL_INGEST_CONTEXTUALIZE": "yes"}, "--index", idx, "ingest", src)
 	if code != 1 || !strings.Contains(errOut, `contextualize "yes": want "structural" or "off"`) {
 		t.Errorf("unknown mode: exit %d, %s", code, errOut)
+	}
+	// --dry-run prints the plan and changes nothing.
+	out, errOut, code = run(t, nil, "--index", idx, "rebuild", "--dry-run", "--contextualize", "structural")
+	if code != 0 || !strings.Contains(out, "live generation: gen-000001") || !strings.Contains(out, "documents: 1") ||
+		!strings.Contains(out, "change: contextualize: off → structural") {
+		t.Fatalf("rebuild --dry-run: exit %d\n%s%s", code, out, errOut)
+	}
+	if gens, _ := layout.Generations(idx); len(gens) != 1 {
+		t.Fatalf("a dry run made generations: %v", gens)
 	}
 	// rebuild with the other mode swaps the index; the env default follows.
 	out, errOut, code = run(t, nil, "--index", idx, "rebuild", "--contextualize", "structural")

@@ -42,6 +42,7 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 		allowFailures = fs.Bool("allow-failures", false, "let documents served now become failed documents when they no longer extract, instead of refusing")
 	}
 	keep := fs.Int("keep", rebuild.DefaultKeep, "generations to keep, the new live one included (for escurel rollback)")
+	dryRun := fs.Bool("dry-run", false, "print the plan (live generation, settings and their changes, documents) and change nothing")
 	workers := fs.Int("workers", 0, "documents derived and embedding calls run at once (default: the number of CPUs)")
 	args, err := c.m.parse(fs, args)
 	if err != nil {
@@ -83,6 +84,20 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 	defer store.Close()
 	opts.Workers = *workers
 	ropts := rebuild.Options{Dir: c.g.indexDir, Blobs: store, Index: *opts, Keep: *keep, Progress: c.progress(name)}
+	if *dryRun {
+		var p *rebuild.Plan
+		if c.reembed {
+			p, err = rebuild.PlanReembed(ctx, ropts)
+		} else {
+			ropts.AllowMissing, ropts.AllowFailures = *allowMissing, *allowFailures
+			p, err = rebuild.PlanRun(ctx, ropts)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(c.m.Stdout, p)
+		return nil
+	}
 	var sum rebuild.Summary
 	if c.reembed {
 		sum, err = rebuild.Reembed(ctx, ropts)
