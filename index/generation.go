@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -60,21 +61,36 @@ func Rollback(ctx context.Context, dir string, opts *RollbackOptions) (from, to 
 			return "", "", fmt.Errorf("rollback %s to %s: %w", dir, to, err)
 		}
 		if !v.OK() {
-			return "", "", fmt.Errorf("rollback %s to %s: refused: %d documents changed in the blob store since %s was built (deleted, re-ingested or re-classified; first: %s), and rolling back would serve them as they were; run escurel rebuild, or force the rollback (escurel rollback --force; RollbackOptions.Force)",
-				dir, to, len(v.RowsWithoutRecords)+len(v.RecordsWithoutRows), to, firstOf(v.RowsWithoutRecords, v.RecordsWithoutRows))
+			return "", "", &StaleError{Dir: dir, Generation: to, Changed: append(v.RowsWithoutRecords, v.RecordsWithoutRows...)}
 		}
 	}
 	return from, to, d.Publish(to)
 }
 
-func firstOf(lists ...[]string) string {
-	for _, l := range lists {
-		if len(l) > 0 {
-			return l[0]
-		}
-	}
-	return ""
+// ErrStale is returned, wrapped in a *StaleError, by Rollback when the
+// generation it would make live no longer matches the blob store.
+var ErrStale = errors.New("index: generation no longer matches the blob store")
+
+// StaleError reports a refused rollback: documents changed in the blob
+// store (deleted, re-ingested, re-classified) since Generation was built,
+// and making it live would serve them as they were. Rebuild instead, or
+// roll back with RollbackOptions.Force.
+type StaleError struct {
+	Dir, Generation string
+	Changed         []string // doc ids whose rows and records differ, rows first
 }
+
+func (e *StaleError) Error() string {
+	first := ""
+	if len(e.Changed) > 0 {
+		first = "; first: " + e.Changed[0]
+	}
+	return fmt.Sprintf("rollback %s to %s: refused: %d documents changed in the blob store since %s was built (deleted, re-ingested or re-classified%s), and rolling back would serve them as they were; rebuild, or force the rollback (RollbackOptions.Force)",
+		e.Dir, e.Generation, len(e.Changed), e.Generation, first)
+}
+
+// Unwrap returns ErrStale.
+func (e *StaleError) Unwrap() error { return ErrStale }
 
 // Documents returns the live generation's documents, doc id → source,
 // failed ones included.

@@ -67,20 +67,25 @@ func (m Manifest) Embedder() embed.Spec {
 }
 
 // MismatchError reports a configured setting that differs from the one the
-// index was built with. Its message names both values and the command that
-// rebuilds the index with the configured one.
+// index was built with. A rebuild (package rebuild, with Want in the
+// Options field Option) derives the index again with the configured one;
+// escurel's CLI names the command.
 type MismatchError struct {
 	Path       string // the index file
 	Setting    string // "embedder", "embedder dimension", "chunker", "analyzer" or "contextualize"
 	Index      string // the manifest's value
 	Configured string // the configured value
-	Fix        string // the command that rebuilds the index with Configured
+	// Option is the Options field that holds the setting ("Embedder",
+	// "Chunker", "Analyzer", "Contextualize"), and Want its configured
+	// value in that field's notation (an embed.Spec string, a chunk spec,
+	// an analyzer, a mode).
+	Option, Want string
 }
 
 func (e *MismatchError) Error() string {
 	return fmt.Sprintf("open %s: the index was built with %s %q but the configuration asks for %q; "+
-		"run `%s` to rebuild it from the blob store with the new setting, or drop the setting to use the index's own",
-		e.Path, e.Setting, e.Index, e.Configured, e.Fix)
+		"rebuild it from the blob store with the new setting, or drop the setting to use the index's own",
+		e.Path, e.Setting, e.Index, e.Configured)
 }
 
 // Unwrap returns ErrManifestMismatch.
@@ -176,27 +181,26 @@ func (s settings) defaults() settings {
 // *MismatchError when a configured value differs, and with a plain error when
 // the manifest names something this binary cannot provide.
 func (s settings) against(m Manifest, path string) (settings, error) {
-	mismatch := func(setting, index, configured, flag, value string) error {
-		return &MismatchError{Path: path, Setting: setting, Index: index, Configured: configured,
-			Fix: fmt.Sprintf("escurel rebuild --%s '%s'", flag, value)}
+	mismatch := func(setting, index, configured, option, want string) error {
+		return &MismatchError{Path: path, Setting: setting, Index: index, Configured: configured, Option: option, Want: want}
 	}
 	if e := s.embedder; !e.IsZero() {
 		got, have := adopt(e.Identity(), m.Embedder().Identity()), m.Embedder().Identity()
 		if got != have {
 			if got.Model == have.Model && got.Dim != have.Dim {
-				return s, mismatch("embedder dimension", fmt.Sprint(have.Dim), fmt.Sprint(got.Dim), "embedder", e.String())
+				return s, mismatch("embedder dimension", fmt.Sprint(have.Dim), fmt.Sprint(got.Dim), "Embedder", e.String())
 			}
-			return s, mismatch("embedder", have.String(), got.String(), "embedder", e.String())
+			return s, mismatch("embedder", have.String(), got.String(), "Embedder", e.String())
 		}
 	}
 	if c := s.chunker.String(); s.chunker != (chunk.Spec{}) && c != m.Chunker {
-		return s, mismatch("chunker", m.Chunker, c, "chunker", c)
+		return s, mismatch("chunker", m.Chunker, c, "Chunker", c)
 	}
 	if s.analyzer != "" && s.analyzer != m.Analyzer {
-		return s, mismatch("analyzer", m.Analyzer, s.analyzer, "analyzer", s.analyzer)
+		return s, mismatch("analyzer", m.Analyzer, s.analyzer, "Analyzer", s.analyzer)
 	}
 	if s.contextualize != "" && s.contextualize != m.Contextualize {
-		return s, mismatch("contextualize", m.Contextualize, s.contextualize, "contextualize", s.contextualize)
+		return s, mismatch("contextualize", m.Contextualize, s.contextualize, "Contextualize", s.contextualize)
 	}
 	// Adopt the manifest's values, and check that this binary has them.
 	unsupported := func(what string, err error) error {

@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"strings"
 	"testing"
@@ -40,6 +41,13 @@ func refused(t *testing.T, dir string, opts Options, setting string, mentions ..
 		t.Fatalf("err = %v, want a MismatchError for %s", err, setting)
 	}
 	for _, m := range mentions {
+		if strings.HasPrefix(m, "escurel rebuild --") {
+			// The data the CLI turns into its advice.
+			if fix := fmt.Sprintf("escurel rebuild --%s '%s'", strings.ToLower(me.Option), me.Want); fix != m {
+				t.Errorf("the fix reads %q, want %q", fix, m)
+			}
+			continue
+		}
 		if !strings.Contains(err.Error(), m) {
 			t.Errorf("error %q does not mention %q", err, m)
 		}

@@ -54,8 +54,7 @@ func (ix *state) plan(ctx context.Context, query string, opts *SearchOptions) (*
 	case ModeBM25:
 	case ModeDense, ModeHybrid:
 		if ix.vec == nil {
-			return nil, fmt.Errorf("mode %s needs vectors, and this index has none (embedder none): "+
-				"use mode bm25, or run `escurel rebuild --embedder hash` to add them", p.mode)
+			return nil, fmt.Errorf("mode %s: %w: use mode bm25, or rebuild the index with an embedder to add them", p.mode, ErrNoVectors)
 		}
 	default:
 		return nil, fmt.Errorf("mode %q: want %s, %s or %s", p.mode, ModeBM25, ModeDense, ModeHybrid)

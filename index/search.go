@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -11,6 +12,10 @@ import (
 	"github.com/escurel/escurel/index/fts"
 	"github.com/escurel/escurel/rerank"
 )
+
+// ErrNoVectors is returned, wrapped, by a search in ModeDense or
+// ModeHybrid of an index without vectors (built with embed.None).
+var ErrNoVectors = errors.New("index: no vectors (embedder none)")
 
 // DefaultK is the number of hits Search returns when SearchOptions.K is 0.
 const DefaultK = 10

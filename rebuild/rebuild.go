@@ -127,6 +127,42 @@ var ErrMissing = errors.New("rebuild: blob store lacks documents of the live ind
 // fail extraction in the new generation and Options.AllowFailures is false.
 var ErrNewFailures = errors.New("rebuild: documents served now would fail")
 
+// MissingError is a rebuild refused because the blob store Store has no
+// record of some live documents (Missing: their sources, sorted; Live: how
+// many documents the live index has). A mistyped store must not empty an
+// index: check Store, or set Options.AllowMissing to drop them. It wraps
+// ErrMissing.
+type MissingError struct {
+	Store   string
+	Missing []string
+	Live    int
+}
+
+func (e *MissingError) Error() string {
+	return fmt.Sprintf("%v: %s has no record of %d of the live index's %d documents (first: %s); check the blob store URL, or allow the rebuild to drop them (Options.AllowMissing)",
+		ErrMissing, e.Store, len(e.Missing), e.Live, e.Missing[0])
+}
+
+// Unwrap returns ErrMissing.
+func (e *MissingError) Unwrap() error { return ErrMissing }
+
+// NewFailuresError is a rebuild refused because documents the live index
+// serves fail extraction in the new generation (Lost, with their reasons,
+// read at restricted clearance: for the operator). If a limit was too
+// tight (index.Options.Extract), rebuild again without it; to take them
+// out of service, set Options.AllowFailures. It wraps ErrNewFailures.
+type NewFailuresError struct {
+	Lost []index.FailedDocument
+}
+
+func (e *NewFailuresError) Error() string {
+	return fmt.Sprintf("%v: %d documents the live index serves fail extraction in the new generation (first: %s: %s); the live index was kept; if a limit was too tight, rebuild again without it, or take them out of service (Options.AllowFailures)",
+		ErrNewFailures, len(e.Lost), e.Lost[0].Source, e.Lost[0].Reason)
+}
+
+// Unwrap returns ErrNewFailures.
+func (e *NewFailuresError) Unwrap() error { return ErrNewFailures }
+
 // DefaultBatch is the number of documents per transaction: as many as
 // escurel eval's ingest uses (fewer, larger transactions: 64 took 1.8× as
 // long on SciFact).
@@ -572,9 +608,7 @@ func checkFailures(ctx context.Context, ix *index.Index, liveDocs map[string]str
 		}
 	}
 	if len(lost) > 0 && !opts.AllowFailures {
-		return fmt.Errorf("%w: %d documents the live index serves fail extraction in the new generation (first: %s: %s); the live index was kept. "+
-			"If a limit was too tight (--extract-timeout, --max-unzipped-bytes), rebuild again without it; to take them out of service, "+
-			"escurel rebuild --allow-failures (Options.AllowFailures)", ErrNewFailures, len(lost), lost[0].Source, lost[0].Reason)
+		return &NewFailuresError{Lost: lost}
 	}
 	return nil
 }
@@ -645,8 +679,7 @@ func checkCoverage(recs []*blobstore.Record, live map[string]string, opts Option
 	}
 	if len(missing) > 0 && !opts.AllowMissing {
 		sort.Strings(missing)
-		return nil, fmt.Errorf("%w: %s has no record of %d of the live index's %d documents (first: %s); "+
-			"check the blob store URL, or allow the rebuild to drop them (escurel rebuild --allow-missing; Options.AllowMissing)", ErrMissing, opts.Blobs.URL(), len(missing), len(live), missing[0])
+		return nil, &MissingError{Store: opts.Blobs.URL(), Missing: missing, Live: len(live)}
 	}
 	sort.Strings(missing)
 	return missing, nil

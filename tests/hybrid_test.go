@@ -260,7 +260,8 @@ func TestOpenAIEmbedderIndex(t *testing.T) {
 	for _, other := range []string{"openai:other-model?url=" + srv.URL + "/v1", "hash", "openai:test-model?dim=32",
 		"openai:test-model?query_prefix=q%3A+"} {
 		_, err := index.Open(context.Background(), e.dir, &index.Options{Embedder: mustSpec(t, other)})
-		if !errors.Is(err, index.ErrManifestMismatch) || !strings.Contains(err.Error(), "escurel rebuild --embedder") {
+		var me *index.MismatchError
+		if !errors.As(err, &me) || me.Option != "Embedder" {
 			t.Errorf("open with %s: %v", other, err)
 		}
 	}
@@ -368,7 +369,7 @@ func TestDenseModeWithoutVectors(t *testing.T) {
 	e := newEnv(t, index.Options{Embedder: embed.None})
 	e.ingest("/a.txt", "alpha")
 	_, err := e.ix.Search(context.Background(), "alpha", &index.SearchOptions{Mode: index.ModeDense})
-	if err == nil || !strings.Contains(err.Error(), "rebuild --embedder hash") {
+	if !errors.Is(err, index.ErrNoVectors) || !strings.Contains(err.Error(), "use mode bm25") {
 		t.Errorf("err = %v", err)
 	}
 	for _, bad := range []index.SearchOptions{{Mode: "vector"}, {Fusion: "max"}, {Alpha: 1.5}, {Alpha: -1}, {RRFK: -1}, {Depth: -1},

@@ -36,6 +36,7 @@ import (
 	// Go program using the library imports it only if it reads PDFs.
 	"github.com/escurel/escurel/index/extract/pdf"
 	"github.com/escurel/escurel/internal/layout"
+	"github.com/escurel/escurel/rebuild"
 	"github.com/escurel/escurel/rerank"
 )
 
@@ -78,7 +79,32 @@ func exitCode(stderr io.Writer, err error) int {
 		return 2
 	}
 	fmt.Fprintf(stderr, "escurel: %v\n", err)
+	if a := advice(err); a != "" {
+		fmt.Fprintf(stderr, "Fix: %s\n", a)
+	}
 	return 1
+}
+
+// advice turns the library's typed errors into the command that fixes
+// them, for an operator.
+func advice(err error) string {
+	var mismatch *index.MismatchError
+	var missing *rebuild.MissingError
+	var stale *index.StaleError
+	switch {
+	case errors.As(err, &mismatch):
+		return fmt.Sprintf("run `escurel rebuild --%s '%s'` to rebuild the index from the blob store with the new setting, or drop the setting to use the index's own",
+			strings.ToLower(mismatch.Option), mismatch.Want)
+	case errors.As(err, &missing):
+		return "check --blobs, or run `escurel rebuild --allow-missing` to drop those documents"
+	case errors.Is(err, rebuild.ErrNewFailures):
+		return "if a limit was too tight (--extract-timeout, --max-unzipped-bytes), rebuild again without it; to take them out of service, run `escurel rebuild --allow-failures`"
+	case errors.As(err, &stale):
+		return "run `escurel rebuild`, or `escurel rollback --force` to serve the old generation anyway"
+	case errors.Is(err, index.ErrNoVectors):
+		return "search with --mode bm25, or run `escurel rebuild --embedder hash` to add vectors"
+	}
+	return ""
 }
 
 // globals are the flags every command takes.
