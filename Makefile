@@ -35,7 +35,7 @@ ORT_ARCH    := $(if $(filter aarch64 arm64,$(shell uname -m)),arm64,x64)
 ORT_DIR     := .cache/onnxruntime-$(ORT_VERSION)-$(ORT_ARCH)
 ORT_LIB     := $(abspath $(ORT_DIR))/libonnxruntime.so.1
 
-.PHONY: all build deps onnxruntime test bench bench-fts bench-dense eval demo clean
+.PHONY: all build deps onnxruntime test bench bench-fts bench-dense bench-switch eval demo clean
 
 all: build
 
@@ -90,6 +90,11 @@ bench-fts: deps
 # vectors.
 bench-dense: deps
 	cd bench/fts && $(GO) run -tags sqlite_fts5 . -n $(BENCH_N) -engines escurel-hybrid,escurel-dense,duckdb-dense
+
+# Searches (bm25 and hybrid) on BENCH_N passages while a live rebuild runs
+# and switches generations: p50/p95/max per phase (bench/fts/switch.go).
+bench-switch: deps
+	cd bench/fts && $(GO) run -tags sqlite_fts5 . -n $(BENCH_N) -switch
 
 # Retrieval quality on SciFact (BEIR), test split.
 eval: build

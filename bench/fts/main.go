@@ -38,6 +38,7 @@ var (
 	childMode  = flag.String("child", "", "internal: build | baseline")
 	childName  = flag.String("engine", "", "internal: the engine a child builds")
 	cpuProfile = flag.String("cpuprofile", "", "with -child build: write a CPU profile of the build here")
+	switchF    = flag.Bool("switch", false, "instead of comparing engines: search escurel during a live rebuild and its switch (switch.go)")
 )
 
 // batchSize is the passages per write batch, for every engine.
@@ -133,6 +134,9 @@ func run() error {
 			return err
 		}
 		defer os.RemoveAll(dir)
+	}
+	if *switchF {
+		return switchBench(dir)
 	}
 	names := strings.Split(*enginesF, ",")
 	common := []string{"-n", fmt.Sprint(*nFlag), "-shared", *shared}
