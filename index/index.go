@@ -564,6 +564,15 @@ func (ix *Index) switchTo(ctx context.Context, gen string) error {
 	if err != nil {
 		return fmt.Errorf("switch to %s: %w", gen, err)
 	}
+	// Warm the new state as the old one is (Lucene's IndexReaderWarmer):
+	// its vectors are read now, not by the first dense search after the
+	// switch.
+	if old.vec != nil && n.vec != nil && old.vec.isLoaded() {
+		if _, err := n.denseIndex(ctx, n.db); err != nil {
+			n.unref()
+			return fmt.Errorf("switch to %s: %w", gen, err)
+		}
+	}
 	ix.cur.Store(n)
 	old.unref()
 	return nil

@@ -195,6 +195,13 @@ func (ix *state) embedQuery(ctx context.Context, query string) ([]float32, error
 	return vs[0], nil
 }
 
+// isLoaded reports whether the in-memory vectors have been read.
+func (v *vectors) isLoaded() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.loaded
+}
+
 // denseIndex returns the in-memory vectors, reading them from q on first
 // use. Call it inside fts View, so that no write commits during the load.
 func (ix *state) denseIndex(ctx context.Context, q querier) (*dense.Index, error) {
