@@ -5,7 +5,7 @@ import (
 	"math"
 	"sort"
 
-	"github.com/escurel/escurel/index/analysis"
+	"github.com/escurel/escurel/analysis"
 )
 
 // hashLanguage is the language the hash embedder analyzes every text as.

@@ -36,9 +36,9 @@ import (
 
 	_ "github.com/duckdb/duckdb-go/v2" // registers the "duckdb" database/sql driver
 
+	"github.com/escurel/escurel/analysis"
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/embed"
-	"github.com/escurel/escurel/index/analysis"
 	"github.com/escurel/escurel/index/chunk"
 	"github.com/escurel/escurel/index/extract"
 	"github.com/escurel/escurel/index/fts"

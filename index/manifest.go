@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/escurel/escurel/analysis"
 	"github.com/escurel/escurel/embed"
-	"github.com/escurel/escurel/index/analysis"
 	"github.com/escurel/escurel/index/chunk"
 	"github.com/escurel/escurel/internal/layout"
 )

@@ -343,7 +343,7 @@ func (s *sqliteEngine) Close() error {
 
 // stopWords reads escurel's English Snowball stop list.
 func stopWords() map[string]bool {
-	data, _ := os.ReadFile("../../index/analysis/stopwords/en.txt")
+	data, _ := os.ReadFile("../../analysis/stopwords/en.txt")
 	out := map[string]bool{}
 	for _, line := range strings.Split(string(data), "\n") {
 		w, _, _ := strings.Cut(line, "|")

@@ -10,9 +10,9 @@ import (
 	"github.com/cheggaaa/pb/v3"
 	"golang.org/x/term"
 
+	"github.com/escurel/escurel/analysis"
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index"
-	"github.com/escurel/escurel/index/analysis"
 	"github.com/escurel/escurel/internal/layout"
 	"github.com/escurel/escurel/rebuild"
 )
