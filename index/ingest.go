@@ -12,6 +12,7 @@ import (
 
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index/chunk"
+	"github.com/escurel/escurel/index/extract"
 	"github.com/escurel/escurel/index/fts"
 )
 
@@ -270,9 +271,12 @@ func (ix *state) ingestBatch(ctx context.Context, ins []input) (res []Result, er
 		if p.status == statusFailed {
 			errs[i] = &DocumentError{Source: in.Source, Err: p.failure}
 			res[i].Status = Failed
-			if old != nil && old.status == statusOK && !in.rederive {
+			if old != nil && old.status == statusOK && !in.rederive && !errors.Is(p.failure, extract.ErrFrontMatter) {
 				// A new version that fails must not take down the one
-				// being served: nothing of it is stored.
+				// being served: nothing of it is stored. Unless it fails
+				// on its declared sensitivity: that fails closed, and the
+				// served version (read before escurel refused such front
+				// matter, perhaps as public) goes.
 				errs[i] = &DocumentError{Source: in.Source, Err: fmt.Errorf("%w (the version ingested at %s stays indexed)",
 					p.failure, old.rec.IngestedAt.Format(time.RFC3339))}
 				res[i] = Result{DocID: docID, Source: in.Source, Title: old.rec.Title, MediaType: p.rec.MediaType,

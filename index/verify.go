@@ -151,10 +151,12 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 		return strings.Join([]string{src, mt, title, blobID, sens, lang, stamp, failure}, "\x00")
 	}
 	recOf := map[string]string{}
+	recSens := map[string]string{} // compared apart: see below
 	for _, r := range recs {
 		byID[r.DocID] = true
 		referenced[r.BlobID] = true
-		recOf[r.DocID] = key(r.Source, r.MediaType, r.Title, r.TitleGiven, r.BlobID, r.Sensitivity, r.Language, r.IngestedAt.UTC().Format(time.RFC3339Nano), r.Error)
+		recOf[r.DocID] = key(r.Source, r.MediaType, r.Title, r.TitleGiven, r.BlobID, "", r.Language, r.IngestedAt.UTC().Format(time.RFC3339Nano), r.Error)
+		recSens[r.DocID] = r.Sensitivity
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT doc_id, source, media_type, title, title_from, sensitivity, blob_id, language, ingested_at,
 		status, reason, extractor, pages
@@ -186,7 +188,11 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 		if blobID == "" {
 			failure = reason
 		}
-		if recOf[id] != key(src, mt, title, from == titleFromInput, blobID, sens, lang, stamp, failure) {
+		// A row as restricted as its record, or more: derivation may only
+		// raise a level (a sensitivity the document declares but escurel
+		// cannot read fails closed, whatever the record says); a row below
+		// its record's level is drift, and would leak.
+		if recOf[id] != key(src, mt, title, from == titleFromInput, blobID, "", lang, stamp, failure) || level(sens) < level(recSens[id]) {
 			v.RowsWithoutRecords = append(v.RowsWithoutRecords, src)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/embed"
 	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/internal/layout"
@@ -197,3 +198,79 @@ func TestClosedIndex(t *testing.T) {
 	}
 	e.open()
 }
+
+// An index built before escurel refused near misses of a sensitivity key
+// served such a document as public. Upgrading must not keep the leak: a
+// re-ingest of the same file replaces the served version with the failed,
+// restricted one, and a rebuild from the old (public) record derives
+// restricted rows, which verify accepts (a row may be more restricted than
+// its record, never less).
+func TestRefusedFrontMatterReplacesServedVersion(t *testing.T) {
+	for _, tc := range []struct {
+		name, data string
+		failed     int
+	}{
+		{"read now", "---\nSensitivity: restricted\n---\n\n# Plan\n\nthe secret lentil plan\n", 0},
+		{"refused", "---\nsensitivity: restricted\n\n# Plan\n\nthe secret lentil plan\n", 1}, // never closed
+	} {
+		for _, via := range []string{"ingest", "rebuild"} {
+			t.Run(tc.name+"/"+via, func(t *testing.T) { refusedFrontMatter(t, via, tc.data, tc.failed) })
+		}
+	}
+}
+
+func refusedFrontMatter(t *testing.T, via, leaky string, wantFailed int) {
+	{
+		{
+			e := newEnv(t, index.Options{})
+			// Stand in for the old extractor: the same file, ingested as
+			// public with its front matter read as text.
+			e.ingest("/plan.md", "# Plan\n\nthe secret lentil plan\n")
+			rec := mustRecord(t, e, blobstoreDocID("/plan.md"))
+			if rec.Sensitivity != index.Public {
+				t.Fatalf("setup: %s", rec.Sensitivity)
+			}
+			switch via {
+			case "ingest":
+				_, err := e.ix.Ingest(context.Background(), index.Input{Source: "/plan.md", Data: []byte(leaky)})
+				if (err != nil) != (wantFailed > 0) {
+					t.Fatalf("re-ingest: %v", err)
+				}
+			case "rebuild":
+				// The old record (public) with the new bytes: what an index
+				// built by the old extractor holds.
+				blobID, err := e.ix.Blobs().Put(context.Background(), []byte(leaky))
+				if err != nil {
+					t.Fatal(err)
+				}
+				old := *rec
+				old.BlobID = blobID
+				if err := e.ix.Blobs().PutRecord(context.Background(), &old); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := rebuild.Run(context.Background(), rebuild.Options{Dir: e.dir, Blobs: e.ix.Blobs(), Live: e.ix, AllowFailures: true}); err != nil {
+					t.Fatalf("rebuild: %v", err)
+				}
+				v, err := e.ix.Verify(context.Background(), nil)
+				if err != nil || !v.OK() {
+					t.Fatalf("verify: %+v %v", v, err)
+				}
+			}
+			for _, mode := range []string{index.ModeBM25, index.ModeDense, index.ModeHybrid} {
+				hits, err := e.ix.Search(context.Background(), "secret lentil plan", &index.SearchOptions{Mode: mode, Clearance: index.Internal})
+				if err != nil || len(hits) != 0 {
+					t.Errorf("%s: %d hits below restricted clearance (%v)", mode, len(hits), err)
+				}
+			}
+			failed, err := e.ix.Failed(context.Background(), index.Restricted)
+			if err != nil || len(failed) != wantFailed {
+				t.Fatalf("failed documents: %+v %v", failed, err)
+			}
+			if hits, err := e.ix.Search(context.Background(), "secret lentil plan", &index.SearchOptions{Clearance: index.Restricted}); wantFailed == 0 && (err != nil || len(hits) == 0) {
+				t.Errorf("at restricted clearance the document read now is not found: %v", err)
+			}
+		}
+	}
+}
+
+func blobstoreDocID(source string) string { return blobstore.DocID(source) }

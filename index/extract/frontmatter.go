@@ -96,7 +96,7 @@ func parseFrontMatter(data []byte, off int) (frontMatter, int, error) {
 		for j < len(ls) && strings.TrimSpace(ls[j].text) != "" {
 			j++
 		}
-		return frontMatter{}, off, scanDeclarations(ls[i:j], 0, "")
+		return frontMatter{}, off, scanDeclarations(ls[i:j], 0, true, "")
 	}
 	j := i + 1
 	for ; j < len(ls); j++ {
@@ -107,7 +107,7 @@ func parseFrontMatter(data []byte, off int) (frontMatter, int, error) {
 	}
 	if j == len(ls) {
 		// Never closed: Markdown, unless it declares a sensitivity.
-		return frontMatter{}, off, scanDeclarations(ls[i+1:], 0,
+		return frontMatter{}, off, scanDeclarations(ls[i+1:], 0, false,
 			fmt.Sprintf("line %d opens front matter (%s) that is never closed; ", ls[i].n, open))
 	}
 	block := ls[i+1 : j]
@@ -128,7 +128,7 @@ func parseFrontMatter(data []byte, off int) (frontMatter, int, error) {
 	if err != nil {
 		return frontMatter{}, off, err
 	}
-	if err := scanDeclarations(block, accepted, ""); err != nil {
+	if err := scanDeclarations(block, accepted, false, ""); err != nil {
 		return frontMatter{}, off, err
 	}
 	if !isFM {
@@ -304,13 +304,19 @@ func appendKeyWarning(ws []string, n int, key string) []string {
 
 // scanDeclarations fails on the first line of ls, other than line skip,
 // that declares a sensitivity-like key (see the package's front-matter
-// rules). prefix starts the reason.
-func scanDeclarations(ls []line, skip int, prefix string) error {
+// rules). prefix starts the reason. In prose (the first block of a
+// document without front matter) a key starts a line, or follows "{", or
+// follows "," in a line that opens with "{" (JSON): the middle of a
+// sentence ("…, in an insensitive manner: …") declares nothing.
+func scanDeclarations(ls []line, skip int, prose bool, prefix string) error {
 	for _, l := range ls {
 		if l.n == skip {
 			continue
 		}
 		for _, pos := range keyPositions(l.text) {
+			if prose && pos > 0 && l.text[pos-1] == ',' && !strings.HasPrefix(strings.TrimSpace(l.text), "{") {
+				continue
+			}
 			key, val, ok := declaration(l.text[pos:])
 			if !ok {
 				continue

@@ -36,6 +36,8 @@ var frontMatterCases = []struct {
 	{"none", "---\ntitle: T\n---\nBody.\n", "", ""},
 	{"no front matter", "Body.\n", "", ""},
 	{"body mention", "# Notes\n\nBody.\n\nsensitivity: restricted\n", "", ""},
+	// A bench passage (SciFact-derived) that failed as a near miss.
+	{"prose with a colon after a comma", "Cells respond in a dose-dependent, insensitive manner: the dose had no effect.\n", "", ""},
 	{"body mention after front matter", "---\ntitle: T\n---\n# Notes\n\nBody.\n\nSensitivity: restricted\n", "", ""},
 	{"classification public", "---\nclassification: public\n---\nBody.\n", "", ""},
 	{"security prose", "Security: this page explains TLS.\n\nBody.\n", "", ""},
