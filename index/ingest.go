@@ -212,55 +212,103 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 }
 
 // ingest is IngestBatch for inputs escurel builds itself.
+//
+// The work that may take long runs without the writer lock, on a reference
+// to the live state: derivation, the embedding calls and the blob uploads
+// (content-addressed, so an upload that is never committed is only an
+// orphan blob). Under writeMu it then checks that the live state and the
+// batch's documents are as prepare read them, and commits: records, then
+// the transaction. When another writer got there first it prepares again;
+// after a few tries it prepares under the lock.
 func (ix *Index) ingest(ctx context.Context, ins []input) (res []Result, errs []error, err error) {
+	const tries = 3
+	for range tries {
+		s, err := ix.acquire()
+		if err != nil {
+			return nil, nil, err
+		}
+		b, err := s.prepareBatch(ctx, ins)
+		if err != nil {
+			s.unref()
+			return b.res, b.errs, err
+		}
+		ix.writeMu.Lock()
+		ok := ix.cur.Load() == s
+		if ok {
+			ok, err = s.unchangedSince(ctx, b)
+		}
+		if ok && err == nil {
+			err = s.commitBatch(ctx, b)
+		}
+		ix.writeMu.Unlock()
+		s.unref()
+		if ok || err != nil {
+			return b.res, b.errs, err
+		}
+	}
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
 	s, err := ix.live()
 	if err != nil {
 		return nil, nil, err
 	}
-	return s.ingestBatch(ctx, ins)
+	b, err := s.prepareBatch(ctx, ins)
+	if err == nil {
+		err = s.commitBatch(ctx, b)
+	}
+	return b.res, b.errs, err
 }
 
-// ingestBatch is Index.IngestBatch on one generation.
-func (ix *state) ingestBatch(ctx context.Context, ins []input) (res []Result, errs []error, err error) {
-	res, errs = make([]Result, len(ins)), make([]error, len(ins))
-	var writes []pending
-	var staged []string      // doc ids whose records the batch writes
-	slot := map[string]int{} // doc id → index in writes
-	batch := ix.blobs.NewBatch()
-	defer batch.Abort() // a no-op once synced
-	ids := make([]string, len(ins))
+// batch is a derived and embedded batch whose blobs are stored, ready to
+// commit.
+type batch struct {
+	res     []Result
+	errs    []error
+	ids     []string
+	current map[string]*storedDoc // the index's copies of the batch's documents, as read by prepareBatch
+	writes  []pending
+	records []*blobstore.Record // to store at commit, in order
+	staged  []string            // their doc ids, once each
+	ensure  []*blobstore.Record // records of unchanged documents, put back at commit if lost
+}
+
+// prepareBatch reads the batch's documents from the index, derives and
+// embeds what changed and stores the blobs, taking no lock: nothing it
+// stores is referenced until commitBatch. A model error fails the batch
+// with nothing stored.
+func (ix *state) prepareBatch(ctx context.Context, ins []input) (*batch, error) {
+	b := &batch{res: make([]Result, len(ins)), errs: make([]error, len(ins)), ids: make([]string, len(ins))}
 	for i, in := range ins {
-		ids[i] = blobstore.DocID(in.Source)
+		b.ids[i] = blobstore.DocID(in.Source)
 	}
-	current, err := ix.currentDocs(ctx, ids)
-	if err != nil {
-		return res, errs, err
+	var err error
+	if b.current, err = ix.currentDocs(ctx, b.ids); err != nil {
+		return b, err
 	}
-	derived := ix.deriveAll(ctx, ins, ids, current)
+	res, errs := b.res, b.errs
+	var blobs [][]byte
+	slot := map[string]int{} // doc id → index in b.writes
+	derived := ix.deriveAll(ctx, ins, b.ids, b.current)
 	for i, in := range ins {
-		docID := ids[i]
+		docID := b.ids[i]
 		res[i] = Result{DocID: docID, Source: in.Source}
-		old := current[docID]
+		old := b.current[docID]
 		exists := old != nil
 		if j, ok := slot[docID]; ok { // the batch already replaces it
-			w := writes[j]
+			w := b.writes[j]
 			old, exists = &storedDoc{rec: w.rec, status: w.status, extractor: w.extractor}, w.exists
 		}
 		if derived[i].unchanged {
 			res[i].Title, res[i].Status, res[i].MediaType = old.rec.Title, Unchanged, old.rec.MediaType
 			res[i].Blocks, res[i].Pages, res[i].Extractor = old.blocks, old.pages, old.extractor
-			if err := ix.ensureStored(ctx, in.Data, old.rec); err != nil {
-				return res, errs, err
-			}
+			b.keep(in.Data, old.rec, &blobs)
 			continue
 		}
 		p, err := derived[i].p, derived[i].err
 		if err != nil {
 			var de *DocumentError
 			if !errors.As(err, &de) {
-				return res, errs, err
+				return b, err
 			}
 			errs[i] = err
 			continue
@@ -295,9 +343,7 @@ func (ix *state) ingestBatch(ctx context.Context, ins []input) (res []Result, er
 				// The rows are current; make sure the blob store still
 				// holds what they derive from.
 				if !in.rederive {
-					if err := ix.ensureStored(ctx, in.Data, old.rec); err != nil {
-						return res, errs, err
-					}
+					b.keep(in.Data, old.rec, &blobs)
 				}
 				continue
 			}
@@ -307,55 +353,110 @@ func (ix *state) ingestBatch(ctx context.Context, ins []input) (res []Result, er
 		}
 		if !in.rederive {
 			if p.rec.BlobID != "" {
-				if _, err := batch.Put(ctx, in.Data); err != nil {
-					return res, errs, fmt.Errorf("ingest %s: %w", in.Source, err)
-				}
+				blobs = append(blobs, in.Data)
 			}
-			if err := batch.PutRecord(ctx, p.rec); err != nil {
-				return res, errs, fmt.Errorf("ingest %s: %w", in.Source, err)
-			}
-			if !slices.Contains(staged, docID) {
-				staged = append(staged, docID)
+			b.records = append(b.records, p.rec)
+			if !slices.Contains(b.staged, docID) {
+				b.staged = append(b.staged, docID)
 			}
 		}
 		if j, ok := slot[docID]; ok {
-			writes[j] = p
+			b.writes[j] = p
 		} else {
-			slot[docID] = len(writes)
-			writes = append(writes, p)
+			slot[docID] = len(b.writes)
+			b.writes = append(b.writes, p)
 		}
-	}
-	if len(writes) == 0 {
-		return res, errs, nil
 	}
 	// Embed before anything is stored: a model that fails or times out
 	// fails the batch with nothing written.
-	if err := ix.embedAll(ctx, writes); err != nil {
-		return res, errs, fmt.Errorf("ingest: embed: %w", err)
+	if err := ix.embedAll(ctx, b.writes); err != nil {
+		return b, fmt.Errorf("ingest: embed: %w", err)
 	}
-	// Source of truth first: blobs and records are durable before the
-	// transaction that derives from them commits.
-	// A batch that fails from here takes its records back (some may be
-	// in place after a failed Sync).
+	if len(blobs) > 0 {
+		up := ix.blobs.NewBatch()
+		defer up.Abort() // a no-op once synced
+		for _, data := range blobs {
+			if _, err := up.Put(ctx, data); err != nil {
+				return b, fmt.Errorf("ingest: %w", err)
+			}
+		}
+		if err := up.Sync(ctx); err != nil {
+			return b, fmt.Errorf("ingest: %w", err)
+		}
+	}
+	return b, nil
+}
+
+// keep notes an unchanged document: its blob is stored again with the
+// batch's (a no-op when present) and its record checked at commit.
+func (b *batch) keep(data []byte, rec *blobstore.Record, blobs *[][]byte) {
+	if rec.BlobID != "" {
+		*blobs = append(*blobs, data)
+	}
+	b.ensure = append(b.ensure, rec)
+}
+
+// unchangedSince reports whether the index still holds the batch's
+// documents as prepareBatch read them (no other writer changed them
+// meanwhile). The caller holds writeMu.
+func (ix *state) unchangedSince(ctx context.Context, b *batch) (bool, error) {
+	now, err := ix.currentDocs(ctx, b.ids)
+	if err != nil || len(now) != len(b.current) {
+		return false, err
+	}
+	for id, d := range now {
+		was := b.current[id]
+		if was == nil || !sameDocument(was.rec, d.rec) || !was.rec.IngestedAt.Equal(d.rec.IngestedAt) ||
+			was.status != d.status || was.extractor != d.extractor || was.pages != d.pages || was.blocks != d.blocks {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// commitBatch stores the batch's records durably, then writes its rows in
+// one transaction. The caller holds writeMu. A batch that fails after its
+// records were stored takes them back (restoreRecords), so the blob store
+// still describes what the index serves.
+func (ix *state) commitBatch(ctx context.Context, b *batch) error {
+	for _, rec := range b.ensure {
+		if err := ix.ensureRecord(ctx, rec); err != nil {
+			return err
+		}
+	}
+	if len(b.writes) == 0 {
+		return nil
+	}
 	undo := func(err error) error {
 		err = fmt.Errorf("ingest: %w", err)
-		if uerr := ix.restoreRecords(context.WithoutCancel(ctx), staged, current); uerr != nil {
+		if uerr := ix.restoreRecords(context.WithoutCancel(ctx), b.staged, b.current); uerr != nil {
 			err = fmt.Errorf("%w; and the batch's records could not be taken back (escurel verify lists them): %v", err, uerr)
 		}
 		return err
 	}
-	if err := batch.Sync(ctx); err != nil {
-		return res, errs, undo(err)
+	// Source of truth first: records are durable before the transaction
+	// that derives from them commits (the blobs already are).
+	if len(b.records) > 0 {
+		recs := ix.blobs.NewBatch()
+		defer recs.Abort() // a no-op once synced
+		for _, rec := range b.records {
+			if err := recs.PutRecord(ctx, rec); err != nil {
+				return undo(err)
+			}
+		}
+		if err := recs.Sync(ctx); err != nil {
+			return undo(err)
+		}
 	}
-	if err := ix.write(ctx, writes); err != nil {
-		return res, errs, undo(err)
+	if err := ix.write(ctx, b.writes); err != nil {
+		return undo(err)
 	}
 	if ix.vec != nil {
 		if err := ix.recordReach(ctx); err != nil {
-			return res, errs, fmt.Errorf("ingest: %w", err)
+			return fmt.Errorf("ingest: %w", err)
 		}
 	}
-	return res, errs, nil
+	return nil
 }
 
 // restoreRecords takes back the records a batch stored when its
@@ -379,14 +480,9 @@ func (ix *state) restoreRecords(ctx context.Context, docIDs []string, current ma
 	return errors.Join(errs...)
 }
 
-// ensureStored puts the blob and record of an unchanged document back if the
-// blob store lost them.
-func (ix *state) ensureStored(ctx context.Context, data []byte, rec *blobstore.Record) error {
-	if rec.BlobID != "" {
-		if _, err := ix.blobs.Put(ctx, data); err != nil {
-			return fmt.Errorf("ingest %s: %w", rec.Source, err)
-		}
-	}
+// ensureRecord puts back the record of an unchanged document if the blob
+// store lost it or holds another.
+func (ix *state) ensureRecord(ctx context.Context, rec *blobstore.Record) error {
 	got, err := ix.blobs.GetRecord(ctx, rec.DocID)
 	if err == nil && sameDocument(got, rec) && got.IngestedAt.Equal(rec.IngestedAt) {
 		return nil

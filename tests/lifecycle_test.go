@@ -85,14 +85,7 @@ func TestSearchesNeverWaitForOthersModelCalls(t *testing.T) {
 		hits, err := e.ix.Search(context.Background(), "HOLDME connection timeout", &index.SearchOptions{K: 3, Mode: index.ModeHybrid})
 		held <- outcome{hits, err}
 	}()
-	waitFor(t, "the held query to reach the model server", func() bool {
-		for _, r := range srv.Requests() {
-			if r.Inputs == 1 {
-				return true
-			}
-		}
-		return false
-	})
+	waitFor(t, "the held query to reach the model server", func() bool { return holding(srv) })
 	done := make(chan error, 1)
 	go func() {
 		_, err := rebuild.Run(context.Background(), rebuild.Options{Dir: e.dir, Blobs: e.ix.Blobs(), Live: e.ix})
@@ -123,6 +116,19 @@ func TestSearchesNeverWaitForOthersModelCalls(t *testing.T) {
 	if o.err != nil || len(o.hits) == 0 {
 		t.Fatalf("the held search, on the generation it started on: %d hits, %v", len(o.hits), o.err)
 	}
+}
+
+// holding reports whether the model server holds a request (its input
+// contains HOLDME).
+func holding(srv *modelserver.Server) bool {
+	for _, r := range srv.Requests() {
+		for _, in := range r.Input {
+			if strings.Contains(in, "HOLDME") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -274,3 +280,63 @@ func refusedFrontMatter(t *testing.T, via, leaky string, wantFailed int) {
 }
 
 func blobstoreDocID(source string) string { return blobstore.DocID(source) }
+
+// An ingest holds no lock across its model call: while one ingest waits
+// for the embedder, a delete and another ingest (of other documents)
+// complete, and a concurrent ingest of the same document is applied in
+// order, neither lost.
+func TestWritersNeverWaitForAnIngestsModelCall(t *testing.T) {
+	srv := modelserver.Start(t)
+	release := make(chan struct{})
+	srv.Set(func(s *modelserver.Server) { s.Dim = 32; s.HoldOn = "HOLDME"; s.Release = release })
+	spec, err := embed.ParseSpec("openai:m?timeout=60s&url=" + srv.URL + "/v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, index.Options{Embedder: spec})
+	seed(e)
+	held := make(chan error, 1)
+	go func() {
+		_, err := e.ix.Ingest(context.Background(), index.Input{Source: "/held.md", Data: []byte("# Held\n\nHOLDME while the model thinks\n")})
+		held <- err
+	}()
+	waitFor(t, "the held ingest to reach the model server", func() bool { return holding(srv) })
+	done := make(chan error, 1)
+	go func() {
+		if _, err := e.ix.Delete(context.Background(), "/docs/notes.txt"); err != nil {
+			done <- err
+			return
+		}
+		_, err := e.ix.Ingest(context.Background(), index.Input{Source: "/other.md", Data: []byte("# Other\n\nunrelated words\n")})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		close(release)
+		t.Fatal("a delete or another ingest waited for an ingest's model call")
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	bm25 := func(q string) []index.Hit {
+		hits, err := e.ix.Search(context.Background(), q, &index.SearchOptions{Mode: index.ModeBM25})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hits
+	}
+	for q, want := range map[string]string{"HOLDME": "/held.md", "unrelated": "/other.md"} {
+		if hits := bm25(q); len(hits) != 1 || hits[0].Source != want {
+			t.Errorf("%s: %d hits, want %s alone", q, len(hits), want)
+		}
+	}
+	if hits := bm25("plain notes paragraph"); len(hits) != 0 {
+		t.Errorf("the deleted document is back: %s", hits[0].Source)
+	}
+	e.digest()
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -318,8 +319,8 @@ func scanDeclarations(ls []line, skip int, prose bool, prefix string) error {
 				continue
 			}
 			key, val, ok := declaration(l.text[pos:])
-			if !ok {
-				continue
+			if !ok || prose && strings.Contains(key, " ") && !slices.Contains(strongKeys, letters(key)) {
+				continue // in prose, two words are a phrase unless they name a sensitivity ("security level")
 			}
 			if why := sensitivityLike(key, val); why != "" {
 				return fmt.Errorf("%w: %sline %d: %s (failing closed: the document is not indexed; escurel reads sensitivity: public, internal or restricted, as a top-level front-matter key)",
@@ -390,7 +391,7 @@ func sensitivityLike(key, val string) string {
 	switch {
 	case norm == "sensitivity":
 		return fmt.Sprintf("key %q declares a sensitivity where it is not read", key)
-	case strings.Contains(norm, "sensitiv") || editDistance(norm, "sensitivity") <= 2:
+	case strings.Contains(norm, "sensitiv") && !strings.HasPrefix(norm, "insensitiv") || editDistance(norm, "sensitivity") <= 2:
 		return fmt.Sprintf("key %q resembles sensitivity and is not read", key)
 	case weakKeys[norm]:
 		for _, w := range restrictiveWords {

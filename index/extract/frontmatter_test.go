@@ -38,6 +38,8 @@ var frontMatterCases = []struct {
 	{"body mention", "# Notes\n\nBody.\n\nsensitivity: restricted\n", "", ""},
 	// A bench passage (SciFact-derived) that failed as a near miss.
 	{"prose with a colon after a comma", "Cells respond in a dose-dependent, insensitive manner: the dose had no effect.\n", "", ""},
+	{"a passage cut mid-sentence", "insensitive manner: for example --RSA is no longer a valid option of certtool.\n", "", ""},
+	{"a two-word phrase", "Sensitive data: handle with care.\n", "", ""},
 	{"body mention after front matter", "---\ntitle: T\n---\n# Notes\n\nBody.\n\nSensitivity: restricted\n", "", ""},
 	{"classification public", "---\nclassification: public\n---\nBody.\n", "", ""},
 	{"security prose", "Security: this page explains TLS.\n\nBody.\n", "", ""},

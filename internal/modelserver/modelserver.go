@@ -57,8 +57,9 @@ type Server struct {
 type Request struct {
 	Path          string
 	Authorization string
-	Inputs        int // texts to embed, or passages to rerank
-	Status        int // the status answered
+	Inputs        int      // texts to embed, or passages to rerank
+	Input         []string // the texts to embed
+	Status        int      // the status answered
 	Query         string
 	Passages      []string
 }
@@ -100,7 +101,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	req := Request{Path: r.URL.Path, Authorization: r.Header.Get("Authorization"), Inputs: len(in.Input) + len(in.Texts) + len(in.Documents),
-		Query: in.Query, Passages: append(in.Texts, in.Documents...)}
+		Query: in.Query, Passages: append(in.Texts, in.Documents...), Input: in.Input}
 	status := http.StatusOK
 	hang, dim, drop := s.Hang, s.Dim, s.RerankDrop
 	var hold chan struct{}
