@@ -164,7 +164,7 @@ type state struct {
 
 	fts    *fts.Index
 	langMu sync.RWMutex
-	langs  map[string]bool // languages of the documents: how queries are analyzed
+	langs  map[string][3]int // documents per language and sensitivity level: how a caller's queries are analyzed
 }
 
 // acquire returns the live state with a reference the caller gives back
@@ -428,20 +428,7 @@ func (ix *state) init(ctx context.Context, want settings) error {
 			return fmt.Errorf("open %s: %w", ix.path, err)
 		}
 	}
-	ix.langs = map[string]bool{}
-	rows, err := ix.db.QueryContext(ctx, `SELECT DISTINCT language FROM documents`)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", ix.path, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var l string
-		if err := rows.Scan(&l); err != nil {
-			return err
-		}
-		ix.langs[l] = true
-	}
-	return rows.Err()
+	return ix.loadLanguages(ctx, ix.db)
 }
 
 // probed returns spec with its dimension asked of the model when the spec

@@ -96,7 +96,7 @@ func (ix *state) plan(ctx context.Context, query string, opts *SearchOptions) (*
 		return nil, err
 	}
 	if p.mode != ModeDense {
-		if p.terms, err = ix.queryTerms(query, opts.Language); err != nil {
+		if p.terms, err = ix.queryTerms(query, opts.Language, uint8(len(p.levels)-1)); err != nil {
 			return nil, err
 		}
 		n := p.k

@@ -281,11 +281,13 @@ func (ix *state) rank(ctx context.Context, query string, opts *SearchOptions) ([
 }
 
 // queryTerms analyzes a query: as lang when given, else as each language of
-// the index's documents, and returns the distinct terms, sorted.
-func (ix *state) queryTerms(query, lang string) ([]string, error) {
+// the documents at a level up to maxLevel (the caller's clearance: the
+// languages of documents above it must not change what a query finds), and
+// returns the distinct terms, sorted.
+func (ix *state) queryTerms(query, lang string, maxLevel uint8) ([]string, error) {
 	langs := []string{lang}
 	if lang == "" {
-		langs = ix.languages()
+		langs = ix.languages(maxLevel)
 	} else if err := ix.analyzer.CheckLanguage(lang); err != nil {
 		return nil, err
 	}
@@ -296,27 +298,55 @@ func (ix *state) queryTerms(query, lang string) ([]string, error) {
 	return uniqueSorted(terms), nil
 }
 
-// languages returns the languages of the index's documents, sorted, or
-// DefaultLanguage when there are none.
-func (ix *state) languages() []string {
+// languages returns the languages of the documents at a level up to
+// maxLevel, sorted, or DefaultLanguage when there are none.
+func (ix *state) languages(maxLevel uint8) []string {
 	ix.langMu.RLock()
 	defer ix.langMu.RUnlock()
-	if len(ix.langs) == 0 {
-		return []string{DefaultLanguage}
+	var out []string
+	for l, n := range ix.langs {
+		for lv := 0; lv <= int(maxLevel) && lv < len(n); lv++ {
+			if n[lv] > 0 {
+				out = append(out, l)
+				break
+			}
+		}
 	}
-	out := make([]string, 0, len(ix.langs))
-	for l := range ix.langs {
-		out = append(out, l)
+	if len(out) == 0 {
+		return []string{DefaultLanguage}
 	}
 	sort.Strings(out)
 	return out
 }
 
-func (ix *state) noteLanguage(lang string) {
+// loadLanguages counts the documents per language and sensitivity level
+// (ix.langs), from q. Run at open and after each write that commits.
+func (ix *state) loadLanguages(ctx context.Context, q querier) error {
+	rows, err := q.QueryContext(ctx, `SELECT language, sensitivity, count(*) FROM documents GROUP BY ALL`)
+	if err != nil {
+		return fmt.Errorf("read languages: %w", err)
+	}
+	defer rows.Close()
+	langs := map[string][3]int{}
+	for rows.Next() {
+		var l, sens string
+		var n int
+		if err := rows.Scan(&l, &sens, &n); err != nil {
+			return fmt.Errorf("read languages: %w", err)
+		}
+		c := langs[l]
+		c[level(sens)] += n
+		langs[l] = c
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read languages: %w", err)
+	}
 	ix.langMu.Lock()
-	ix.langs[lang] = true
+	ix.langs = langs
 	ix.langMu.Unlock()
+	return nil
 }
+
 
 // fillHits reads the stored fields of hits, keeping their order, and is the
 // output gate: it drops any hit whose document's sensitivity is not in

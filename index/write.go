@@ -147,8 +147,8 @@ func (ix *state) write(ctx context.Context, docs []pending) error {
 	if err := ix.fts.CommitWith(ctx, tx, func() { ix.applyDense(denseAdd, blockIDs(removed)) }, rm, ad); err != nil {
 		return err
 	}
-	for _, d := range docs {
-		ix.noteLanguage(d.rec.Language)
+	if err := ix.loadLanguages(ctx, ix.db); err != nil {
+		return err
 	}
 	return ix.fts.Maintain(ctx, ix.db, 0)
 }
@@ -257,6 +257,9 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) ([]string, err
 		}
 		if err := ix.fts.CommitWith(ctx, tx, func() { ix.applyDense(nil, blockIDs(removed)) }, rm); err != nil {
 			return nil, err
+		}
+		if err := ix.loadLanguages(ctx, ix.db); err != nil {
+			return done, err
 		}
 		if err := ix.fts.Maintain(ctx, ix.db, 0); err != nil {
 			return done, err

@@ -137,3 +137,42 @@ func TestScoresIgnoreDocumentsAboveClearance(t *testing.T) {
 	all.reopen()
 	check("after reopening")
 }
+
+// A query is analyzed in the languages of the documents the caller may
+// see, not of all documents: a restricted German document must not make a
+// public caller's "Häuser" find a public page about a "haus" (German
+// stemming), which it would not find without that document.
+func TestQueryLanguagesIgnoreDocumentsAboveClearance(t *testing.T) {
+	build := func(restricted bool) *env {
+		e := newEnv(t, index.Options{})
+		e.ingest("/pub/haus.md", "# Bauhaus\n\nThe haus in Dessau, and its workshops.\n")
+		if restricted {
+			if _, err := e.ix.Ingest(context.Background(), index.Input{Source: "/res/de.md", Language: "de", Sensitivity: index.Restricted,
+				Data: []byte("# Geheim\n\nDie Häuser der Stiftung.\n")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return e
+	}
+	without, with := build(false), build(true)
+	for _, stage := range []string{"fresh", "reopened"} {
+		for _, mode := range []string{index.ModeBM25, index.ModeHybrid} {
+			opts := index.SearchOptions{Mode: mode, Clearance: index.Public}
+			want, got := scoresOf(searchWith(t, without.ix, "Häuser", opts)), scoresOf(searchWith(t, with.ix, "Häuser", opts))
+			if len(got) != len(want) {
+				t.Errorf("%s %s: %d public hits with a restricted German document, %d without", stage, mode, len(got), len(want))
+			}
+			for k, w := range want {
+				if got[k] != w {
+					t.Errorf("%s %s: %q scores %v, want %v", stage, mode, k, got[k], w)
+				}
+			}
+		}
+		without.reopen()
+		with.reopen()
+	}
+	// At restricted clearance the German analysis applies.
+	if hits := searchWith(t, with.ix, "Häuser", index.SearchOptions{Mode: index.ModeBM25, Clearance: index.Restricted}); len(hits) < 2 {
+		t.Errorf("at restricted clearance: %d hits, want the German document and the haus page", len(hits))
+	}
+}
