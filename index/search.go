@@ -347,7 +347,6 @@ func (ix *state) loadLanguages(ctx context.Context, q querier) error {
 	return nil
 }
 
-
 // fillHits reads the stored fields of hits, keeping their order, and is the
 // output gate: it drops any hit whose document's sensitivity is not in
 // levels, whatever the ranking did.
