@@ -48,8 +48,6 @@ import (
 // Version is the escurel version recorded in the manifest.
 const Version = "0.1.0"
 
-// FileName is the name of the DuckDB file inside an index directory.
-const FileName = "index.duckdb"
 
 // Options configure Open. A nil *Options and zero fields mean: use what the
 // index was built with, or the default for a new index. A field that is set

@@ -67,7 +67,7 @@ func TestSchemaColumnsMatchMigrations(t *testing.T) {
 func TestUpgradeOlderFile(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	path := filepath.Join(dir, FileName)
+	path := filepath.Join(dir, layout.FileName)
 	ms, err := schemasql.Migrations()
 	if err != nil {
 		t.Fatal(err)
