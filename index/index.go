@@ -1,8 +1,8 @@
 // Package index is escurel's document index: DuckDB tables derived from the
 // blob store, written by ingest and read by search.
 //
-// An index lives in a directory of generations, each an index.duckdb (see
-// CurrentName); Open opens the live one. Its rows (documents,
+// An index lives in a directory of generations, each an index.duckdb, and
+// a CURRENT file that names the live one; Open opens it. Its rows (documents,
 // blocks with verbatim bodies and structural context, postings, vectors) are
 // all derived from the blob store (package blobstore), which is written and
 // made durable first; the database never holds the only copy of anything.
