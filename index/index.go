@@ -48,7 +48,6 @@ import (
 // Version is the escurel version recorded in the manifest.
 const Version = "0.1.0"
 
-
 // Options configure Open. A nil *Options and zero fields mean: use what the
 // index was built with, or the default for a new index. A field that is set
 // must match the index's manifest, or Open fails with a *MismatchError.
@@ -123,6 +122,7 @@ type Index struct {
 	cfg      config
 
 	writeMu sync.Mutex            // one writer; see the locking rules
+	stale   string                // guarded by writeMu: a published generation this process failed to switch to
 	cur     atomic.Pointer[state] // the live generation's state; nil once closed
 	states  sync.WaitGroup        // one count per state not yet closed
 }
@@ -195,11 +195,16 @@ func (s *state) close() {
 	s.closed()
 }
 
-// live returns the state under writeMu, or ErrClosed.
+// live returns the state under writeMu for a write, or ErrClosed, or an
+// error while the directory serves a generation this process failed to
+// switch to (a write to the old one would never reach the live one).
 func (ix *Index) live() (*state, error) {
 	s := ix.cur.Load()
 	if s == nil {
 		return nil, ErrClosed
+	}
+	if ix.stale != "" {
+		return nil, fmt.Errorf("index %s: %s is live, but this process still serves %s and takes no writes until Reload succeeds", ix.dir, ix.stale, s.gen)
 	}
 	return s, nil
 }
@@ -426,7 +431,12 @@ func (ix *state) init(ctx context.Context, want settings) error {
 			return fmt.Errorf("open %s: %w", ix.path, err)
 		}
 	}
-	return ix.loadLanguages(ctx, ix.db)
+	langs, err := ix.countLanguages(ctx, ix.db)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", ix.path, err)
+	}
+	ix.setLanguages(langs)
+	return nil
 }
 
 // probed returns spec with its dimension asked of the model when the spec
@@ -452,13 +462,16 @@ func probed(ctx context.Context, spec embed.Spec) (embed.Spec, error) {
 }
 
 // Close waits for the running write, then for the readers of the live
-// generation to leave, and closes its database and, unless the caller
-// supplied them, the blob store and the directory lock. A second Close
-// returns nil; any other call afterwards fails with ErrClosed.
+// generation (and an ingest that is preparing on it) to leave, and closes
+// its database and, unless the caller supplied them, the blob store and
+// the directory lock. Any call afterwards fails with ErrClosed; a second
+// Close returns nil at once, without waiting for the first.
 func (ix *Index) Close() error {
 	ix.writeMu.Lock()
-	defer ix.writeMu.Unlock()
 	s := ix.cur.Swap(nil)
+	// Not held while readers leave: an ingest that prepared on s waits
+	// for writeMu, then sees cur changed and gives up with ErrClosed.
+	ix.writeMu.Unlock()
 	if s == nil {
 		return nil
 	}
@@ -484,9 +497,9 @@ func (ix *Index) Close() error {
 func (ix *Index) Reload(ctx context.Context) error {
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
-	s, err := ix.live()
-	if err != nil {
-		return err
+	s := ix.cur.Load()
+	if s == nil {
+		return ErrClosed
 	}
 	gen, ok, err := layout.Current(ix.dir)
 	if err != nil {
@@ -495,10 +508,13 @@ func (ix *Index) Reload(ctx context.Context) error {
 	if !ok {
 		return fmt.Errorf("reload %s: no %s", ix.dir, layout.CurrentName)
 	}
-	if gen == s.gen {
-		return nil
+	if gen != s.gen {
+		if err := ix.switchTo(ctx, gen); err != nil {
+			return err
+		}
 	}
-	return ix.switchTo(ctx, gen)
+	ix.stale = ""
+	return nil
 }
 
 // swap makes a generation live without a moment of downtime: with writes
@@ -527,6 +543,7 @@ func (ix *Index) swap(ctx context.Context, prepare func(ctx context.Context) (st
 		}
 	}
 	if err := ix.switchTo(context.WithoutCancel(ctx), gen); err != nil {
+		ix.stale = gen // searches go on on the old generation; writes wait for a Reload
 		return fmt.Errorf("%s is live, but this process still serves %s: %w; call Reload", gen, old.gen, err)
 	}
 	return nil
@@ -536,6 +553,10 @@ func (ix *Index) swap(ctx context.Context, prepare func(ctx context.Context) (st
 // writeMu.
 func (ix *Index) switchTo(ctx context.Context, gen string) error {
 	old := ix.cur.Load()
+	// DuckDB would create a missing file: a generation to switch to exists.
+	if _, err := os.Stat(layout.GenerationPath(ix.dir, gen)); err != nil {
+		return fmt.Errorf("switch to %s: %w", gen, err)
+	}
 	opts := &Options{Blobs: ix.blobs, Embedder: old.embedSpec, MemoryLimit: ix.cfg.memLimit}
 	want, err := parseOptions(opts)
 	if err != nil {

@@ -234,6 +234,10 @@ func (ix *Index) ingest(ctx context.Context, ins []input) (res []Result, errs []
 		}
 		ix.writeMu.Lock()
 		ok := ix.cur.Load() == s
+		if ok && ix.stale != "" {
+			_, err = ix.live() // says why no write is taken
+			ok = false
+		}
 		if ok {
 			ok, err = s.unchangedSince(ctx, b)
 		}
@@ -448,7 +452,12 @@ func (ix *state) commitBatch(ctx context.Context, b *batch) error {
 			return undo(err)
 		}
 	}
-	if err := ix.write(ctx, b.writes); err != nil {
+	if committed, err := ix.write(ctx, b.writes); err != nil {
+		if committed {
+			// The rows are in, and the records describe them: nothing to
+			// take back.
+			return fmt.Errorf("ingest: committed, then: %w", err)
+		}
 		return undo(err)
 	}
 	if ix.vec != nil {

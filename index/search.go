@@ -319,12 +319,13 @@ func (ix *state) languages(maxLevel uint8) []string {
 	return out
 }
 
-// loadLanguages counts the documents per language and sensitivity level
-// (ix.langs), from q. Run at open and after each write that commits.
-func (ix *state) loadLanguages(ctx context.Context, q querier) error {
+// countLanguages counts the documents per language and sensitivity level,
+// from q (a write's transaction, before it commits: the counts it will
+// leave).
+func (ix *state) countLanguages(ctx context.Context, q querier) (map[string][3]int, error) {
 	rows, err := q.QueryContext(ctx, `SELECT language, sensitivity, count(*) FROM documents GROUP BY ALL`)
 	if err != nil {
-		return fmt.Errorf("read languages: %w", err)
+		return nil, fmt.Errorf("read languages: %w", err)
 	}
 	defer rows.Close()
 	langs := map[string][3]int{}
@@ -332,19 +333,22 @@ func (ix *state) loadLanguages(ctx context.Context, q querier) error {
 		var l, sens string
 		var n int
 		if err := rows.Scan(&l, &sens, &n); err != nil {
-			return fmt.Errorf("read languages: %w", err)
+			return nil, fmt.Errorf("read languages: %w", err)
 		}
 		c := langs[l]
 		c[level(sens)] += n
 		langs[l] = c
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read languages: %w", err)
-	}
+	return langs, rows.Err()
+}
+
+// setLanguages installs counts from countLanguages. A write calls it with
+// its commit, under the full-text write lock, so a search sees the
+// documents and their languages together.
+func (ix *state) setLanguages(langs map[string][3]int) {
 	ix.langMu.Lock()
 	ix.langs = langs
 	ix.langMu.Unlock()
-	return nil
 }
 
 // fillHits reads the stored fields of hits, keeping their order, and is the

@@ -42,11 +42,13 @@ func level(sensitivity string) uint8 {
 
 // write replaces the rows of each document in docs with its blocks, and
 // their full-text postings, in one transaction; then lets the full-text
-// index merge segments as its policy says.
-func (ix *state) write(ctx context.Context, docs []pending) error {
+// index merge segments as its policy says. committed reports whether the
+// transaction committed: an error after it (a merge) does not undo the
+// write, and the merge runs whatever becomes of ctx.
+func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err error) {
 	tx, err := duck.Begin(ctx, ix.db)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer tx.Rollback()
 	var replaced []any
@@ -57,11 +59,11 @@ func (ix *state) write(ctx context.Context, docs []pending) error {
 	}
 	removed, err := ix.deleteRows(ctx, tx, replaced)
 	if err != nil {
-		return err
+		return false, err
 	}
 	rm, err := ix.fts.Remove(ctx, tx, removed)
 	if err != nil {
-		return err
+		return false, err
 	}
 	n := 0
 	for _, d := range docs {
@@ -69,7 +71,7 @@ func (ix *state) write(ctx context.Context, docs []pending) error {
 	}
 	ids, err := nextBlockIDs(ctx, tx, n)
 	if err != nil {
-		return err
+		return false, err
 	}
 	err = duck.Append(ctx, tx.Conn, "documents", []string{"doc_id", "source", "media_type", "title", "title_from", "sensitivity", "blob_id", "language", "ingested_at",
 		"status", "reason", "extractor", "pages"},
@@ -84,7 +86,7 @@ func (ix *state) write(ctx context.Context, docs []pending) error {
 			return nil
 		})
 	if err != nil {
-		return err
+		return false, err
 	}
 	err = duck.Append(ctx, tx.Conn, "document_text", []string{"doc_id", "text"},
 		func(add func(...driver.Value) error) error {
@@ -98,7 +100,7 @@ func (ix *state) write(ctx context.Context, docs []pending) error {
 			return nil
 		})
 	if err != nil {
-		return err
+		return false, err
 	}
 	added := make([]fts.Block, 0, n)
 	err = duck.Append(ctx, tx.Conn, "blocks", []string{"block_id", "doc_id", "ord", "body", "byte_start", "byte_end", "context", "heading_path", "page",
@@ -118,7 +120,7 @@ func (ix *state) write(ctx context.Context, docs []pending) error {
 			return nil
 		})
 	if err != nil {
-		return err
+		return false, err
 	}
 	var denseAdd []dense.Entry
 	if ix.vec != nil {
@@ -137,20 +139,21 @@ func (ix *state) write(ctx context.Context, docs []pending) error {
 				return nil
 			})
 		if err != nil {
-			return err
+			return false, err
 		}
 	}
 	ad, err := ix.fts.Add(ctx, tx, added)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if err := ix.fts.CommitWith(ctx, tx, func() { ix.applyDense(denseAdd, blockIDs(removed)) }, rm, ad); err != nil {
-		return err
+	langs, err := ix.countLanguages(ctx, tx)
+	if err != nil {
+		return false, err
 	}
-	if err := ix.loadLanguages(ctx, ix.db); err != nil {
-		return err
+	if err := ix.fts.CommitWith(ctx, tx, func() { ix.applyDense(denseAdd, blockIDs(removed)); ix.setLanguages(langs) }, rm, ad); err != nil {
+		return false, err
 	}
-	return ix.fts.Maintain(ctx, ix.db, 0)
+	return true, ix.fts.Maintain(context.WithoutCancel(ctx), ix.db, 0)
 }
 
 func blockIDs(bs []fts.Block) []int64 {
@@ -255,13 +258,14 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) ([]string, err
 		if err != nil {
 			return nil, err
 		}
-		if err := ix.fts.CommitWith(ctx, tx, func() { ix.applyDense(nil, blockIDs(removed)) }, rm); err != nil {
+		langs, err := ix.countLanguages(ctx, tx)
+		if err != nil {
 			return nil, err
 		}
-		if err := ix.loadLanguages(ctx, ix.db); err != nil {
-			return done, err
+		if err := ix.fts.CommitWith(ctx, tx, func() { ix.applyDense(nil, blockIDs(removed)); ix.setLanguages(langs) }, rm); err != nil {
+			return nil, err
 		}
-		if err := ix.fts.Maintain(ctx, ix.db, 0); err != nil {
+		if err := ix.fts.Maintain(context.WithoutCancel(ctx), ix.db, 0); err != nil {
 			return done, err
 		}
 	}

@@ -9,6 +9,7 @@
 //	DIR/LASTGEN                  highest number made, so none is given twice
 //	DIR/BLOBS                    the blob store URL, when not file://DIR/blobs
 //	DIR/gen-NNNNNN/index.duckdb  one generation
+//	DIR/gen-NNNNNN/UNFINISHED    marks one being built: never served
 //	DIR/*.tmp                    a pointer file being written; a crash leftover
 //
 // Every pointer file is written to NAME.tmp, fsynced, renamed over NAME and
@@ -53,6 +54,9 @@ const (
 	BlobsName   = "BLOBS"        // blob store URL, when not the default
 	LockName    = "LOCK"         // the directory lock
 	FileName    = "index.duckdb" // the DuckDB file of a generation
+	// UnfinishedName marks a generation that NewGeneration made and no
+	// Publish has finished: it is never adopted as the live one.
+	UnfinishedName = "UNFINISHED"
 	tmpSuffix   = ".tmp"
 )
 
@@ -172,6 +176,15 @@ func (d *Dir) Publish(gen string) error {
 	if _, err := os.Stat(d.GenerationPath(gen)); err != nil {
 		return fmt.Errorf("publish %s: %w", gen, err)
 	}
+	// The generation's own entries (its index file, the marker's removal)
+	// are durable before CURRENT names it.
+	genDir := filepath.Join(d.path, gen)
+	if err := os.Remove(filepath.Join(genDir, UnfinishedName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("publish %s: %w", gen, err)
+	}
+	if err := syncDir(genDir); err != nil {
+		return fmt.Errorf("publish %s: %w", gen, err)
+	}
 	if err := writeFile(d.path, CurrentName, []byte(gen+"\n")); err != nil {
 		return fmt.Errorf("publish %s: %w", gen, err)
 	}
@@ -217,7 +230,11 @@ func (d *Dir) NewGeneration() (string, error) {
 	d.mu.Lock()
 	d.building[gen] = true
 	d.mu.Unlock()
-	if err := os.Mkdir(filepath.Join(d.path, gen), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+	genDir := filepath.Join(d.path, gen)
+	if err := os.Mkdir(genDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("new generation: %w", err)
+	}
+	if err := writeFile(genDir, UnfinishedName, nil); err != nil {
 		return "", fmt.Errorf("new generation: %w", err)
 	}
 	if err := syncDir(d.path); err != nil {
@@ -363,14 +380,23 @@ func (d *Dir) Previous() (gen string, ok bool, err error) {
 // the generation exists (a rollback away from a lost generation needs it).
 func (d *Dir) CurrentNameUnchecked() (string, bool, error) { return currentName(d.path) }
 
+// Unfinished reports whether generation gen of dir carries the mark of one
+// being built (NewGeneration) that no Publish finished.
+func Unfinished(dir, gen string) bool {
+	_, err := os.Stat(filepath.Join(dir, gen, UnfinishedName))
+	return err == nil
+}
+
 // Resolve returns the live generation for an open. A directory of the
 // one-file layout (DIR/index.duckdb, schema ≤ 7 releases) is moved into
 // gen-000001 and published; a directory without an index gets gen-000001,
 // made and marked as being built (created true: the caller publishes it
-// once its file is initialised, or abandons it); a lone generation without
-// CURRENT (a creation that crashed before publishing) is published; several
-// without CURRENT are refused, as guessing could serve an old or
-// unfinished one.
+// once its file is initialised, or abandons it); a lone finished generation
+// without CURRENT (a crash between the last write and the publish) is
+// published, and a lone unfinished one (UNFINISHED: a creation or a
+// rebuild into an empty directory that was killed) is removed and a new one
+// made, so that part of an index is never served; several without CURRENT
+// are refused, as guessing could serve an old or unfinished one.
 func (d *Dir) Resolve() (gen string, created bool, err error) {
 	if gen, ok, err := Current(d.path); err != nil || ok {
 		return gen, false, err
@@ -381,7 +407,7 @@ func (d *Dir) Resolve() (gen string, created bool, err error) {
 		if err := os.MkdirAll(filepath.Join(d.path, gen), 0o755); err != nil {
 			return "", false, err
 		}
-		for _, suffix := range []string{"", ".wal"} {
+		for _, suffix := range []string{".wal", ""} { // the log first: a crash between leaves the main file where it was
 			err := os.Rename(legacy+suffix, GenerationPath(d.path, gen)+suffix)
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return "", false, fmt.Errorf("move %s into %s: %w", legacy+suffix, gen, err)
@@ -398,13 +424,21 @@ func (d *Dir) Resolve() (gen string, created bool, err error) {
 		gen, err := d.NewGeneration()
 		return gen, err == nil, err
 	case 1:
-		if _, err := os.Stat(d.GenerationPath(gens[0])); err != nil {
-			// Made but never initialised: finish the creation.
-			d.mu.Lock()
-			d.building[gens[0]] = true
-			d.mu.Unlock()
-			return gens[0], true, nil
+		if Unfinished(d.path, gens[0]) {
+			// A creation or a rebuild into an empty directory that never
+			// finished: it may hold part of the documents, so it is not
+			// served. Start a new, empty index (a rebuild can fill it).
+			if err := os.RemoveAll(filepath.Join(d.path, gens[0])); err != nil {
+				return "", false, err
+			}
+			gen, err := d.NewGeneration()
+			return gen, err == nil, err
 		}
+		if _, err := os.Stat(d.GenerationPath(gens[0])); err != nil {
+			return "", false, fmt.Errorf("%s has %s without an index file and no %s: remove it, or run escurel rebuild", d.path, gens[0], CurrentName)
+		}
+		// Finished (no marker) but never published: a crash between the
+		// two, or a generation made before markers existed.
 		return gens[0], false, d.Publish(gens[0])
 	}
 	return "", false, fmt.Errorf("%s has generations %s but no %s: write the live one's name into it (echo %s > %s), or run escurel rebuild",

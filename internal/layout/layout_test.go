@@ -241,6 +241,31 @@ func TestResolve(t *testing.T) {
 			t.Fatalf("%s %v %v", g, created, err)
 		}
 	})
+	t.Run("a lone unfinished generation is never served", func(t *testing.T) {
+		dir := t.TempDir()
+		d, _ := Lock(dir)
+		defer d.Unlock()
+		g, err := d.NewGeneration() // a rebuild into an empty directory, killed mid-fill
+		if err != nil {
+			t.Fatal(err)
+		}
+		mkgen(t, d, g)
+		d = relock(t, d)
+		g2, created, err := d.Resolve()
+		if err != nil || !created || g2 != "gen-000002" {
+			t.Fatalf("%s %v %v, want a new gen-000002", g2, created, err)
+		}
+		if got := listing(t, dir); got != "LASTGEN=2 gen-000002" {
+			t.Fatal(got)
+		}
+		if !Unfinished(dir, g2) {
+			t.Fatal("the new generation is not marked unfinished")
+		}
+		mkgen(t, d, g2)
+		if err := d.Publish(g2); err != nil || Unfinished(dir, g2) {
+			t.Fatalf("publish: %v; marker left: %v", err, Unfinished(dir, g2))
+		}
+	})
 	t.Run("several without CURRENT are refused", func(t *testing.T) {
 		dir := t.TempDir()
 		d, _ := Lock(dir)
@@ -297,7 +322,7 @@ func TestPointerFilesAreSynced(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want []string
-	for _, name := range []string{LastGenName, CurrentName, BlobsName} {
+	for _, name := range []string{LastGenName, UnfinishedName, CurrentName, BlobsName} {
 		for _, step := range []string{"create", "write", "sync", "rename", "syncdir"} {
 			want = append(want, step+" "+name)
 		}
