@@ -57,7 +57,7 @@ const (
 	// UnfinishedName marks a generation that NewGeneration made and no
 	// Publish has finished: it is never adopted as the live one.
 	UnfinishedName = "UNFINISHED"
-	tmpSuffix   = ".tmp"
+	tmpSuffix      = ".tmp"
 )
 
 var genPattern = regexp.MustCompile(`^gen-[0-9]{6}$`)
