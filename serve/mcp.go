@@ -23,7 +23,6 @@ type NoInput struct{}
 func (s *Server) MCPServer(clearance string) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "escurel", Title: "escurel document index", Version: index.Version}, &mcp.ServerOptions{
 		Instructions: "Search the escurel index with search; cite each hit by its source, byte span (byte_start, byte_end), page and heading_path, and give a generator prompt_text when a hit has one. expand a hit's block_id for its surroundings; get_document for a document's whole text.",
-		Logger:       s.log,
 	})
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: new(bool)}
 	mcp.AddTool(srv, &mcp.Tool{

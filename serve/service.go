@@ -145,6 +145,17 @@ func (sv *service) search(ctx context.Context, clearance string, in *SearchInput
 	if mode == "" {
 		mode = sv.ix.DefaultMode()
 	}
+	if mode != index.ModeHybrid {
+		for _, f := range []struct {
+			name string
+			set  bool
+			v    any
+		}{{"fusion", in.Fusion != "", in.Fusion}, {"alpha", in.Alpha != 0, in.Alpha}, {"depth", in.Depth != 0, in.Depth}} {
+			if f.set {
+				return nil, &FieldError{f.name, "applies to mode hybrid only, not " + mode, f.v}
+			}
+		}
+	}
 	setMode(ctx, mode)
 	hits, err := sv.ix.Search(ctx, in.Query, &index.SearchOptions{
 		K:           in.K,
