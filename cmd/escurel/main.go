@@ -248,6 +248,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&DeleteCommand{m: m, g: g}).Run(ctx, rest)
 	case "compact":
 		return (&CompactCommand{m: m, g: g}).Run(ctx, rest)
+	case "serve":
+		return (&ServeCommand{m: m, g: g}).Run(ctx, rest)
 	case "version":
 		fmt.Fprintf(m.Stdout, "escurel %s (schema %d)\n", index.Version, index.SchemaVersion)
 		return nil

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/escurel/escurel/index"
+	"github.com/escurel/escurel/serve"
+)
+
+// ServeCommand is "escurel serve": it opens the index once, holding its
+// lock, and answers searches over HTTP (the /v1 API, MCP at /mcp,
+// /metrics) or, with --stdio, MCP over stdin and stdout, until SIGINT or
+// SIGTERM.
+type ServeCommand struct {
+	m *Main
+	g globals
+	// listening, when not nil, is called with the address once the server
+	// accepts connections (tests listen on port 0).
+	listening func(addr string)
+}
+
+// Run serves until ctx is done: running requests drain (up to 10 s), then
+// the index is closed and its lock released.
+func (c *ServeCommand) Run(ctx context.Context, args []string) error {
+	fs := c.m.newFlagSet("serve", &c.g)
+	listen := fs.String("listen", c.m.envOr("ESCUREL_LISTEN", "127.0.0.1:7700"), "address to listen on (env ESCUREL_LISTEN); the default answers this machine only")
+	tokens := fs.String("tokens", c.m.Getenv("ESCUREL_TOKENS"), "tokens file: a JSON array of {\"token\", \"name\", \"clearance\", \"write\"} (env ESCUREL_TOKENS); without it every caller is public")
+	stdio := fs.Bool("stdio", false, "serve MCP over stdin and stdout instead of HTTP (for a desktop agent that starts escurel)")
+	clearance := fs.String("clearance", "", "with --stdio: the clearance of the MCP client (default public); over HTTP clearance comes from tokens")
+	timeout := fs.Duration("request-timeout", serve.DefaultRequestTimeout, "time limit of one request or tool call")
+	args, err := c.m.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(args) > 0 {
+		return usageError("serve: unexpected argument %q", args[0])
+	}
+	if *clearance != "" && !*stdio {
+		return usageError("serve: --clearance applies to --stdio only; over HTTP a caller's clearance comes from its token in --tokens")
+	}
+	if *clearance == "" {
+		*clearance = index.Public
+	}
+	if err := index.CheckSensitivity(*clearance); err != nil {
+		return usageError("serve: --clearance: %v", err)
+	}
+	if *timeout <= 0 {
+		return usageError("serve: --request-timeout %s: want a positive duration", *timeout)
+	}
+	opts := &serve.Options{
+		RequestTimeout: *timeout,
+		// The access log goes to stderr: with --stdio, stdout is the
+		// protocol's.
+		Logger: slog.New(slog.NewTextHandler(c.m.Stderr, nil)),
+	}
+	if *tokens != "" {
+		if *stdio {
+			return usageError("serve: --tokens applies to HTTP; with --stdio give --clearance")
+		}
+		if opts.Tokens, err = serve.LoadTokens(*tokens); err != nil {
+			return err
+		}
+	}
+	var ln net.Listener
+	if !*stdio {
+		// Listen before opening the index, so a taken port fails fast.
+		if ln, err = net.Listen("tcp", *listen); err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+		defer ln.Close()
+	}
+	ix, err := c.m.openExisting(ctx, c.g)
+	if err != nil {
+		return err
+	}
+	defer ix.Close()
+	srv := serve.New(ix, opts)
+	if *stdio {
+		opts.Logger.Info("serving MCP over stdio", "index", c.g.indexDir, "clearance", *clearance)
+		return srv.ServeStdio(ctx, *clearance, os.Stdin, os.Stdout)
+	}
+	opts.Logger.Info("serving", "addr", "http://"+ln.Addr().String(), "index", c.g.indexDir, "generation", ix.Generation(), "tokens", *tokens != "")
+	if c.listening != nil {
+		c.listening(ln.Addr().String())
+	}
+	start := time.Now()
+	err = srv.Serve(ctx, ln)
+	opts.Logger.Info("stopped", "uptime", time.Since(start).Round(time.Second))
+	return err
+}

@@ -1,0 +1,153 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/escurel/escurel/index"
+)
+
+type searchRequest struct {
+	Body SearchInput
+}
+
+type searchResponse struct {
+	Body *SearchOutput
+}
+
+type expandRequest struct {
+	ID       int64 `path:"id" doc:"the block's id, from a hit"`
+	Before   int   `query:"before" maximum:"100" doc:"neighbours before the block, at most 100; 0 or absent: 2; negative: none"`
+	After    int   `query:"after" maximum:"100" doc:"neighbours after the block, at most 100; 0 or absent: 2; negative: none"`
+	MaxBytes int   `query:"max_bytes" minimum:"0" maximum:"1048576" doc:"bytes of text in all; 0 or absent: 16384; the block's own body always comes whole"`
+}
+
+type expandResponse struct {
+	Body *index.Expansion
+}
+
+type documentsRequest struct{}
+
+type documentsResponse struct {
+	Body *DocumentsOutput
+}
+
+type textRequest struct {
+	DocID string `path:"doc_id" maxLength:"64" doc:"the document's id, from a hit or the document list"`
+}
+
+type textResponse struct {
+	Body *DocumentOutput
+}
+
+type statusRequest struct{}
+
+type statusResponse struct {
+	Body *StatusOutput
+}
+
+// routes registers the /v1 operations on api. Every handler takes the
+// clearance from the caller that authenticate put in the context.
+func (s *Server) routes(api huma.API) {
+	huma.Register(api, huma.Operation{
+		OperationID:  "search",
+		Method:       http.MethodPost,
+		Path:         "/v1/search",
+		Summary:      "Search blocks",
+		Description:  "Ranks the blocks of the documents the caller's token may see (bm25, dense or hybrid) and returns the best k, best first.",
+		MaxBodyBytes: MaxBodyBytes,
+		Errors:       []int{http.StatusUnauthorized, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
+	}, func(ctx context.Context, in *searchRequest) (*searchResponse, error) {
+		out, err := s.sv.search(ctx, callerFrom(ctx).Clearance, &in.Body)
+		if err != nil {
+			return nil, s.httpError(ctx, err, "body")
+		}
+		return &searchResponse{Body: out}, nil
+	})
+	huma.Register(api, huma.Operation{
+		OperationID: "expand",
+		Method:      http.MethodGet,
+		Path:        "/v1/blocks/{id}/expand",
+		Summary:     "Expand a block",
+		Description: "A block with its neighbours in the same document and its window, within a byte budget. A block above the caller's clearance answers 404, as a missing one does.",
+		Errors:      []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
+	}, func(ctx context.Context, in *expandRequest) (*expandResponse, error) {
+		out, err := s.sv.expand(ctx, callerFrom(ctx).Clearance, &ExpandInput{
+			BlockID: in.ID, Before: in.Before, After: in.After, MaxBytes: in.MaxBytes,
+		})
+		if err != nil {
+			return nil, s.httpError(ctx, err, "query")
+		}
+		return &expandResponse{Body: out}, nil
+	})
+	huma.Register(api, huma.Operation{
+		OperationID: "list-documents",
+		Method:      http.MethodGet,
+		Path:        "/v1/documents",
+		Summary:     "List documents",
+		Description: "The documents the caller's token may see, by source, with their block counts; failed ones only when their details are within the clearance.",
+		Errors:      []int{http.StatusUnauthorized, http.StatusServiceUnavailable},
+	}, func(ctx context.Context, _ *documentsRequest) (*documentsResponse, error) {
+		out, err := s.sv.documents(ctx, callerFrom(ctx).Clearance)
+		if err != nil {
+			return nil, s.httpError(ctx, err, "")
+		}
+		return &documentsResponse{Body: out}, nil
+	})
+	huma.Register(api, huma.Operation{
+		OperationID: "get-document-text",
+		Method:      http.MethodGet,
+		Path:        "/v1/documents/{doc_id}/text",
+		Summary:     "A document's text",
+		Description: "The text a document's blocks are spans of: text[byte_start:byte_end] is each block's body. A document that does not exist, failed, or is above the caller's clearance answers 404 alike.",
+		Errors:      []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusServiceUnavailable},
+	}, func(ctx context.Context, in *textRequest) (*textResponse, error) {
+		out, err := s.sv.document(ctx, callerFrom(ctx).Clearance, &DocumentInput{DocID: in.DocID})
+		if err != nil {
+			return nil, s.httpError(ctx, err, "path")
+		}
+		return &textResponse{Body: out}, nil
+	})
+	huma.Register(api, huma.Operation{
+		OperationID: "status",
+		Method:      http.MethodGet,
+		Path:        "/v1/status",
+		Summary:     "Index status",
+		Description: "Manifest, counts and the failed documents within the caller's clearance (those above it are only counted).",
+		Errors:      []int{http.StatusUnauthorized, http.StatusServiceUnavailable},
+	}, func(ctx context.Context, _ *statusRequest) (*statusResponse, error) {
+		out, err := s.sv.status(ctx, callerFrom(ctx).Clearance)
+		if err != nil {
+			return nil, s.httpError(ctx, err, "")
+		}
+		return &statusResponse{Body: out}, nil
+	})
+}
+
+// httpError turns a service error into the problem huma writes: 422
+// naming the field (where: "body", "query" or "path"), 404, 503 past the
+// request timeout or while closing, else 500 with the detail kept for the
+// log (a storage error may name files).
+func (s *Server) httpError(ctx context.Context, err error, where string) error {
+	var fe *FieldError
+	switch {
+	case errors.As(err, &fe):
+		loc := fe.Field
+		if where != "" {
+			loc = where + "." + fe.Field
+		}
+		return huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: loc, Message: fe.Message, Value: fe.Value})
+	case errors.Is(err, index.ErrNotFound):
+		return huma.Error404NotFound("not found (or not within your clearance)")
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+		return huma.Error503ServiceUnavailable(fmt.Sprintf("the request took longer than the server's limit of %s", s.opts.RequestTimeout))
+	case errors.Is(err, index.ErrClosed):
+		return huma.Error503ServiceUnavailable("the server is shutting down")
+	}
+	s.log.ErrorContext(ctx, "request failed", "err", err)
+	return huma.Error500InternalServerError("internal error (the server's log has the details)")
+}

@@ -1,0 +1,126 @@
+package serve
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the server's Prometheus collectors, in a registry of its
+// own, so that two servers in one process (tests) do not collide.
+type metrics struct {
+	registry *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "escurel_requests_total",
+			Help: "Requests answered, by route (an HTTP pattern, or mcp/TOOL for an MCP tool call), method, code (HTTP status, or ok/error for a tool) and search mode.",
+		}, []string{"route", "method", "code", "mode"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "escurel_request_duration_seconds",
+			Help:    "Time to answer a request, by route and search mode.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"route", "mode"}),
+	}
+	m.registry.MustRegister(m.requests, m.latency,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) observe(route, method, code, mode string, d time.Duration) {
+	m.requests.WithLabelValues(route, method, code, mode).Inc()
+	m.latency.WithLabelValues(route, mode).Observe(d.Seconds())
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+// requestInfo is what a request's handlers learn for its metrics and
+// access log line: the search mode and the caller's name.
+type requestInfo struct {
+	mode   string
+	caller string
+}
+
+type requestInfoKey struct{}
+
+func requestInfoFrom(ctx context.Context) *requestInfo {
+	info, _ := ctx.Value(requestInfoKey{}).(*requestInfo)
+	return info
+}
+
+// setMode records the search mode of the request in ctx, if any.
+func setMode(ctx context.Context, mode string) {
+	if info := requestInfoFrom(ctx); info != nil {
+		info.mode = mode
+	}
+}
+
+// statusWriter records the status code; Unwrap lets
+// http.ResponseController reach Flush for MCP's event streams.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// instrument counts and times every request by the mux pattern that
+// serves it, and writes one access log line: no query text, which may
+// itself be confidential.
+func (s *Server) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		_, route := s.mux.Handler(r)
+		if route == "" {
+			route = "other"
+		}
+		info := &requestInfo{caller: Anonymous.Name}
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info)))
+		d := time.Since(start)
+		if sw.code == 0 {
+			sw.code = http.StatusOK
+		}
+		s.metrics.observe(route, r.Method, strconv.Itoa(sw.code), info.mode, d)
+		level := slog.LevelInfo
+		if sw.code >= 500 {
+			level = slog.LevelError
+		}
+		s.log.LogAttrs(r.Context(), level, "request",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", route),
+			slog.Int("status", sw.code), slog.Duration("duration", d),
+			slog.String("caller", info.caller), slog.String("mode", info.mode),
+			slog.String("remote", r.RemoteAddr))
+	})
+}

@@ -1,0 +1,213 @@
+// Package serve is escurel's server: one process owns an index and
+// answers searches over an HTTP JSON API (under /v1, described by the
+// OpenAPI document at /v1/openapi.json) and over MCP (streamable HTTP at
+// /mcp, or stdio), with Prometheus metrics at /metrics and probes at
+// /healthz and /readyz.
+//
+// A caller is whom its bearer token names in the tokens file (LoadTokens);
+// without a token it is Anonymous, public and read-only, and an unknown
+// token is refused (401). The clearance comes from the token only: no
+// request field and no tool argument sets it, and every read passes it to
+// the index, which drops what lies above it (index.SearchOptions.Clearance).
+//
+// This slice reads only: ingest, delete, rebuild and the other writes are
+// not served yet.
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/escurel/escurel/index"
+)
+
+// Defaults of Options.
+const (
+	DefaultRequestTimeout  = 30 * time.Second
+	DefaultShutdownTimeout = 10 * time.Second
+)
+
+// Options configure a Server. A nil *Options and zero fields mean the
+// defaults.
+type Options struct {
+	// Tokens maps bearer tokens to callers; nil knows no token, so every
+	// caller is Anonymous and any Authorization header is refused.
+	Tokens *Tokens
+	// Logger receives the access log (one line a request) and errors.
+	// Default: slog.Default().
+	Logger *slog.Logger
+	// RequestTimeout bounds one API request or MCP tool call; past it the
+	// request fails with 503 (a tool error over MCP). Default
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// ShutdownTimeout bounds how long Serve waits for running requests
+	// once its context is done. Default DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+}
+
+// Server answers requests for one open index. It does not own the index:
+// the caller opens it before New and closes it after Serve returns. A
+// Server is safe for concurrent use.
+type Server struct {
+	ix      *index.Index
+	sv      *service
+	opts    Options
+	tokens  *Tokens
+	log     *slog.Logger
+	metrics *metrics
+	mux     *http.ServeMux
+	handler http.Handler
+	api     huma.API
+	mcp     map[string]*mcp.Server // by clearance
+	// ready is false once shutdown has begun, so that /readyz sends load
+	// balancers elsewhere while running requests drain.
+	ready atomic.Bool
+}
+
+// New builds a server for ix; it touches no storage and listens on
+// nothing (see Serve, Handler).
+func New(ix *index.Index, opts *Options) *Server {
+	s := &Server{ix: ix, sv: &service{ix: ix}, metrics: newMetrics(), mux: http.NewServeMux()}
+	if opts != nil {
+		s.opts = *opts
+	}
+	if s.opts.RequestTimeout <= 0 {
+		s.opts.RequestTimeout = DefaultRequestTimeout
+	}
+	if s.opts.ShutdownTimeout <= 0 {
+		s.opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	s.tokens = s.opts.Tokens
+	s.log = s.opts.Logger
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+
+	config := huma.DefaultConfig("escurel", index.Version)
+	config.Info.Description = "Search an escurel index: blocks ranked by BM25F, vectors or both, with what a model needs to cite them. " +
+		"Send \"Authorization: Bearer <token>\" for a clearance above public."
+	config.CreateHooks = nil // no $schema links in bodies
+	config.OpenAPIPath = "/v1/openapi"
+	config.DocsPath = ""
+	config.SchemasPath = ""
+	config.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		"bearer": {Type: "http", Scheme: "bearer", Description: "a token of the server's tokens file; without one the caller is public"},
+	}
+	config.Security = []map[string][]string{{}, {"bearer": {}}}
+	s.api = humago.New(s.mux, config)
+	s.routes(s.api)
+
+	s.mcp = map[string]*mcp.Server{}
+	for _, c := range []string{index.Public, index.Internal, index.Restricted} {
+		s.mcp[c] = s.MCPServer(c)
+	}
+	// Stateless: each POST is its own session, built for the caller its
+	// token names, so a session never outlives the token that opened it.
+	s.mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		return s.mcp[callerFrom(r.Context()).Clearance]
+	}, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: MaxBodyBytes}))
+
+	s.mux.Handle("GET /metrics", s.metrics.handler())
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !s.ready.Load() || s.ix.Generation() == "" {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting down"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "generation": s.ix.Generation()})
+	})
+	s.handler = s.instrument(s.authenticate(s.timeout(s.mux)))
+	s.ready.Store(true)
+	return s
+}
+
+// Handler returns the server's HTTP handler: the API, /mcp, /metrics and
+// the probes, behind authentication, the access log and the request
+// timeout.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// OpenAPI returns the OpenAPI document of the API, as served at
+// /v1/openapi.json.
+func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
+
+// timeout bounds each /v1 request by RequestTimeout (MCP tool calls are
+// bounded in tool).
+func (s *Server) timeout(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/v1/") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// Serve answers requests on ln until ctx is done, then stops accepting,
+// reports not ready, and waits up to ShutdownTimeout for running requests.
+// It closes ln; it does not close the index. The error is nil after a
+// clean shutdown.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		WriteTimeout:      s.opts.RequestTimeout + 10*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.ready.Store(false)
+	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("shut down: %w", err)
+	}
+	return nil
+}
+
+// ServeStdio serves MCP over stdin and stdout at clearance until ctx is
+// done or the client closes its end. in and out are the process's stdio
+// in production.
+func (s *Server) ServeStdio(ctx context.Context, clearance string, in io.ReadCloser, out io.WriteCloser) error {
+	if err := index.CheckSensitivity(clearance); err != nil {
+		return err
+	}
+	err := s.MCPServer(clearance).Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
+	if err != nil && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = jsonEncode(w, v)
+}

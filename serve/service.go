@@ -1,0 +1,327 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/escurel/escurel/index"
+)
+
+// Limits of a request, the same over HTTP and MCP.
+const (
+	MaxK          = 1000    // hits a search may ask for
+	MaxQueryBytes = 4 << 10 // bytes of a query
+	MaxDepth      = 10000   // candidates per leg a hybrid search may ask for
+	MaxBodyBytes  = 1 << 20 // bytes of a request body
+	MaxExpand     = 1 << 20 // bytes an expansion may ask for (max_bytes)
+	MaxNeighbours = 100     // neighbours each side an expansion may ask for
+)
+
+// SearchInput is a search request: index.SearchOptions less Clearance,
+// which comes from the caller's token, and Reranker, which the server
+// does not offer yet.
+type SearchInput struct {
+	Query       string  `json:"query" minLength:"1" maxLength:"4096" doc:"the question or keywords; at most 4096 bytes" jsonschema:"the question or keywords; at most 4096 bytes"`
+	K           int     `json:"k,omitempty" minimum:"0" maximum:"1000" doc:"hits to return, at most 1000; 0 or absent: 10" jsonschema:"hits to return, at most 1000; 0 or absent: 10"`
+	Mode        string  `json:"mode,omitempty" enum:"bm25,dense,hybrid" doc:"bm25, dense or hybrid; absent: the index's default (hybrid with a trained embedder, bm25 with hash)" jsonschema:"bm25, dense or hybrid; absent: the index's default"`
+	Fusion      string  `json:"fusion,omitempty" enum:"rrf,convex" doc:"how hybrid fuses its legs: rrf (default) or convex" jsonschema:"how hybrid fuses its legs: rrf (default) or convex"`
+	Alpha       float64 `json:"alpha,omitempty" minimum:"0" maximum:"1" doc:"weight of the dense leg in (0, 1]; 0 or absent: 0.5" jsonschema:"weight of the dense leg in (0, 1]; 0 or absent: 0.5"`
+	Depth       int     `json:"depth,omitempty" minimum:"0" maximum:"10000" doc:"candidates per leg in hybrid; 0 or absent: 100, never fewer than k" jsonschema:"candidates per leg in hybrid; 0 or absent: 100"`
+	Explain     bool    `json:"explain,omitempty" doc:"add each leg's rank and score to every hit" jsonschema:"add each leg's rank and score to every hit"`
+	Language    string  `json:"language,omitempty" maxLength:"35" doc:"analyze the query as this language (BCP 47, e.g. en, fr); absent: as every language of the documents" jsonschema:"analyze the query as this language (e.g. en, fr); absent: as every language of the documents"`
+	Conjunctive bool    `json:"conjunctive,omitempty" doc:"require every query term in the bm25 leg" jsonschema:"require every query term in the bm25 leg"`
+}
+
+// SearchOutput is a search's answer.
+type SearchOutput struct {
+	Mode string      `json:"mode" doc:"the mode that ranked the hits" jsonschema:"the mode that ranked the hits"`
+	Hits []index.Hit `json:"hits" doc:"best first; cite body, source and the byte span; give a generator prompt_text when present" jsonschema:"best first; cite body, source and the byte span; give a generator prompt_text when present"`
+}
+
+// ExpandInput asks for a block with its neighbours and its window.
+type ExpandInput struct {
+	BlockID  int64 `json:"block_id" jsonschema:"the block's id, from a hit"`
+	Before   int   `json:"before,omitempty" jsonschema:"neighbours before it, at most 100; 0: 2, negative: none"`
+	After    int   `json:"after,omitempty" jsonschema:"neighbours after it, at most 100; 0: 2, negative: none"`
+	MaxBytes int   `json:"max_bytes,omitempty" jsonschema:"bytes of text in all, at most 1048576; 0: 16384; the block's own body always comes whole"`
+}
+
+// DocumentSummary is one document a caller may see.
+type DocumentSummary struct {
+	DocID  string `json:"doc_id"`
+	Source string `json:"source"`
+	Title  string `json:"title,omitempty"`
+	Status string `json:"status" enum:"ok,failed" doc:"ok, or failed: its bytes could not be extracted (reason in status)"`
+	Blocks int    `json:"blocks"`
+}
+
+// DocumentsOutput lists the documents a caller may see.
+type DocumentsOutput struct {
+	Documents []DocumentSummary `json:"documents" doc:"by source"`
+}
+
+// DocumentInput names a document.
+type DocumentInput struct {
+	DocID string `json:"doc_id" jsonschema:"the document's id, from a hit or list_documents"`
+}
+
+// DocumentOutput is a document's extracted text: every block's body is
+// text[byte_start:byte_end].
+type DocumentOutput struct {
+	DocID  string `json:"doc_id"`
+	Source string `json:"source"`
+	Title  string `json:"title,omitempty"`
+	Text   string `json:"text"`
+}
+
+// StatusOutput describes the index to a caller. Failed documents above
+// the caller's clearance are counted, never listed.
+type StatusOutput struct {
+	Generation      string                 `json:"generation"`
+	SchemaVersion   int                    `json:"schema_version"`
+	Manifest        index.Manifest         `json:"manifest"`
+	DefaultMode     string                 `json:"default_mode"`
+	Documents       int64                  `json:"documents" doc:"documents at every sensitivity, failed ones included"`
+	Blocks          int64                  `json:"blocks" doc:"blocks at every sensitivity"`
+	Embeddings      int64                  `json:"embeddings"`
+	EmbeddingSet    string                 `json:"embedding_set,omitempty"`
+	Extractors      map[string]int64       `json:"extractors"`
+	StaleExtractors []string               `json:"stale_extractors,omitempty"`
+	FileBytes       int64                  `json:"file_bytes"`
+	Failed          int64                  `json:"failed" doc:"failed documents at every sensitivity"`
+	FailedDocuments []index.FailedDocument `json:"failed_documents" doc:"the failed documents the caller may see"`
+	FailedWithheld  int                    `json:"failed_withheld" doc:"failed documents above the caller's clearance, not listed"`
+	Clearance       string                 `json:"clearance" doc:"the caller's clearance, from its token"`
+}
+
+// FieldError is a request field out of its limits or not understood: a
+// 422 over HTTP naming the field, a tool error over MCP.
+type FieldError struct {
+	Field   string // the JSON name, e.g. "k"
+	Message string
+	Value   any
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
+
+// service answers requests for one caller at a time; HTTP and MCP both
+// go through it, so the limits and the clearance gate are written once.
+type service struct {
+	ix *index.Index
+}
+
+// search runs a search at clearance.
+func (sv *service) search(ctx context.Context, clearance string, in *SearchInput) (*SearchOutput, error) {
+	switch {
+	case in.Query == "":
+		return nil, &FieldError{"query", "empty", in.Query}
+	case len(in.Query) > MaxQueryBytes:
+		return nil, &FieldError{"query", fmt.Sprintf("%d bytes, at most %d", len(in.Query), MaxQueryBytes), len(in.Query)}
+	case in.K < 0 || in.K > MaxK:
+		return nil, &FieldError{"k", fmt.Sprintf("want 0 to %d", MaxK), in.K}
+	case in.Depth < 0 || in.Depth > MaxDepth:
+		return nil, &FieldError{"depth", fmt.Sprintf("want 0 to %d", MaxDepth), in.Depth}
+	case in.Alpha < 0 || in.Alpha > 1:
+		return nil, &FieldError{"alpha", "want a number in (0, 1], or 0 for the default", in.Alpha}
+	}
+	switch in.Mode {
+	case "", index.ModeBM25, index.ModeDense, index.ModeHybrid:
+	default:
+		return nil, &FieldError{"mode", "want bm25, dense or hybrid", in.Mode}
+	}
+	switch in.Fusion {
+	case "", index.FusionRRF, index.FusionConvex:
+	default:
+		return nil, &FieldError{"fusion", "want rrf or convex", in.Fusion}
+	}
+	if in.Language != "" {
+		if err := index.CheckLanguage(in.Language); err != nil {
+			return nil, &FieldError{"language", err.Error(), in.Language}
+		}
+	}
+	mode := in.Mode
+	if mode == "" {
+		mode = sv.ix.DefaultMode()
+	}
+	if mode != index.ModeHybrid {
+		for _, f := range []struct {
+			name string
+			set  bool
+			v    any
+		}{{"fusion", in.Fusion != "", in.Fusion}, {"alpha", in.Alpha != 0, in.Alpha}, {"depth", in.Depth != 0, in.Depth}} {
+			if f.set {
+				return nil, &FieldError{f.name, "applies to mode hybrid only, not " + mode, f.v}
+			}
+		}
+	}
+	setMode(ctx, mode)
+	hits, err := sv.ix.Search(ctx, in.Query, &index.SearchOptions{
+		K:           in.K,
+		Clearance:   clearance,
+		Mode:        mode,
+		Fusion:      in.Fusion,
+		Depth:       in.Depth,
+		Alpha:       in.Alpha,
+		Explain:     in.Explain,
+		Conjunctive: in.Conjunctive,
+		Language:    in.Language,
+	})
+	if errors.Is(err, index.ErrNoVectors) {
+		return nil, &FieldError{"mode", "this index has no vectors (embedder none): mode bm25 still works", mode}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if hits == nil {
+		hits = []index.Hit{}
+	}
+	return &SearchOutput{Mode: mode, Hits: hits}, nil
+}
+
+// expand expands a block at clearance; errNotFound for one that does not
+// exist or is above it, alike.
+func (sv *service) expand(ctx context.Context, clearance string, in *ExpandInput) (*index.Expansion, error) {
+	switch {
+	case in.Before > MaxNeighbours:
+		return nil, &FieldError{"before", fmt.Sprintf("at most %d", MaxNeighbours), in.Before}
+	case in.After > MaxNeighbours:
+		return nil, &FieldError{"after", fmt.Sprintf("at most %d", MaxNeighbours), in.After}
+	case in.MaxBytes < 0 || in.MaxBytes > MaxExpand:
+		return nil, &FieldError{"max_bytes", fmt.Sprintf("want 0 to %d", MaxExpand), in.MaxBytes}
+	}
+	return sv.ix.Expand(ctx, in.BlockID, &index.ExpandOptions{
+		Before: in.Before, After: in.After, MaxBytes: in.MaxBytes, Clearance: clearance,
+	})
+}
+
+// documents lists the documents clearance may see: those with blocks it
+// may read (index.ForEachBlock gates them), and the failed ones whose
+// details index.Failed does not withhold from it.
+//
+// TODO(index): this walks every visible block; an index call listing
+// documents with their sensitivity (and FailedDocument.Sensitivity) would
+// make it one query and drop the comparison of reasons below.
+func (sv *service) documents(ctx context.Context, clearance string) (*DocumentsOutput, error) {
+	byID := map[string]*DocumentSummary{}
+	err := sv.ix.ForEachBlock(ctx, clearance, func(h index.Hit) error {
+		d := byID[h.DocID]
+		if d == nil {
+			d = &DocumentSummary{DocID: h.DocID, Source: h.Source, Title: h.Title, Status: "ok"}
+			byID[h.DocID] = d
+		}
+		d.Blocks++
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	failed, _, err := sv.failed(ctx, clearance)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range failed {
+		byID[f.DocID] = &DocumentSummary{DocID: f.DocID, Source: f.Source, Status: "failed"}
+	}
+	out := &DocumentsOutput{Documents: make([]DocumentSummary, 0, len(byID))}
+	for _, d := range byID {
+		out.Documents = append(out.Documents, *d)
+	}
+	sort.Slice(out.Documents, func(i, j int) bool {
+		a, b := out.Documents[i], out.Documents[j]
+		if a.Source != b.Source {
+			return a.Source < b.Source
+		}
+		return a.DocID < b.DocID
+	})
+	return out, nil
+}
+
+// failed returns the failed documents clearance may see, and how many it
+// may not. index.Failed lists every failed document with its source and
+// withholds only the details of a reason above clearance; a source may
+// itself be confidential, so a document is shown only when its reason
+// at clearance is its whole reason.
+func (sv *service) failed(ctx context.Context, clearance string) ([]index.FailedDocument, int, error) {
+	mine, err := sv.ix.Failed(ctx, clearance)
+	if err != nil {
+		return nil, 0, err
+	}
+	if clearance == index.Restricted {
+		return nonNil(mine), 0, nil
+	}
+	all, err := sv.ix.Failed(ctx, index.Restricted)
+	if err != nil {
+		return nil, 0, err
+	}
+	whole := make(map[string]string, len(all))
+	for _, f := range all {
+		whole[f.DocID] = f.Reason
+	}
+	out := []index.FailedDocument{}
+	withheld := 0
+	for _, f := range mine {
+		if r, ok := whole[f.DocID]; ok && r == f.Reason {
+			out = append(out, f)
+		} else {
+			withheld++
+		}
+	}
+	return out, withheld, nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// document returns a document's text, source and title at clearance;
+// index.ErrNotFound (wrapped) for one that does not exist, failed, or is
+// above it, alike.
+func (sv *service) document(ctx context.Context, clearance string, in *DocumentInput) (*DocumentOutput, error) {
+	text, err := sv.ix.DocumentText(ctx, in.DocID, clearance)
+	if err != nil {
+		return nil, err
+	}
+	out := &DocumentOutput{DocID: in.DocID, Text: text}
+	blocks, err := sv.ix.DocumentBlocks(ctx, in.DocID, clearance)
+	if err != nil {
+		return nil, err
+	}
+	if len(blocks) > 0 {
+		out.Source, out.Title = blocks[0].Source, blocks[0].Title
+	}
+	return out, nil
+}
+
+// status describes the index at clearance.
+func (sv *service) status(ctx context.Context, clearance string) (*StatusOutput, error) {
+	st, err := sv.ix.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	failed, withheld, err := sv.failed(ctx, clearance)
+	if err != nil {
+		return nil, err
+	}
+	return &StatusOutput{
+		Generation:      sv.ix.Generation(),
+		SchemaVersion:   st.SchemaVersion,
+		Manifest:        st.Manifest,
+		DefaultMode:     sv.ix.DefaultMode(),
+		Documents:       st.Documents,
+		Blocks:          st.Blocks,
+		Embeddings:      st.Embeddings,
+		EmbeddingSet:    st.EmbeddingSet,
+		Extractors:      st.Extractors,
+		StaleExtractors: st.StaleExtractors,
+		FileBytes:       st.FileBytes,
+		Failed:          st.Failed,
+		FailedDocuments: failed,
+		FailedWithheld:  withheld,
+		Clearance:       clearance,
+	}, nil
+}
