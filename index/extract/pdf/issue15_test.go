@@ -42,3 +42,59 @@ func TestPDFRotatedPages(t *testing.T) {
 		}
 	}
 }
+
+// TestPDFLineEndHyphens checks which hyphens at a line end go (those that
+// split a word) and which stay (issue 15: "state-of-the-" / "art" gave
+// "state-of-theart").
+func TestPDFLineEndHyphens(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		first, next string
+		want        string // the two lines as the text has them
+	}{
+		{"split word", "The method gives an exam-", "ple of the results we saw.", "The method gives an example of the results we saw."},
+		{"compound", "This is a state-of-the-", "art method for the task.", "This is a state-of-the-art method for the task."},
+		{"capital after", "The plan of the Jean-", "Paul group was to meet.", "The plan of the Jean-Paul group was to meet."},
+		{"compound used elsewhere", "The engine is self-", "contained and runs alone.", "The engine is self-contained and runs alone."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := testdocs.Lines(
+				"This first line is long enough to set the width of a full line.",
+				tc.first, tc.next,
+				"This last line is long enough to set the width of a full line too.")
+			pages := []testdocs.Page{{Lines: body}}
+			if tc.name == "compound used elsewhere" {
+				pages[0].Lines = append(pages[0].Lines, testdocs.Line{Text: "A self-contained engine needs no server.", Gap: 12})
+			}
+			d := extractPages(t, pages)
+			if !strings.Contains(d.Text, tc.want) {
+				t.Errorf("text\n%s\nwant it to contain %q", d.Text, tc.want)
+			}
+		})
+	}
+}
+
+// TestKeepHyphen checks the rule for a hyphen at a line end on its own.
+func TestKeepHyphen(t *testing.T) {
+	words := map[string]bool{"self-contained": true, "re-enter": true, "reenter": true}
+	for _, tc := range []struct {
+		prev, next string
+		keep       bool
+	}{
+		{"an exam-", "ple of it", false},
+		{"a state-of-the-", "art method", true},
+		{"(state-of-the-", "art)", true},
+		{"the Jean-", "Paul group", true},
+		{"non-", "English text", true},
+		{"THE INTRODUC-", "TION", false},
+		{"COVID-", "19 cases", true},
+		{"is self-", "contained.", true},
+		{"to re-", "enter it", false}, // the document writes both forms
+		{"co\u00ad", "operate", false},
+		{"the state-of-the\u00ad", "art", false}, // a soft hyphen only ever splits
+	} {
+		if got := keepHyphen(tc.prev, tc.next, words); got != tc.keep {
+			t.Errorf("keepHyphen(%q, %q) = %v, want %v", tc.prev, tc.next, got, tc.keep)
+		}
+	}
+}

@@ -277,10 +277,13 @@ type pdfHeading struct {
 // pdfLine is a line of a page's text, clean (see cleanLine), with the type
 // it is set in: the rendered font size in points (0 when unknown), whether
 // it is all bold, and whether it is all in a fixed-pitch face (code).
+// hyphen: the line ends with a '-' that PDFium took for hyphenation (see
+// pdfiumHyphen); the next line continues its word or compound.
 type pdfLine struct {
 	text       string
 	size       float64
 	bold, mono bool
+	hyphen     bool
 }
 
 // pdfPageLines reads a page's text and the type of each line. The text is
@@ -379,8 +382,8 @@ func pdfPageLines(inst pdfium.Pdfium, page requests.Page) ([]pdfLine, error) {
 	idx := 0 // character index of the rune being read
 	var visible []int
 	var b strings.Builder
-	flush := func() {
-		l := pdfLine{text: cleanLine(b.String())}
+	flush := func(hyphen bool) {
+		l := pdfLine{text: cleanLine(b.String()), hyphen: hyphen}
 		if l.text != "" && len(visible) > 0 {
 			l.size, l.bold, l.mono = style([]int{visible[0], visible[len(visible)/2], visible[len(visible)-1]})
 		}
@@ -392,7 +395,15 @@ func pdfPageLines(inst pdfium.Pdfium, page requests.Page) ([]pdfLine, error) {
 		switch {
 		case r == '\r' && strings.HasPrefix(raw[i+1:], "\n"):
 		case r == '\n' || r == '\r':
-			flush()
+			flush(false)
+		case (r == pdfiumHyphen || r == pdfiumHyphenChar) && endsInLetter(b.String()):
+			// A hyphen at a line end that PDFium took for hyphenation:
+			// it joined the lines. Split them again, the hyphen kept;
+			// the layout decides whether it goes (keepHyphen). (A mark
+			// after no letter is dropped, as cleanLine drops it.)
+			b.WriteByte('-')
+			visible = append(visible, idx)
+			flush(true)
 		default:
 			b.WriteRune(r)
 			if !unicode.IsSpace(r) && !unicode.IsControl(r) {
@@ -401,8 +412,22 @@ func pdfPageLines(inst pdfium.Pdfium, page requests.Page) ([]pdfLine, error) {
 		}
 		idx += max(utf16.RuneLen(r), 1)
 	}
-	flush()
+	flush(false)
 	return tidyLines(lines), nil
+}
+
+// PDFium marks a hyphen at a line end that it takes for hyphenation (a
+// '-' or soft hyphen between letters) with U+FFFE in FPDFText_GetText and
+// U+0002 from FPDFText_GetUnicode, and joins the two lines.
+const (
+	pdfiumHyphen     = '\uFFFE'
+	pdfiumHyphenChar = '\u0002'
+)
+
+// endsInLetter reports whether s ends with a letter.
+func endsInLetter(s string) bool {
+	r, _ := utf8.DecodeLastRuneInString(s)
+	return unicode.IsLetter(r)
 }
 
 // rotationSamples is how many characters of a page uprightRotation looks
