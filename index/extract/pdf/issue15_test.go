@@ -98,3 +98,28 @@ func TestKeepHyphen(t *testing.T) {
 		}
 	}
 }
+
+// TestPDFTitlePage checks that a page whose only text is headings (a
+// title page) has a unit, so that a block can cite it (issue 15).
+func TestPDFTitlePage(t *testing.T) {
+	body := testdocs.Lines(
+		"The body of the report starts here and runs on for a full line,",
+		"and it goes on in the same type for another line of the page.")
+	d := extractPages(t, []testdocs.Page{
+		{Lines: []testdocs.Line{{Text: "Lentil Harvest Report", Size: 24}, {Text: "Northern Cooperative", Size: 18, Gap: 20}}},
+		{Lines: append([]testdocs.Line{{Text: "Introduction", Size: 18}}, body...)},
+	})
+	pages := map[int]bool{}
+	for _, u := range d.Units {
+		pages[u.Page] = true
+	}
+	if !pages[1] || !pages[2] {
+		t.Fatalf("units %q on pages %v, want pages 1 and 2", units(d), pages)
+	}
+	if got := units(d)[0]; !strings.Contains(got, "Lentil Harvest Report") || !strings.Contains(got, "Northern Cooperative") {
+		t.Errorf("first unit %q, want the title page's words", got)
+	}
+	if len(d.Headings) == 0 || d.Headings[0].Text != "Lentil Harvest Report" {
+		t.Errorf("headings %+v, want the title first", d.Headings)
+	}
+}

@@ -41,6 +41,7 @@ func buildPDFDoc(name, title string, pages [][]pdfLine, outline []pdfHeading) (*
 			b.WriteString("\n\n")
 		}
 		pageStart := b.Len()
+		pageParas, pageHeads := len(paras), len(doc.Headings)
 		if i < len(missing) {
 			for _, h := range missing[i] {
 				// Open the entry just before the page's first byte (the
@@ -112,6 +113,9 @@ func buildPDFDoc(name, title string, pages [][]pdfLine, outline []pdfHeading) (*
 			}
 		}
 		endPara(b.Len())
+		if u, ok := headingsUnit(b.Bytes(), paras[pageParas:], doc.Headings[pageHeads:], i+1); ok {
+			paras = append(paras[:pageParas], u)
+		}
 	}
 	doc.Text = b.String()
 	for _, u := range paras {
@@ -400,7 +404,7 @@ func lineNumbers(s string) []int {
 // page page, unless it is empty or has no letter or digit (a stray "." or
 // a rule of dashes: nothing to retrieve).
 func addUnitPage(d *extract.Doc, start, end, page int) {
-	if strings.IndexFunc(d.Text[start:end], func(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }) < 0 {
+	if strings.IndexFunc(d.Text[start:end], isWordRune) < 0 {
 		return
 	}
 	if start, end = span.Trim(d.Text, start, end); start < end {
@@ -490,6 +494,32 @@ func breakAfter(prev, next string, typical int) bool {
 	r, _ := utf8.DecodeRuneInString(strings.TrimSpace(next))
 	return strings.ContainsRune("•◦▪▫●○■□‣⁃–—", r)
 }
+
+// headingsUnit returns the unit of a page whose only text with a letter
+// or digit is in headings (a title page): from its first heading line to
+// its last, so that the page has a block to cite. ok is false when the
+// page has a paragraph with a letter or digit, or no heading line.
+// text is the document's text so far; paras and heads are the page's.
+func headingsUnit(text []byte, paras []extract.Unit, heads []extract.Heading, page int) (u extract.Unit, ok bool) {
+	for _, p := range paras {
+		if bytes.IndexFunc(text[p.Start:p.End], isWordRune) >= 0 {
+			return u, false
+		}
+	}
+	u = extract.Unit{Start: -1, Page: page}
+	for _, h := range heads {
+		if h.End > h.Start { // an outline entry not found on the page spans nothing
+			if u.Start < 0 {
+				u.Start = h.Start
+			}
+			u.End = h.End
+		}
+	}
+	return u, u.Start >= 0
+}
+
+// isWordRune reports whether r is a letter or a digit.
+func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }
 
 // endsHyphenated reports whether a line ends with a hyphen at a line
 // break: one PDFium took for hyphenation (pdfLine.hyphen), or a soft
