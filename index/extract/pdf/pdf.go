@@ -1,4 +1,4 @@
-// Package pdf is escurel's PDF extractor ("pdf/1", media type
+// Package pdf is escurel's PDF extractor ("pdf/2", media type
 // application/pdf): the text layer of each page read by PDFium compiled to
 // WebAssembly and run on wazero, with paragraphs, headings (from the
 // outline, else from type) and running headers and footers found from the
@@ -47,7 +47,7 @@ import (
 
 // version is the extractor's version: its ID is "pdf/<version>". Raise it
 // when the same bytes would extract to another Doc.
-const version = 1
+const version = 2
 
 func init() {
 	extract.Register(&extract.Extractor{MediaType: extract.MediaPDF, Name: "pdf", Version: version,

@@ -478,10 +478,10 @@ func TestPDFKilledAtRandom(t *testing.T) {
 // it, and a second registration under its media type panics.
 func TestRegistered(t *testing.T) {
 	e, err := extract.For(extract.MediaPDF)
-	if err != nil || e.ID() != "pdf/1" || e.Name != "pdf" {
+	if err != nil || e.ID() != "pdf/2" || e.Name != "pdf" {
 		t.Fatalf("For(application/pdf) = %+v, %v", e, err)
 	}
-	if got := extract.IDs(); got != "docx/2 html/2 markdown/2 pdf/1 text/2" {
+	if got := extract.IDs(); got != "docx/2 html/2 markdown/2 pdf/2 text/2" {
 		t.Errorf("IDs() = %q", got)
 	}
 	defer func() {
