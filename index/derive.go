@@ -243,6 +243,7 @@ func (ix *state) derive(ctx context.Context, in input, old *blobstore.Record) (p
 		b.terms[fts.Context] = ix.analyzer.Terms(nil, b.context, lang)
 		p.blocks[i] = b
 	}
+	p.textless = textlessPages(doc.Pages, p.blocks)
 	return p, nil
 }
 

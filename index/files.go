@@ -57,6 +57,10 @@ type Summary struct {
 	Blocks  int      // blocks of the added and replaced documents
 	Bytes   int64    // bytes read
 	Elapsed time.Duration
+
+	// Textless lists the files stored with pages on which no block lies
+	// (Result.TextlessPages: scanned pages), in walk order.
+	Textless []FileResult
 }
 
 // FormatSummary totals the files of one format in an IngestFiles call.
@@ -66,6 +70,9 @@ type FormatSummary struct {
 	Blocks    int           `json:"blocks"`     // blocks they have now (unchanged ones included)
 	Failed    int           `json:"failed"`     // files not searchable
 	Extract   time.Duration `json:"extract_ns"` // extraction wall time, summed over files
+
+	// TextlessPages counts their pages without a block (no text layer).
+	TextlessPages int `json:"textless_pages"`
 }
 
 // IngestFiles ingests files and directories (recursively, in lexical order).
@@ -275,11 +282,15 @@ func (ix *Index) ingestFileBatch(ctx context.Context, files []fileEntry, opts In
 			}
 			f.Documents++
 			f.Pages += fr.Pages
+			f.TextlessPages += fr.TextlessPages
 			f.Blocks += fr.Blocks
 			f.Extract += fr.ExtractTime
 			if fr.Err != nil {
 				f.Failed++
 			}
+		}
+		if fr.Err == nil && fr.TextlessPages > 0 {
+			sum.Textless = append(sum.Textless, fr)
 		}
 		if fr.Err != nil {
 			sum.Failed = append(sum.Failed, fr)

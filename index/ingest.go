@@ -117,6 +117,10 @@ type Result struct {
 	Reason string
 	// ExtractTime is the wall time of extraction.
 	ExtractTime time.Duration
+	// TextlessPages counts the pages on which no block lies: pages
+	// without a text layer (scanned, which escurel does not OCR). 0 for
+	// a failed document and a format without pages.
+	TextlessPages int
 }
 
 // DocumentError is a problem with one input document: one that cannot be
@@ -179,6 +183,7 @@ type pending struct {
 	failure   error
 	extractor string // extract.Extractor ID; "" when extraction never ran
 	pages     int
+	textless  int    // pages without a block (textlessPages)
 	text      string // the extracted text to keep, for formats whose text is not the blob
 	took      time.Duration
 }
@@ -197,6 +202,7 @@ type storedDoc struct {
 	status        string
 	extractor     string
 	pages, blocks int
+	textless      int // pages without a block
 }
 
 // IngestBatch ingests ins as Ingest does, with one transaction for all of
@@ -305,6 +311,7 @@ func (ix *state) prepareBatch(ctx context.Context, ins []input) (*batch, error) 
 		if derived[i].unchanged {
 			res[i].Title, res[i].Status, res[i].MediaType = old.rec.Title, Unchanged, old.rec.MediaType
 			res[i].Blocks, res[i].Pages, res[i].Extractor = old.blocks, old.pages, old.extractor
+			res[i].TextlessPages = old.textless
 			b.keep(in.Data, old.rec, &blobs)
 			continue
 		}
@@ -320,6 +327,7 @@ func (ix *state) prepareBatch(ctx context.Context, ins []input) (*batch, error) 
 		p.exists = exists
 		res[i].Title, res[i].Blocks, res[i].Status = p.rec.Title, len(p.blocks), Added
 		res[i].MediaType, res[i].Pages, res[i].Extractor, res[i].Reason, res[i].ExtractTime = p.rec.MediaType, p.pages, p.extractor, p.reason(), p.took
+		res[i].TextlessPages = p.textless
 		if p.status == statusFailed {
 			errs[i] = &DocumentError{Source: in.Source, Err: p.failure}
 			res[i].Status = Failed
@@ -592,7 +600,7 @@ func (ix *state) currentDocs(ctx context.Context, docIDs []string) (map[string]*
 		return out, nil
 	}
 	rows, err := ix.db.QueryContext(ctx, `SELECT doc_id, source, media_type, title, title_from, sensitivity, blob_id, language, ingested_at,
-		status, reason, extractor, pages, (SELECT count(*) FROM blocks b WHERE b.doc_id = d.doc_id)
+		status, reason, extractor, pages, (SELECT count(*) FROM blocks b WHERE b.doc_id = d.doc_id), `+textlessSQL+`
 		FROM documents d WHERE doc_id IN (SELECT unnest(?::VARCHAR[]))`, docIDs)
 	if err != nil {
 		return nil, fmt.Errorf("read documents: %w", err)
@@ -603,7 +611,7 @@ func (ix *state) currentDocs(ctx context.Context, docIDs []string) (map[string]*
 		var d storedDoc
 		var titleFrom, reason string
 		if err := rows.Scan(&r.DocID, &r.Source, &r.MediaType, &r.Title, &titleFrom, &r.Sensitivity, &r.BlobID, &r.Language, &r.IngestedAt,
-			&d.status, &reason, &d.extractor, &d.pages, &d.blocks); err != nil {
+			&d.status, &reason, &d.extractor, &d.pages, &d.blocks, &d.textless); err != nil {
 			return nil, fmt.Errorf("read documents: %w", err)
 		}
 		r.TitleGiven = titleFrom == titleFromInput

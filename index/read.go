@@ -31,6 +31,12 @@ type Stats struct {
 	Embeddings      int64            `json:"embeddings"`              // vectors in the active set
 	FullText        fts.Stats        `json:"full_text"`
 	FileBytes       int64            `json:"file_bytes"` // size of the DuckDB file
+
+	// TextlessPages counts the pages of paged documents on which no block
+	// lies (no text layer: scanned), in TextlessDocuments documents;
+	// Index.TextlessDocuments lists them.
+	TextlessPages     int64 `json:"textless_pages"`
+	TextlessDocuments int64 `json:"textless_documents"`
 }
 
 // Stats counts the index's rows.
@@ -61,6 +67,10 @@ func (ix *state) stats(ctx context.Context) (Stats, error) {
 		return st, fmt.Errorf("stats: %w", err)
 	}
 	if err := ix.db.QueryRowContext(ctx, `SELECT count(*) FROM documents WHERE status = ?`, statusFailed).Scan(&st.Failed); err != nil {
+		return st, fmt.Errorf("stats: %w", err)
+	}
+	if err := ix.db.QueryRowContext(ctx, `SELECT coalesce(sum(n), 0), count(*) FILTER (WHERE n > 0)
+		FROM (SELECT `+textlessSQL+` AS n FROM documents d)`).Scan(&st.TextlessPages, &st.TextlessDocuments); err != nil {
 		return st, fmt.Errorf("stats: %w", err)
 	}
 	rows, err := ix.db.QueryContext(ctx, `SELECT extractor, count(*) FROM documents GROUP BY extractor ORDER BY extractor`)

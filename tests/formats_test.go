@@ -116,7 +116,7 @@ func TestFormats(t *testing.T) {
 		}
 	}
 	st, err := e.ix.Stats(ctx)
-	if err != nil || st.Documents != 21 || st.Failed != 7 || st.Extractors["pdf/1"] != 13 {
+	if err != nil || st.Documents != 21 || st.Failed != 7 || st.Extractors["pdf/2"] != 13 {
 		t.Errorf("stats %+v, %v", st, err)
 	}
 

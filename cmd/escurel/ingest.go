@@ -95,6 +95,14 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 		plural(total, "file", "files"), ix.Path(), sum.Added, sum.Replaced, sum.Unchanged, len(sum.Failed), plural(sum.Blocks, "block", "blocks"),
 		float64(sum.Bytes)/1e6, sum.Elapsed.Seconds())
 	c.formats(sum)
+	if len(sum.Textless) > 0 {
+		var names []string
+		for _, f := range sum.Textless {
+			names = append(names, fmt.Sprintf("%s (%d of %d pages)", filepath.Base(f.Path), f.TextlessPages, f.Pages))
+		}
+		fmt.Fprintf(c.m.Stderr, "escurel: warning: %s with pages without text (scanned: escurel does no OCR; their words cannot be found; escurel status --textless lists them): %s\n",
+			plural(len(names), "document", "documents"), strings.Join(names, ", "))
+	}
 	if len(sum.Skipped) > 0 {
 		fmt.Fprintf(c.m.Stdout, "skipped %s: hidden, symlinked directories, or not .md, .markdown, .txt, .html, .htm, .xhtml, .pdf or .docx (first: %s)\n",
 			plural(len(sum.Skipped), "entry", "entries"), sum.Skipped[0])
@@ -120,7 +128,7 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 }
 
 // formats prints the per-format table of an ingest: documents, pages,
-// blocks, failures and extraction seconds.
+// pages without text, blocks, failures and extraction seconds.
 func (c *IngestCommand) formats(sum index.Summary) {
 	if len(sum.Formats) == 0 {
 		return
@@ -131,10 +139,10 @@ func (c *IngestCommand) formats(sum index.Summary) {
 	}
 	sort.Strings(names)
 	w := tabwriter.NewWriter(c.m.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "format\tdocuments\tpages\tblocks\tfailed\textract s (summed)\t\n")
+	fmt.Fprintf(w, "format\tdocuments\tpages\twithout text\tblocks\tfailed\textract s (summed)\t\n")
 	for _, n := range names {
 		f := sum.Formats[n]
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%.2f\t\n", n, f.Documents, f.Pages, f.Blocks, f.Failed, f.Extract.Seconds())
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%.2f\t\n", n, f.Documents, f.Pages, f.TextlessPages, f.Blocks, f.Failed, f.Extract.Seconds())
 	}
 	w.Flush()
 }

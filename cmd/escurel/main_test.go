@@ -469,11 +469,11 @@ func TestIngestMixedFormats(t *testing.T) {
 	}
 	for _, want := range []string{
 		"5 files into", "3 added, 0 replaced, 0 unchanged, 2 failed",
-		"format  documents  pages  blocks  failed  extract s (summed)",
-		"docx          2      0       4       1",
-		"html          1      0       1       0",
-		"markdown          1      0       0       1",
-		"pdf          1      5      14       0",
+		"format  documents  pages  without text  blocks  failed  extract s (summed)",
+		"docx 2 0 0 4 1",
+		"html 1 0 0 1 0",
+		"markdown 1 0 0 0 1",
+		"pdf 1 5 0 14 0",
 	} {
 		if !strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(want), " ")) {
 			t.Errorf("ingest output lacks %q:\n%s", want, out)
@@ -486,7 +486,7 @@ func TestIngestMixedFormats(t *testing.T) {
 		}
 	}
 	out, _, code = run(t, nil, "--index", idx, "status")
-	if code != 0 || !strings.Contains(out, "5 (2 failed)") || !strings.Contains(out, "docx/2 2, html/2 1, none (over the size cap, never read) 1, pdf/1 1") ||
+	if code != 0 || !strings.Contains(out, "5 (2 failed)") || !strings.Contains(out, "docx/2 2, html/2 1, none (over the size cap, never read) 1, pdf/2 1") ||
 		!strings.Contains(out, "big.md: file over the size cap") || !strings.Contains(out, "notzip.docx: corrupt document") {
 		t.Errorf("status:\n%s", out)
 	}
@@ -521,14 +521,14 @@ func TestIngestMixedFormats(t *testing.T) {
 }
 
 // The binary links the providers it ships: the onnx embedder and the PDF
-// extractor are registered, so a manifest records pdf/1 and an onnx spec
+// extractor are registered, so a manifest records pdf/2 and an onnx spec
 // builds (or fails for want of a model, not of a provider).
 func TestProvidersLinked(t *testing.T) {
 	if !slices.Contains(embed.Providers(), "onnx") {
 		t.Errorf("embed.Providers() = %v, want onnx", embed.Providers())
 	}
-	if ids := extract.IDs(); !strings.Contains(ids, "pdf/1") {
-		t.Errorf("extract.IDs() = %q, want pdf/1", ids)
+	if ids := extract.IDs(); !strings.Contains(ids, "pdf/2") {
+		t.Errorf("extract.IDs() = %q, want pdf/2", ids)
 	}
 	if !slices.Contains(rerank.Providers(), "http") {
 		t.Errorf("rerank.Providers() = %v, want http", rerank.Providers())

@@ -22,6 +22,7 @@ type StatusCommand struct {
 func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	fs := c.m.newFlagSet("status", &c.g)
 	asJSON := fs.Bool("json", false, "print the status as one JSON object")
+	textless := fs.Bool("textless", false, "list the documents with pages without text (scanned: no text layer, no blocks)")
 	clearance := fs.String("clearance", "", "show the failure details of documents up to this sensitivity (default public: others show only the kind of failure)")
 	args, err := c.m.parse(fs, args)
 	if err != nil {
@@ -48,13 +49,20 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	var textlessDocs []index.TextlessDocument
+	if *textless {
+		if textlessDocs, err = ix.TextlessDocuments(ctx); err != nil {
+			return err
+		}
+	}
 	if *asJSON {
 		enc := json.NewEncoder(c.m.Stdout)
 		enc.SetEscapeHTML(false)
 		return enc.Encode(struct {
 			index.Stats
-			FailedDocuments []index.FailedDocument `json:"failed_documents"`
-		}{st, failed})
+			FailedDocuments   []index.FailedDocument   `json:"failed_documents"`
+			TextlessDocuments []index.TextlessDocument `json:"textless_documents_list,omitempty"`
+		}{st, failed, textlessDocs})
 	}
 	m := st.Manifest
 	w := tabwriter.NewWriter(c.m.Stdout, 0, 0, 2, ' ', 0)
@@ -81,6 +89,10 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(w, "\tdocuments read by older extractors (%s): run escurel rebuild to read them again\n", strings.Join(st.StaleExtractors, ", "))
 	}
 	fmt.Fprintf(w, "blocks\t%d\n", st.Blocks)
+	if st.TextlessPages > 0 {
+		fmt.Fprintf(w, "pages without text\t%d in %s (scanned; escurel status --textless lists them)\n",
+			st.TextlessPages, plural(int(st.TextlessDocuments), "document", "documents"))
+	}
 	if st.EmbeddingSet != "" {
 		fmt.Fprintf(w, "embeddings\t%d (embedding set %s)\n", st.Embeddings, st.EmbeddingSet)
 	} else {
@@ -92,6 +104,12 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 		ft.Terms, plural(int(ft.Segments), "segment", "segments"), float64(ft.Bytes)/1e6, ft.Tombstones)
 	if err := w.Flush(); err != nil {
 		return err
+	}
+	if len(textlessDocs) > 0 {
+		fmt.Fprintf(c.m.Stdout, "\ndocuments with pages without text (no text layer: their words cannot be found):\n")
+		for _, d := range textlessDocs {
+			fmt.Fprintf(c.m.Stdout, "  %s: %d of %d pages\n", d.Source, d.TextlessPages, d.Pages)
+		}
 	}
 	if len(failed) > 0 {
 		fmt.Fprintf(c.m.Stdout, "\nfailed documents (no blocks; escurel rebuild extracts them again, except those never read):\n")

@@ -292,7 +292,7 @@ func For(mediaType string) (*Extractor, error) {
 }
 
 // IDs lists the ID of every registered extractor, sorted and space
-// separated, e.g. "docx/2 html/2 markdown/2 pdf/1 text/2" (without pdf/1
+// separated, e.g. "docx/2 html/2 markdown/2 pdf/2 text/2" (without pdf/2
 // when the PDF extractor is not linked in): what the manifest records.
 func IDs() string {
 	registry.mu.RLock()

@@ -5,6 +5,7 @@ package pdf
 // PDFium: it works on the lines pdfPageLines read.
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"sort"
@@ -32,13 +33,15 @@ func buildPDFDoc(name, title string, pages [][]pdfLine, outline []pdfHeading) (*
 	} else {
 		heads = typeHeadings(pages, furniture)
 	}
-	var b strings.Builder
+	words := pdfWords(pages)
+	var b bytes.Buffer       // a Buffer: a hyphen that goes is truncated away
 	var paras []extract.Unit // untrimmed; trimmed once the text is whole
 	for i, lines := range pages {
 		if b.Len() > 0 && len(lines) > 0 {
 			b.WriteString("\n\n")
 		}
 		pageStart := b.Len()
+		pageParas, pageHeads := len(paras), len(doc.Headings)
 		if i < len(missing) {
 			for _, h := range missing[i] {
 				// Open the entry just before the page's first byte (the
@@ -55,12 +58,13 @@ func buildPDFDoc(name, title string, pages [][]pdfLine, outline []pdfHeading) (*
 			}
 			paraStart = -1
 		}
-		prev := "" // the line before, "" after a blank line or a heading
+		prev := ""     // the line before, "" after a blank line or a heading
+		split := false // prev ends with a hyphen at a line break (endsHyphenated)
 		for j := 0; j < len(lines); j++ {
 			line := lines[j].text
 			if line == "" {
 				endPara(b.Len())
-				prev = ""
+				prev, split = "", false
 				continue
 			}
 			if furniture[i][j] {
@@ -71,12 +75,19 @@ func buildPDFDoc(name, title string, pages [][]pdfLine, outline []pdfHeading) (*
 					b.WriteString("\n\n")
 				}
 				b.WriteString(line)
-				prev = ""
+				prev, split = "", false
 				continue
 			}
 			h, isHead := heads[i][j]
 			if b.Len() > pageStart {
-				if paraStart >= 0 && !isHead && !breakAfter(prev, line, typical) {
+				if paraStart >= 0 && !isHead && split {
+					// A word or compound broken at the line end: one
+					// word again, its hyphen dropped if it only split it.
+					if !keepHyphen(prev, line, words) {
+						_, n := utf8.DecodeLastRuneInString(prev)
+						b.Truncate(b.Len() - n)
+					}
+				} else if paraStart >= 0 && !isHead && !breakAfter(prev, line, typical) {
 					b.WriteByte('\n')
 				} else {
 					endPara(b.Len())
@@ -85,7 +96,7 @@ func buildPDFDoc(name, title string, pages [][]pdfLine, outline []pdfHeading) (*
 			}
 			start := b.Len()
 			b.WriteString(line)
-			prev = line
+			prev, split = line, endsHyphenated(lines[j])
 			if isHead {
 				for k := 1; k < h.lines; k++ { // a heading set on several lines
 					j++
@@ -94,7 +105,7 @@ func buildPDFDoc(name, title string, pages [][]pdfLine, outline []pdfHeading) (*
 				}
 				lead := len(line) - len(strings.TrimLeftFunc(line, unicode.IsSpace))
 				doc.Headings = append(doc.Headings, extract.Heading{Level: h.level, Text: h.title, Start: start + lead, End: b.Len()})
-				prev = ""
+				prev, split = "", false
 				continue
 			}
 			if paraStart < 0 {
@@ -102,6 +113,9 @@ func buildPDFDoc(name, title string, pages [][]pdfLine, outline []pdfHeading) (*
 			}
 		}
 		endPara(b.Len())
+		if u, ok := headingsUnit(b.Bytes(), paras[pageParas:], doc.Headings[pageHeads:], i+1); ok {
+			paras = append(paras[:pageParas], u)
+		}
 	}
 	doc.Text = b.String()
 	for _, u := range paras {
@@ -390,7 +404,7 @@ func lineNumbers(s string) []int {
 // page page, unless it is empty or has no letter or digit (a stray "." or
 // a rule of dashes: nothing to retrieve).
 func addUnitPage(d *extract.Doc, start, end, page int) {
-	if strings.IndexFunc(d.Text[start:end], func(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }) < 0 {
+	if strings.IndexFunc(d.Text[start:end], isWordRune) < 0 {
 		return
 	}
 	if start, end = span.Trim(d.Text, start, end); start < end {
@@ -479,4 +493,101 @@ func breakAfter(prev, next string, typical int) bool {
 	}
 	r, _ := utf8.DecodeRuneInString(strings.TrimSpace(next))
 	return strings.ContainsRune("•◦▪▫●○■□‣⁃–—", r)
+}
+
+// headingsUnit returns the unit of a page whose only text with a letter
+// or digit is in headings (a title page): from its first heading line to
+// its last, so that the page has a block to cite. ok is false when the
+// page has a paragraph with a letter or digit, or no heading line.
+// text is the document's text so far; paras and heads are the page's.
+func headingsUnit(text []byte, paras []extract.Unit, heads []extract.Heading, page int) (u extract.Unit, ok bool) {
+	for _, p := range paras {
+		if bytes.IndexFunc(text[p.Start:p.End], isWordRune) >= 0 {
+			return u, false
+		}
+	}
+	u = extract.Unit{Start: -1, Page: page}
+	for _, h := range heads {
+		if h.End > h.Start { // an outline entry not found on the page spans nothing
+			if u.Start < 0 {
+				u.Start = h.Start
+			}
+			u.End = h.End
+		}
+	}
+	return u, u.Start >= 0
+}
+
+// isWordRune reports whether r is a letter or a digit.
+func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }
+
+// endsHyphenated reports whether a line ends with a hyphen at a line
+// break: one PDFium took for hyphenation (pdfLine.hyphen), or a soft
+// hyphen (U+00AD), which only ever marks where a word may be split.
+func endsHyphenated(l pdfLine) bool {
+	return l.hyphen && strings.HasSuffix(l.text, "-") || strings.HasSuffix(l.text, "\u00ad")
+}
+
+// keepHyphen reports whether the hyphen that ends line prev (see
+// endsHyphenated) is part of the text, so that joining prev and next
+// keeps it ("state-of-the-" + "art": "state-of-the-art"), or only split
+// a word at the line end, so that it goes ("exam-" + "ple": "example").
+// It is kept when
+//   - it is not a soft hyphen (U+00AD always goes),
+//   - and the part before it, back to the white space, already has a
+//     hyphen ("state-of-the-"): a compound,
+//   - or next starts with a digit ("COVID-" + "19"), or with an
+//     upper-case letter after a lower-case one ("Jean-" + "Paul",
+//     "non-" + "English"; in upper-case text, "INTRODUC-" + "TION" is a
+//     split word),
+//   - or the document writes the compound with its hyphen on one line
+//     elsewhere and never the joined word ("self-contained" and never
+//     "selfcontained"; words is pdfWords).
+//
+// Otherwise it goes: a lower-case word broken in two is the common case,
+// and a compound the document writes only once, broken at a line end
+// ("self-" + "contained"), loses its hyphen; the terms an analyzer makes
+// of it are then one word instead of two.
+func keepHyphen(prev, next string, words map[string]bool) bool {
+	if strings.HasSuffix(prev, "\u00ad") {
+		return false
+	}
+	frag := prev[strings.LastIndexFunc(prev, unicode.IsSpace)+1:]
+	frag = strings.TrimSuffix(strings.TrimLeftFunc(frag, notWordRune), "-")
+	if strings.ContainsRune(frag, '-') {
+		return true
+	}
+	first, _ := utf8.DecodeRuneInString(next)
+	last, _ := utf8.DecodeLastRuneInString(frag)
+	if unicode.IsDigit(first) || unicode.IsUpper(first) && unicode.IsLower(last) {
+		return true
+	}
+	head := next
+	if k := strings.IndexFunc(next, func(r rune) bool { return !unicode.IsLetter(r) }); k >= 0 {
+		head = next[:k]
+	}
+	return head != "" && words[strings.ToLower(frag+"-"+head)] && !words[strings.ToLower(frag+head)]
+}
+
+// notWordRune reports whether r is neither a letter, a digit nor a hyphen.
+func notWordRune(r rune) bool {
+	return !unicode.IsLetter(r) && !unicode.IsNumber(r) && r != '-'
+}
+
+// pdfWords returns the words of the pages' lines, case folded: runs
+// between white space, punctuation around them and hyphens at either end
+// trimmed ("(self-contained)," is "self-contained"). keepHyphen looks
+// compounds up in it.
+func pdfWords(pages [][]pdfLine) map[string]bool {
+	words := map[string]bool{}
+	for _, lines := range pages {
+		for _, l := range lines {
+			for _, f := range strings.Fields(l.text) {
+				if w := strings.Trim(strings.TrimFunc(f, notWordRune), "-"); w != "" {
+					words[strings.ToLower(w)] = true
+				}
+			}
+		}
+	}
+	return words
 }

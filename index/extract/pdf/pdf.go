@@ -1,4 +1,4 @@
-// Package pdf is escurel's PDF extractor ("pdf/1", media type
+// Package pdf is escurel's PDF extractor ("pdf/2", media type
 // application/pdf): the text layer of each page read by PDFium compiled to
 // WebAssembly and run on wazero, with paragraphs, headings (from the
 // outline, else from type) and running headers and footers found from the
@@ -32,7 +32,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/klippa-app/go-pdfium"
+	"github.com/klippa-app/go-pdfium/enums"
 	pdferrors "github.com/klippa-app/go-pdfium/errors"
+	"github.com/klippa-app/go-pdfium/references"
 	"github.com/klippa-app/go-pdfium/requests"
 	"github.com/klippa-app/go-pdfium/responses"
 	"github.com/klippa-app/go-pdfium/webassembly"
@@ -45,7 +47,7 @@ import (
 
 // version is the extractor's version: its ID is "pdf/<version>". Raise it
 // when the same bytes would extract to another Doc.
-const version = 1
+const version = 2
 
 func init() {
 	extract.Register(&extract.Extractor{MediaType: extract.MediaPDF, Name: "pdf", Version: version,
@@ -275,10 +277,13 @@ type pdfHeading struct {
 // pdfLine is a line of a page's text, clean (see cleanLine), with the type
 // it is set in: the rendered font size in points (0 when unknown), whether
 // it is all bold, and whether it is all in a fixed-pitch face (code).
+// hyphen: the line ends with a '-' that PDFium took for hyphenation (see
+// pdfiumHyphen); the next line continues its word or compound.
 type pdfLine struct {
 	text       string
 	size       float64
 	bold, mono bool
+	hyphen     bool
 }
 
 // pdfPageLines reads a page's text and the type of each line. The text is
@@ -288,18 +293,37 @@ type pdfLine struct {
 // at its first, middle and last visible characters: the median rendered
 // size (font size times the text matrix's vertical scale), and bold when
 // all three are in a bold face.
+//
+// PDFium orders a page's text as the page is shown, after its /Rotate:
+// text that is shown running down the page (drawn upright on a page with
+// /Rotate 90, or turned a quarter on a page without) it reads as vertical
+// writing, its lines in reverse order. So a page whose text, by most
+// characters, is not upright as shown is first given the /Rotate that
+// shows it upright (uprightRotation; in memory only), then read.
 func pdfPageLines(inst pdfium.Pdfium, page requests.Page) ([]pdfLine, error) {
 	tp, err := inst.FPDFText_LoadPage(&requests.FPDFText_LoadPage{Page: page})
 	if err != nil {
 		return nil, err
 	}
-	defer inst.FPDFText_ClosePage(&requests.FPDFText_ClosePage{TextPage: tp.TextPage})
+	defer func() { inst.FPDFText_ClosePage(&requests.FPDFText_ClosePage{TextPage: tp.TextPage}) }()
 	count, err := inst.FPDFText_CountChars(&requests.FPDFText_CountChars{TextPage: tp.TextPage})
 	if err != nil {
 		return nil, err
 	}
 	if count.Count <= 0 {
 		return nil, nil
+	}
+	if rot, ok := uprightRotation(inst, page, tp.TextPage, count.Count); ok {
+		if _, err := inst.FPDFPage_SetRotation(&requests.FPDFPage_SetRotation{Page: page, Rotate: rot}); err != nil {
+			return nil, err
+		}
+		inst.FPDFText_ClosePage(&requests.FPDFText_ClosePage{TextPage: tp.TextPage})
+		if tp, err = inst.FPDFText_LoadPage(&requests.FPDFText_LoadPage{Page: page}); err != nil {
+			return nil, err
+		}
+		if count, err = inst.FPDFText_CountChars(&requests.FPDFText_CountChars{TextPage: tp.TextPage}); err != nil {
+			return nil, err
+		}
 	}
 	t, err := inst.FPDFText_GetText(&requests.FPDFText_GetText{TextPage: tp.TextPage, StartIndex: 0, Count: count.Count})
 	if err != nil {
@@ -358,8 +382,8 @@ func pdfPageLines(inst pdfium.Pdfium, page requests.Page) ([]pdfLine, error) {
 	idx := 0 // character index of the rune being read
 	var visible []int
 	var b strings.Builder
-	flush := func() {
-		l := pdfLine{text: cleanLine(b.String())}
+	flush := func(hyphen bool) {
+		l := pdfLine{text: cleanLine(b.String()), hyphen: hyphen}
 		if l.text != "" && len(visible) > 0 {
 			l.size, l.bold, l.mono = style([]int{visible[0], visible[len(visible)/2], visible[len(visible)-1]})
 		}
@@ -371,7 +395,15 @@ func pdfPageLines(inst pdfium.Pdfium, page requests.Page) ([]pdfLine, error) {
 		switch {
 		case r == '\r' && strings.HasPrefix(raw[i+1:], "\n"):
 		case r == '\n' || r == '\r':
-			flush()
+			flush(false)
+		case (r == pdfiumHyphen || r == pdfiumHyphenChar) && endsInLetter(b.String()):
+			// A hyphen at a line end that PDFium took for hyphenation:
+			// it joined the lines. Split them again, the hyphen kept;
+			// the layout decides whether it goes (keepHyphen). (A mark
+			// after no letter is dropped, as cleanLine drops it.)
+			b.WriteByte('-')
+			visible = append(visible, idx)
+			flush(true)
 		default:
 			b.WriteRune(r)
 			if !unicode.IsSpace(r) && !unicode.IsControl(r) {
@@ -380,8 +412,57 @@ func pdfPageLines(inst pdfium.Pdfium, page requests.Page) ([]pdfLine, error) {
 		}
 		idx += max(utf16.RuneLen(r), 1)
 	}
-	flush()
+	flush(false)
 	return tidyLines(lines), nil
+}
+
+// PDFium marks a hyphen at a line end that it takes for hyphenation (a
+// '-' or soft hyphen between letters) with U+FFFE in FPDFText_GetText and
+// U+0002 from FPDFText_GetUnicode, and joins the two lines.
+const (
+	pdfiumHyphen     = '\uFFFE'
+	pdfiumHyphenChar = '\u0002'
+)
+
+// endsInLetter reports whether s ends with a letter.
+func endsInLetter(s string) bool {
+	r, _ := utf8.DecodeLastRuneInString(s)
+	return unicode.IsLetter(r)
+}
+
+// rotationSamples is how many characters of a page uprightRotation looks
+// at.
+const rotationSamples = 32
+
+// uprightRotation returns the /Rotate that shows a page's text upright,
+// and whether it differs from the page's own. The text's angle is read
+// from the matrices of up to rotationSamples characters spread over the
+// page (in the page's coordinates, whatever its /Rotate), rounded to a
+// quarter turn; the angle most of them have wins (ties: the page's own
+// rotation, else the smaller angle). Text drawn turned by a quarter
+// counter-clockwise reads upright on a page turned a quarter clockwise.
+func uprightRotation(inst pdfium.Pdfium, page requests.Page, tp references.FPDF_TEXTPAGE, count int) (enums.FPDF_PAGE_ROTATION, bool) {
+	cur, err := inst.FPDFPage_GetRotation(&requests.FPDFPage_GetRotation{Page: page})
+	if err != nil {
+		return 0, false
+	}
+	var votes [4]int
+	step := max(count/rotationSamples, 1)
+	for i := step / 2; i < count; i += step {
+		m, err := inst.FPDFText_GetMatrix(&requests.FPDFText_GetMatrix{TextPage: tp, Index: i})
+		if err != nil || m.Matrix.A == 0 && m.Matrix.B == 0 {
+			continue // a character PDFium made up (a space, a line end)
+		}
+		q := int(math.Round(math.Atan2(float64(m.Matrix.B), float64(m.Matrix.A)) / (math.Pi / 2)))
+		votes[(q%4+4)%4]++
+	}
+	best := int(cur.PageRotation) & 3
+	for q, n := range votes {
+		if n > votes[best] {
+			best = q
+		}
+	}
+	return enums.FPDF_PAGE_ROTATION(best), best != int(cur.PageRotation)&3
 }
 
 // isFixedPitch reports whether a font is fixed pitch, by its FixedPitch
