@@ -308,15 +308,16 @@ Commands:
                           reason may quote the document)
   rebuild [--contextualize MODE] [--chunker SPEC] [--embedder SPEC]
           [--analyzer NAME] [--allow-missing] [--allow-failures] [--keep N]
-          [--workers N]
+          [--workers N] [--dry-run]
                           re-derive the index from the blob store into a new
                           generation, with new settings if given, verify it
                           and make it live; keeps N generations (default 2);
                           refused when the store lacks live documents,
                           unless --allow-missing, or when documents that
                           are served now fail extraction, unless
-                          --allow-failures; failed documents are tried again
-  reembed --embedder SPEC [--keep N] [--workers N]
+                          --allow-failures; failed documents are tried again;
+                          --dry-run prints the plan and changes nothing
+  reembed --embedder SPEC [--keep N] [--workers N] [--dry-run]
                           give the index a new embedding set in a new
                           generation, without re-extracting, and make it live
   rollback [--force]      make the previous generation live again; refused
@@ -324,6 +325,12 @@ Commands:
                           was built, unless --force
   verify [--json]         digest of every derived row, and coverage checks
                           against the blob store; exit 1 on drift
+  serve [--listen ADDR] [--tokens FILE] [--request-timeout D]
+  serve --stdio [--clearance LEVEL]
+                          own the index and serve it read-only: HTTP JSON
+                          under /v1 (OpenAPI at /v1/openapi.json), MCP at
+                          /mcp or over stdio, /metrics; a caller's clearance
+                          comes from its bearer token (default public)
   eval --beir DIR [--split test] [--mode MODE] [--fusion F] [--rerank URL]
        [--json] [--per-query FILE] [--k1 X] [--b X] [--b-context X]
        [--context-weight X] [--and]
