@@ -6,8 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/cheggaaa/pb/v3"
 	"golang.org/x/term"
@@ -98,20 +101,20 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 	if len(sum.Textless) > 0 {
 		var names []string
 		for _, f := range sum.Textless {
-			names = append(names, fmt.Sprintf("%s (%d of %d pages)", filepath.Base(f.Path), f.TextlessPages, f.Pages))
+			names = append(names, fmt.Sprintf("%s (%d of %d pages)", shownName(filepath.Base(f.Path)), f.TextlessPages, f.Pages))
 		}
 		fmt.Fprintf(c.m.Stderr, "escurel: warning: %s with pages without text (scanned: escurel does no OCR; their words cannot be found; escurel status --textless lists them): %s\n",
 			plural(len(names), "document", "documents"), strings.Join(names, ", "))
 	}
 	if len(sum.Skipped) > 0 {
 		fmt.Fprintf(c.m.Stdout, "skipped %s: hidden, symlinked directories, or not .md, .markdown, .txt, .html, .htm, .xhtml, .pdf or .docx (first: %s)\n",
-			plural(len(sum.Skipped), "entry", "entries"), sum.Skipped[0])
+			plural(len(sum.Skipped), "entry", "entries"), shownName(sum.Skipped[0]))
 	}
 	if len(sum.Failed) > 0 {
 		var names []string
 		stored := 0
 		for _, f := range sum.Failed {
-			names = append(names, filepath.Base(f.Path))
+			names = append(names, shownName(filepath.Base(f.Path)))
 			if f.Status == index.Failed {
 				stored++
 			}
@@ -145,4 +148,14 @@ func (c *IngestCommand) formats(sum index.Summary) {
 		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%.2f\t\n", n, f.Documents, f.Pages, f.TextlessPages, f.Blocks, f.Failed, f.Extract.Seconds())
 	}
 	w.Flush()
+}
+
+// shownName is a file name as a terminal may show it: as it is, or quoted
+// (Go syntax, escapes visible) when it is not valid UTF-8 or holds control
+// characters.
+func shownName(name string) string {
+	if !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl) {
+		return strconv.Quote(name)
+	}
+	return name
 }
