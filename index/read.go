@@ -205,6 +205,9 @@ type FailedDocument struct {
 	Extractor  string    `json:"extractor"` // the extractor that failed; "" when it never ran
 	Reason     string    `json:"reason"`
 	IngestedAt time.Time `json:"ingested_at"` // UTC
+	// Sensitivity is the document's: a caller that shows the list to
+	// someone else filters by it (the list itself is an operator's view).
+	Sensitivity string `json:"sensitivity"`
 }
 
 // Failed lists the failed documents by source, at every sensitivity: it is
@@ -244,6 +247,7 @@ func (ix *state) failed(ctx context.Context, clearance string) ([]FailedDocument
 		if err := rows.Scan(&f.DocID, &f.Source, &f.MediaType, &f.Extractor, &f.Reason, &f.IngestedAt, &sens); err != nil {
 			return nil, fmt.Errorf("failed documents: %w", err)
 		}
+		f.Sensitivity = sens
 		if !cleared[sens] {
 			class, _, _ := strings.Cut(f.Reason, ": ")
 			f.Reason = fmt.Sprintf("%s (details withheld: a %s document; clearance %s shows them)", class, sens, sens)

@@ -239,33 +239,26 @@ func (sv *service) documents(ctx context.Context, clearance string) (*DocumentsO
 }
 
 // failed returns the failed documents clearance may see, and how many it
-// may not. index.Failed lists every failed document with its source and
-// withholds only the details of a reason above clearance; a source may
-// itself be confidential, so a document is shown only when its reason
-// at clearance is its whole reason.
+// may not. index.Failed lists every failed document (an operator's view);
+// a source may itself be confidential, so only documents at or below
+// clearance are shown.
 func (sv *service) failed(ctx context.Context, clearance string) ([]index.FailedDocument, int, error) {
-	mine, err := sv.ix.Failed(ctx, clearance)
+	all, err := sv.ix.Failed(ctx, clearance)
 	if err != nil {
 		return nil, 0, err
 	}
-	if clearance == index.Restricted {
-		return nonNil(mine), 0, nil
-	}
-	all, err := sv.ix.Failed(ctx, index.Restricted)
-	if err != nil {
-		return nil, 0, err
-	}
-	whole := make(map[string]string, len(all))
-	for _, f := range all {
-		whole[f.DocID] = f.Reason
+	rank := map[string]int{index.Public: 0, index.Internal: 1, index.Restricted: 2}
+	max, ok := rank[clearance]
+	if !ok {
+		return nil, 0, fmt.Errorf("clearance %q", clearance)
 	}
 	out := []index.FailedDocument{}
 	withheld := 0
-	for _, f := range mine {
-		if r, ok := whole[f.DocID]; ok && r == f.Reason {
+	for _, f := range all {
+		if r, ok := rank[f.Sensitivity]; ok && r <= max {
 			out = append(out, f)
 		} else {
-			withheld++
+			withheld++ // unknown levels fail closed
 		}
 	}
 	return out, withheld, nil
