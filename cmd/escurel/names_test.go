@@ -22,3 +22,29 @@ func TestIngestShowsBadNamesEscaped(t *testing.T) {
 		t.Errorf("exit %d, stderr %q: want the name escaped", code, errOut)
 	}
 }
+
+// escurel status lists failed documents the clearance may see and counts
+// the others: a source may itself be confidential.
+func TestStatusWithholdsFailedSourcesAboveClearance(t *testing.T) {
+	src := t.TempDir()
+	secret := filepath.Join(src, "merger-plans-acme.md")
+	if err := os.WriteFile(secret, []byte("---\nsensitivity: restricted\n\n# Plans\n\ntext\n"), 0o644); err != nil { // never closed: fails, restricted
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "ok.md"), []byte("# OK\n\ntext\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idx := filepath.Join(t.TempDir(), "idx")
+	run(t, nil, "--index", idx, "ingest", src)
+	out, errOut, code := run(t, nil, "--index", idx, "status")
+	if code != 0 || strings.Contains(out, "merger-plans") || !strings.Contains(out, "1 document above clearance public, not listed") {
+		t.Errorf("status at public: exit %d\n%s%s", code, out, errOut)
+	}
+	out, _, _ = run(t, nil, "--index", idx, "status", "--json")
+	if strings.Contains(out, "merger-plans") || !strings.Contains(out, `"failed_withheld":1`) {
+		t.Errorf("status --json at public: %s", out)
+	}
+	if out, _, _ = run(t, nil, "--index", idx, "status", "--clearance", "restricted"); !strings.Contains(out, "merger-plans-acme.md") {
+		t.Errorf("status at restricted does not list the failed document:\n%s", out)
+	}
+}

@@ -65,6 +65,9 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		if opts.Tokens, err = serve.LoadTokens(*tokens); err != nil {
 			return err
 		}
+		if fi, err := os.Stat(*tokens); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			fmt.Fprintf(c.m.Stderr, "escurel: warning: tokens file %s is readable by others (mode %04o): chmod 600 %s\n", *tokens, fi.Mode().Perm(), *tokens)
+		}
 	}
 	var ln net.Listener
 	if !*stdio {
@@ -73,6 +76,9 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 			return fmt.Errorf("listen: %w", err)
 		}
 		defer ln.Close()
+		if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() && *tokens == "" {
+			fmt.Fprintf(c.m.Stderr, "escurel: warning: listening on %s, beyond this machine, without --tokens: every caller there is public (read-only)\n", ln.Addr())
+		}
 	}
 	ix, err := c.m.openExisting(ctx, c.g)
 	if err != nil {

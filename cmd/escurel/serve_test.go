@@ -105,3 +105,33 @@ func TestServeUsage(t *testing.T) {
 		}
 	}
 }
+
+// A tokens file others can read is served, with a warning naming the fix.
+func TestServeWarnsOfReadableTokens(t *testing.T) {
+	idx := filepath.Join(t.TempDir(), "idx")
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "a.md"), []byte("# A\n\ntext\n"), 0o644)
+	if _, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 0 {
+		t.Fatalf("ingest: %s", errOut)
+	}
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	os.WriteFile(tokens, []byte(`[{"token": "legal-0123456789abcdef", "name": "legal"}]`), 0o644)
+	os.Chmod(tokens, 0o644) // whatever the umask
+	var stderr bytes.Buffer
+	m := &Main{Stdout: &bytes.Buffer{}, Stderr: &stderr, Getenv: func(string) string { return "" }}
+	addr := make(chan string, 1)
+	c := &ServeCommand{m: m, g: globals{indexDir: idx}, listening: func(a string) { addr <- a }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, []string{"--listen", "127.0.0.1:0", "--tokens", tokens}) }()
+	select {
+	case <-addr:
+	case err := <-done:
+		t.Fatalf("serve: %v\n%s", err, stderr.String())
+	}
+	cancel()
+	<-done
+	if !strings.Contains(stderr.String(), "readable by others (mode 0644): chmod 600") {
+		t.Errorf("no warning:\n%s", stderr.String())
+	}
+}

@@ -45,9 +45,20 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	failed, err := ix.Failed(ctx, *clearance)
+	all, err := ix.Failed(ctx, *clearance)
 	if err != nil {
 		return err
+	}
+	// A source may itself be confidential: failed documents above the
+	// clearance are counted, not listed (as escurel serve does).
+	var failed []index.FailedDocument
+	withheld := 0
+	for _, f := range all {
+		if index.CheckSensitivity(f.Sensitivity) == nil && levelOf(f.Sensitivity) <= levelOf(*clearance) {
+			failed = append(failed, f)
+		} else {
+			withheld++
+		}
 	}
 	var textlessDocs []index.TextlessDocument
 	if *textless {
@@ -61,8 +72,9 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 		return enc.Encode(struct {
 			index.Stats
 			FailedDocuments   []index.FailedDocument   `json:"failed_documents"`
+			FailedWithheld    int                      `json:"failed_withheld"`
 			TextlessDocuments []index.TextlessDocument `json:"textless_documents_list,omitempty"`
-		}{st, failed, textlessDocs})
+		}{st, failed, withheld, textlessDocs})
 	}
 	m := st.Manifest
 	w := tabwriter.NewWriter(c.m.Stdout, 0, 0, 2, ' ', 0)
@@ -111,11 +123,34 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 			fmt.Fprintf(c.m.Stdout, "  %s: %d of %d pages\n", d.Source, d.TextlessPages, d.Pages)
 		}
 	}
-	if len(failed) > 0 {
+	if len(failed) > 0 || withheld > 0 {
 		fmt.Fprintf(c.m.Stdout, "\nfailed documents (no blocks; escurel rebuild extracts them again, except those never read):\n")
 		for _, f := range failed {
 			fmt.Fprintf(c.m.Stdout, "  %s: %s\n", f.Source, f.Reason)
 		}
+		if withheld > 0 {
+			fmt.Fprintf(c.m.Stdout, "  and %s above clearance %s, not listed (escurel status --clearance restricted lists them)\n",
+				plural(withheld, "document", "documents"), orPublic(*clearance))
+		}
 	}
 	return nil
+}
+
+// levelOf orders sensitivities: public 0, internal 1, restricted 2; ""
+// is public (a clearance not given).
+func levelOf(s string) int {
+	switch s {
+	case index.Internal:
+		return 1
+	case index.Restricted:
+		return 2
+	}
+	return 0
+}
+
+func orPublic(clearance string) string {
+	if clearance == "" {
+		return index.Public
+	}
+	return clearance
 }
