@@ -49,6 +49,56 @@ func (ix *Index) Stats(ctx context.Context) (Stats, error) {
 	return s.stats(ctx)
 }
 
+// Counts is what a caller may count of an index at its clearance: the
+// documents at or below it (failed ones included), the failed ones, their
+// blocks, and the documents per extractor. Unlike Stats, nothing in it
+// depends on documents above the clearance.
+type Counts struct {
+	Documents  int64            `json:"documents"`
+	Failed     int64            `json:"failed"`
+	Blocks     int64            `json:"blocks"`
+	Extractors map[string]int64 `json:"extractors"`
+}
+
+// CountsAt counts the documents and blocks clearance may see (as in
+// SearchOptions.Clearance; "" is Public).
+func (ix *Index) CountsAt(ctx context.Context, clearance string) (Counts, error) {
+	s, err := ix.acquire()
+	if err != nil {
+		return Counts{}, err
+	}
+	defer s.unref()
+	levels, err := allowed(clearance)
+	if err != nil {
+		return Counts{}, fmt.Errorf("counts: %w", err)
+	}
+	args := make([]any, len(levels))
+	for i, l := range levels {
+		args[i] = l
+	}
+	in := `d.sensitivity IN (` + placeholders(len(levels)) + `)`
+	c := Counts{Extractors: map[string]int64{}}
+	rows, err := s.db.QueryContext(ctx, `SELECT d.extractor, count(*), count(*) FILTER (WHERE d.status = '`+statusFailed+`'),
+		coalesce(sum((SELECT count(*) FROM blocks b WHERE b.doc_id = d.doc_id)), 0)
+		FROM documents d WHERE `+in+` GROUP BY d.extractor`, args...)
+	if err != nil {
+		return c, fmt.Errorf("counts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ext string
+		var docs, failed, blocks int64
+		if err := rows.Scan(&ext, &docs, &failed, &blocks); err != nil {
+			return c, fmt.Errorf("counts: %w", err)
+		}
+		c.Extractors[ext] = docs
+		c.Documents += docs
+		c.Failed += failed
+		c.Blocks += blocks
+	}
+	return c, rows.Err()
+}
+
 // stats is Index.Stats on one generation.
 func (ix *state) stats(ctx context.Context) (Stats, error) {
 	st := Stats{Path: ix.path, BlobURL: ix.blobs.URL(), Manifest: *ix.manifest.Load()}

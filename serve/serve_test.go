@@ -189,6 +189,14 @@ func TestEndpoints(t *testing.T) {
 	if st.Documents != 4 || st.Failed != 1 || len(st.FailedDocuments) != 1 || st.FailedWithheld != 0 || st.Clearance != "restricted" {
 		t.Errorf("status: %+v", st)
 	}
+	// A public caller's counts are those of what it may see: how many
+	// documents lie above its clearance is not its business.
+	var pub serve.StatusOutput
+	f.get(t, "GET", "/v1/status", "", nil, &pub)
+	if pub.Documents != 1 || pub.Failed != 0 || pub.FailedWithheld != 1 || pub.Extractors["markdown/2"] != 1 || pub.FileBytes != 0 {
+		t.Errorf("public status counts what it may not see: documents %d, failed %d, withheld %d, extractors %v, file bytes %d",
+			pub.Documents, pub.Failed, pub.FailedWithheld, pub.Extractors, pub.FileBytes)
+	}
 	f.get(t, "GET", "/healthz", "", nil, nil)
 	f.get(t, "GET", "/readyz", "", nil, nil)
 	metrics := string(f.get(t, "GET", "/metrics", "", nil, nil))

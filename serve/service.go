@@ -83,14 +83,14 @@ type StatusOutput struct {
 	SchemaVersion   int                    `json:"schema_version"`
 	Manifest        index.Manifest         `json:"manifest"`
 	DefaultMode     string                 `json:"default_mode"`
-	Documents       int64                  `json:"documents" doc:"documents at every sensitivity, failed ones included"`
-	Blocks          int64                  `json:"blocks" doc:"blocks at every sensitivity"`
+	Documents       int64                  `json:"documents" doc:"documents at or below the caller's clearance, failed ones included"`
+	Blocks          int64                  `json:"blocks" doc:"blocks at or below the caller's clearance"`
 	Embeddings      int64                  `json:"embeddings"`
 	EmbeddingSet    string                 `json:"embedding_set,omitempty"`
 	Extractors      map[string]int64       `json:"extractors"`
 	StaleExtractors []string               `json:"stale_extractors,omitempty"`
-	FileBytes       int64                  `json:"file_bytes"`
-	Failed          int64                  `json:"failed" doc:"failed documents at every sensitivity"`
+	FileBytes       int64                  `json:"file_bytes" doc:"size of the index file; 0 below restricted clearance"`
+	Failed          int64                  `json:"failed" doc:"failed documents at or below the caller's clearance"`
 	FailedDocuments []index.FailedDocument `json:"failed_documents" doc:"the failed documents the caller may see"`
 	FailedWithheld  int                    `json:"failed_withheld" doc:"failed documents above the caller's clearance, not listed"`
 	Clearance       string                 `json:"clearance" doc:"the caller's clearance, from its token"`
@@ -299,6 +299,19 @@ func (sv *service) status(ctx context.Context, clearance string) (*StatusOutput,
 	failed, withheld, err := sv.failed(ctx, clearance)
 	if err != nil {
 		return nil, err
+	}
+	if clearance != index.Restricted {
+		// Counts of what the caller may see; the whole index's size
+		// (its file, its vectors) would tell what lies above it.
+		c, err := sv.ix.CountsAt(ctx, clearance)
+		if err != nil {
+			return nil, err
+		}
+		st.Documents, st.Failed, st.Blocks, st.Extractors = c.Documents, c.Failed, c.Blocks, c.Extractors
+		st.Embeddings, st.FileBytes = 0, 0
+		if st.EmbeddingSet != "" {
+			st.Embeddings = c.Blocks
+		}
 	}
 	return &StatusOutput{
 		Generation:      sv.ix.Generation(),
