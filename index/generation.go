@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/internal/layout"
@@ -128,28 +126,7 @@ func (ix *state) copyTo(ctx context.Context, dst string) error {
 	if _, err := ix.db.ExecContext(ctx, `CHECKPOINT`); err != nil {
 		return fmt.Errorf("copy %s: %w", ix.path, err)
 	}
-	return copyFile(ix.path, dst)
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
-	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return layout.CopyFile(ix.path, dst)
 }
 
 // Exists reports whether dir holds an index: a CURRENT naming a generation

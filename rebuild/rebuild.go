@@ -30,7 +30,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -546,24 +545,7 @@ func copyLive(dir, dst string) error {
 	if _, err := os.Stat(src + ".wal"); err == nil {
 		return fmt.Errorf("copy %s: it has a write-ahead log; open and close the index first", src)
 	}
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
-	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return layout.CopyFile(src, dst)
 }
 
 // liveState returns the documents of a live index (doc id → source) and

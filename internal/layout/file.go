@@ -2,6 +2,7 @@ package layout
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -70,4 +71,28 @@ func hook(step string) error {
 		return nil
 	}
 	return failpoint(step)
+}
+
+// CopyFile copies the file src to dst (created or truncated) and fsyncs
+// dst: how a generation's file is copied into a new generation (a
+// re-embed starts from a copy of the live one).
+func CopyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
