@@ -1,48 +1,15 @@
-package extract
+package extract_test
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"flag"
-	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
-	"strings"
 	"testing"
+
+	"github.com/escurel/escurel/index/extract"
+	"github.com/escurel/escurel/internal/extracttest"
 )
 
 var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/extractors.golden from the current extractors")
-
-// sharedDocs returns ../shared/data/documents, skipping the test when the
-// folder is absent (a clone outside the workspace).
-func sharedDocs(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs("../../../shared/data/documents")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("test data not found at %s (../shared/data beside the checkout): %v", dir, err)
-	}
-	return dir
-}
-
-// docDigest is a SHA-256 over everything a Doc gives the index: text,
-// title, language, pages, headings and units.
-func docDigest(d *Doc) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%q %q %q %d\n", d.Text, d.Title, d.Language, d.Pages)
-	for _, x := range d.Headings {
-		fmt.Fprintf(h, "h %d %q %d %d\n", x.Level, x.Text, x.Start, x.End)
-	}
-	for _, u := range d.Units {
-		fmt.Fprintf(h, "u %d %d %d\n", u.Start, u.End, u.Page)
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
-}
 
 // TestExtractorsGolden pins what each extractor of this package makes of
 // the shared Word files (and any other shared document whose extractor is
@@ -53,65 +20,13 @@ func docDigest(d *Doc) string {
 // this test fails when the output changes and the ID does not. Rewrite
 // the file with -update-golden after bumping.
 func TestExtractorsGolden(t *testing.T) {
-	dir := sharedDocs(t)
-	var files []string
-	for _, sub := range []string{"pdf", "docx", "corrupt"} {
-		m, _ := filepath.Glob(filepath.Join(dir, sub, "*"))
-		files = append(files, m...)
-	}
-	sort.Strings(files)
-	var got []string
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mt, err := Detect(f, data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := For(mt)
-		if errors.Is(err, ErrNotLinked) {
-			continue // PDF: pinned by index/extract/pdf
-		}
-		rel, _ := filepath.Rel(dir, f)
-		line := fmt.Sprintf("%s %s ", filepath.ToSlash(rel), e.ID())
-		d, err := Extract(context.Background(), mt, filepath.Base(f), data, Limits{})
-		if err != nil {
-			line += "error"
-		} else {
-			line += docDigest(d)
-		}
-		got = append(got, line)
-	}
-	path := filepath.Join("testdata", "extractors.golden")
-	if *updateGolden {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./index/extract -run TestExtractorsGolden -update-golden)", err)
-	}
-	want := map[string]string{} // file and ID → digest
-	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		f := strings.Fields(l)
-		want[f[0]+" "+f[1]] = f[2]
-	}
-	for _, l := range got {
-		f := strings.Fields(l)
-		w, ok := want[f[0]+" "+f[1]]
-		switch {
-		case !ok:
-			t.Errorf("%s: no golden line for %s (a new file or a new extractor version: run with -update-golden)", f[0], f[1])
-		case w != f[2]:
-			t.Errorf("%s: %s now extracts to %s, was %s: the output changed, so bump the %s extractor's Version in extract.go and run with -update-golden",
-				f[0], f[1], f[2], w, strings.Split(f[1], "/")[0])
-		}
-	}
+	extracttest.Golden{
+		Keep: func(mediaType string) bool {
+			_, err := extract.For(mediaType)
+			return !errors.Is(err, extract.ErrNotLinked) // PDF: pinned by index/extract/pdf
+		},
+		Update: *updateGolden,
+		Rerun:  "go test ./index/extract -run TestExtractorsGolden -update-golden",
+		Bump:   "the {name} extractor's Version in extract.go",
+	}.Check(t)
 }

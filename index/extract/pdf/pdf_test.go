@@ -14,22 +14,9 @@ import (
 	"unicode"
 
 	"github.com/escurel/escurel/index/extract"
+	"github.com/escurel/escurel/internal/extracttest"
 	"github.com/escurel/escurel/internal/testdocs"
 )
-
-// sharedDocs returns ../shared/data/documents, skipping the test when the
-// folder is absent (a clone outside the workspace).
-func sharedDocs(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs("../../../../shared/data/documents")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("test data not found at %s (../shared/data beside the checkout): %v", dir, err)
-	}
-	return dir
-}
 
 // units returns the verbatim text of each unit.
 func units(d *extract.Doc) []string {
@@ -112,7 +99,7 @@ func coverage(want, got string) (float64, []string) {
 }
 
 func TestPDFRealFiles(t *testing.T) {
-	dir := sharedDocs(t)
+	dir := extracttest.SharedDocs(t)
 	for _, tc := range []struct {
 		file     string
 		pages    int
@@ -158,7 +145,7 @@ func TestPDFRealFiles(t *testing.T) {
 }
 
 func TestPDFOutlineHeadings(t *testing.T) {
-	d, err := extractFile(t, filepath.Join(sharedDocs(t), "pdf", "bookmark_sample.pdf"))
+	d, err := extractFile(t, filepath.Join(extracttest.SharedDocs(t), "pdf", "bookmark_sample.pdf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +171,7 @@ func TestPDFOutlineHeadings(t *testing.T) {
 }
 
 func TestPDFDamaged(t *testing.T) {
-	dir := filepath.Join(sharedDocs(t), "corrupt")
+	dir := filepath.Join(extracttest.SharedDocs(t), "corrupt")
 	for _, f := range []string{"qpdf_bad-xref-entry.pdf", "qpdf_bad-xref.pdf", "qpdf_damaged-stream.pdf", "qpdf_eof-reading-token.pdf"} {
 		d, err := extractFile(t, filepath.Join(dir, f))
 		if err != nil {
@@ -318,7 +305,7 @@ func TestPDFTypeHeadings(t *testing.T) {
 // Without an outline, the headings of a real PDF come from its type: all
 // eleven section titles of multi_page.pdf.
 func TestPDFTypeHeadingsReal(t *testing.T) {
-	d, err := extractFile(t, filepath.Join(sharedDocs(t), "pdf", "multi_page.pdf"))
+	d, err := extractFile(t, filepath.Join(extracttest.SharedDocs(t), "pdf", "multi_page.pdf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +435,7 @@ func procStatus(field string) string {
 // the engine works afterwards. (Unmapping that memory at once crashed the
 // tests with SIGSEGV.)
 func TestPDFKilledAtRandom(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(sharedDocs(t), "pdf", "redp5110_sampled.pdf"))
+	data, err := os.ReadFile(filepath.Join(extracttest.SharedDocs(t), "pdf", "redp5110_sampled.pdf"))
 	if err != nil {
 		t.Fatal(err)
 	}
