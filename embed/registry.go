@@ -3,9 +3,9 @@ package embed
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
-	"sync"
+
+	"github.com/escurel/escurel/internal/registry"
 )
 
 // Provider builds the embedders of one provider name, the part of a
@@ -52,12 +52,8 @@ var providerImports = map[string]string{
 	"onnx": "github.com/escurel/escurel/embed/onnx",
 }
 
-// registry holds the providers by name. mu guards providers; it is held
-// only to read or change the map, never while a provider runs.
-var registry struct {
-	mu        sync.RWMutex
-	providers map[string]Provider
-}
+// providers holds the providers by name.
+var providers registry.Registry[Provider]
 
 // Register makes a provider available under name: New and Fingerprint then
 // use it for every Spec whose Provider() is name. Call it from an init
@@ -71,38 +67,20 @@ func Register(name string, p Provider) {
 	if name == "" || strings.ContainsAny(name, ":/?") {
 		panic(fmt.Sprintf("embed: Register provider name %q: want a non-empty name without ':', '/' or '?'", name))
 	}
-	registry.mu.Lock()
-	defer registry.mu.Unlock()
-	if _, dup := registry.providers[name]; dup {
+	if !providers.Add(name, p) {
 		panic("embed: Register called twice for provider " + name)
 	}
-	if registry.providers == nil {
-		registry.providers = map[string]Provider{}
-	}
-	registry.providers[name] = p
 }
 
 // Providers returns the names of the registered providers, sorted: the
 // built-in "hash", "none", "ollama" and "openai", plus those linked in
 // by imports (such as "onnx").
-func Providers() []string {
-	registry.mu.RLock()
-	defer registry.mu.RUnlock()
-	names := make([]string, 0, len(registry.providers))
-	for name := range registry.providers {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
-}
+func Providers() []string { return providers.Names() }
 
 // lookup returns the provider registered under name, or an error wrapping
 // ErrNotLinked that names the package to import.
 func lookup(name string) (Provider, error) {
-	registry.mu.RLock()
-	p, ok := registry.providers[name]
-	registry.mu.RUnlock()
-	if ok {
+	if p, ok := providers.Get(name); ok {
 		return p, nil
 	}
 	return nil, &notLinkedError{provider: name, importPath: providerImports[name]}
@@ -110,9 +88,7 @@ func lookup(name string) (Provider, error) {
 
 // registered reports whether a provider is registered under name.
 func registered(name string) bool {
-	registry.mu.RLock()
-	defer registry.mu.RUnlock()
-	_, ok := registry.providers[name]
+	_, ok := providers.Get(name)
 	return ok
 }
 

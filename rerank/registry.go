@@ -3,9 +3,9 @@ package rerank
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
-	"sync"
+
+	"github.com/escurel/escurel/internal/registry"
 )
 
 // Provider builds the rerankers of one provider name. Register it under
@@ -28,12 +28,8 @@ func (f ProviderFunc) New(opts Options) (Reranker, error) { return f(opts) }
 // match it with errors.Is.
 var ErrNotLinked = errors.New("rerank: provider not linked into this program")
 
-// registry holds the providers by name. mu guards providers; it is held
-// only to read or change the map, never while a provider runs.
-var registry struct {
-	mu        sync.RWMutex
-	providers map[string]Provider
-}
+// providers holds the providers by name.
+var providers registry.Registry[Provider]
 
 // Register makes a provider available to New under name. Call it from an
 // init function. It panics if p is nil, name is empty, or a provider is
@@ -45,29 +41,14 @@ func Register(name string, p Provider) {
 	if name == "" {
 		panic("rerank: Register provider with an empty name")
 	}
-	registry.mu.Lock()
-	defer registry.mu.Unlock()
-	if _, dup := registry.providers[name]; dup {
+	if !providers.Add(name, p) {
 		panic("rerank: Register called twice for provider " + name)
 	}
-	if registry.providers == nil {
-		registry.providers = map[string]Provider{}
-	}
-	registry.providers[name] = p
 }
 
 // Providers returns the names of the registered providers, sorted; "http"
 // is built in.
-func Providers() []string {
-	registry.mu.RLock()
-	defer registry.mu.RUnlock()
-	names := make([]string, 0, len(registry.providers))
-	for name := range registry.providers {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
-}
+func Providers() []string { return providers.Names() }
 
 // New returns a reranker of the provider registered under name, configured
 // by opts: New("http", Options{URL: "http://127.0.0.1:8080/rerank"}) is
@@ -75,9 +56,7 @@ func Providers() []string {
 // ErrNotLinked that lists the registered ones. New does no I/O for the
 // built-in provider.
 func New(name string, opts Options) (Reranker, error) {
-	registry.mu.RLock()
-	p, ok := registry.providers[name]
-	registry.mu.RUnlock()
+	p, ok := providers.Get(name)
 	if !ok {
 		return nil, fmt.Errorf("%w: %q is not registered; registered providers: %s", ErrNotLinked, name, strings.Join(Providers(), ", "))
 	}
