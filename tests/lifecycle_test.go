@@ -66,15 +66,7 @@ func TestLiveRebuildCancelledAfterPublish(t *testing.T) {
 // hold the generation lock across the model call, so the switch waited for
 // it and every search after the switch waited for the switch.
 func TestSearchesNeverWaitForOthersModelCalls(t *testing.T) {
-	srv := modelserver.Start(t)
-	release := make(chan struct{})
-	srv.Set(func(s *modelserver.Server) { s.Dim = 32; s.HoldOn = "HOLDME"; s.Release = release })
-	spec, err := embed.ParseSpec("openai:m?timeout=60s&url=" + srv.URL + "/v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEnv(t, index.Options{Embedder: spec})
-	seed(e)
+	e, srv, release := heldModelEnv(t)
 	old := e.ix.Generation()
 	type outcome struct {
 		hits []index.Hit
@@ -116,6 +108,22 @@ func TestSearchesNeverWaitForOthersModelCalls(t *testing.T) {
 	if o.err != nil || len(o.hits) == 0 {
 		t.Fatalf("the held search, on the generation it started on: %d hits, %v", len(o.hits), o.err)
 	}
+}
+
+// heldModelEnv is a seeded index whose embedder is a model server that
+// holds every request with HOLDME in its input until release is closed.
+func heldModelEnv(t *testing.T) (e *env, srv *modelserver.Server, release chan struct{}) {
+	t.Helper()
+	srv = modelserver.Start(t)
+	release = make(chan struct{})
+	srv.Set(func(s *modelserver.Server) { s.Dim = 32; s.HoldOn = "HOLDME"; s.Release = release })
+	spec, err := embed.ParseSpec("openai:m?timeout=60s&url=" + srv.URL + "/v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e = newEnv(t, index.Options{Embedder: spec})
+	seed(e)
+	return e, srv, release
 }
 
 // holding reports whether the model server holds a request (its input
@@ -286,15 +294,7 @@ func blobstoreDocID(source string) string { return blobstore.DocID(source) }
 // complete, and a concurrent ingest of the same document is applied in
 // order, neither lost.
 func TestWritersNeverWaitForAnIngestsModelCall(t *testing.T) {
-	srv := modelserver.Start(t)
-	release := make(chan struct{})
-	srv.Set(func(s *modelserver.Server) { s.Dim = 32; s.HoldOn = "HOLDME"; s.Release = release })
-	spec, err := embed.ParseSpec("openai:m?timeout=60s&url=" + srv.URL + "/v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEnv(t, index.Options{Embedder: spec})
-	seed(e)
+	e, srv, release := heldModelEnv(t)
 	held := make(chan error, 1)
 	go func() {
 		_, err := e.ix.Ingest(context.Background(), index.Input{Source: "/held.md", Data: []byte("# Held\n\nHOLDME while the model thinks\n")})
