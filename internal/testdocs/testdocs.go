@@ -10,46 +10,67 @@ import (
 	"strings"
 )
 
+// pdfWriter writes a PDF's numbered objects and, at the end, its cross
+// reference table and trailer.
+type pdfWriter struct {
+	b    bytes.Buffer
+	offs []int // byte offset of each object, object n at offs[n-1]
+}
+
+func newPDFWriter() *pdfWriter {
+	w := &pdfWriter{}
+	w.b.WriteString("%PDF-1.4\n")
+	return w
+}
+
+// obj writes the next object and returns its number.
+func (w *pdfWriter) obj(body string) int {
+	w.offs = append(w.offs, w.b.Len())
+	fmt.Fprintf(&w.b, "%d 0 obj\n%s\nendobj\n", len(w.offs), body)
+	return len(w.offs)
+}
+
+// next is the number the next object will get.
+func (w *pdfWriter) next() int { return len(w.offs) + 1 }
+
+// finish writes the cross reference table and a trailer of /Size, /Root 1
+// and extra entries, and returns the file.
+func (w *pdfWriter) finish(extra string) []byte {
+	xref := w.b.Len()
+	fmt.Fprintf(&w.b, "xref\n0 %d\n0000000000 65535 f \n", len(w.offs)+1)
+	for _, o := range w.offs {
+		fmt.Fprintf(&w.b, "%010d 00000 n \n", o)
+	}
+	fmt.Fprintf(&w.b, "trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n", len(w.offs)+1, extra, xref)
+	return w.b.Bytes()
+}
+
 // PDF writes a PDF of the given pages, each one text line per string
 // (no text layer when a page is ""). With encrypt, the trailer names a
 // standard security handler whose user password is not empty.
 func PDF(pages []string, encrypt bool) []byte {
-	var b bytes.Buffer
-	var offs []int
-	obj := func(body string) int {
-		offs = append(offs, b.Len())
-		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", len(offs), body)
-		return len(offs)
-	}
-	b.WriteString("%PDF-1.4\n")
-	obj("<< /Type /Catalog /Pages 2 0 R >>")
+	w := newPDFWriter()
+	w.obj("<< /Type /Catalog /Pages 2 0 R >>")
 	kids := make([]string, len(pages))
 	for i := range pages {
 		kids[i] = fmt.Sprintf("%d 0 R", 4+2*i)
 	}
-	obj(fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", strings.Join(kids, " "), len(pages)))
-	obj("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+	w.obj(fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", strings.Join(kids, " "), len(pages)))
+	w.obj("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
 	for _, p := range pages {
 		stream := ""
 		if p != "" {
 			stream = "BT /F1 12 Tf 72 720 Td (" + p + ") Tj ET"
 		}
-		obj(fmt.Sprintf("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>", len(offs)+2))
-		obj(fmt.Sprintf("<< /Length %d >>\nstream\n%s\nendstream", len(stream), stream))
+		w.obj(fmt.Sprintf("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>", w.next()+1))
+		w.obj(fmt.Sprintf("<< /Length %d >>\nstream\n%s\nendstream", len(stream), stream))
 	}
-	trailer := fmt.Sprintf("/Size %d /Root 1 0 R", len(offs)+1)
-	if encrypt {
-		id := strings.Repeat("ab", 16)
-		enc := obj("<< /Filter /Standard /V 1 /R 2 /Length 40 /P -4 /O <" + strings.Repeat("11", 32) + "> /U <" + strings.Repeat("22", 32) + "> >>")
-		trailer = fmt.Sprintf("/Size %d /Root 1 0 R /Encrypt %d 0 R /ID [<%s> <%s>]", len(offs)+1, enc, id, id)
+	if !encrypt {
+		return w.finish("")
 	}
-	xref := b.Len()
-	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(offs)+1)
-	for _, o := range offs {
-		fmt.Fprintf(&b, "%010d 00000 n \n", o)
-	}
-	fmt.Fprintf(&b, "trailer\n<< %s >>\nstartxref\n%d\n%%%%EOF\n", trailer, xref)
-	return b.Bytes()
+	id := strings.Repeat("ab", 16)
+	enc := w.obj("<< /Filter /Standard /V 1 /R 2 /Length 40 /P -4 /O <" + strings.Repeat("11", 32) + "> /U <" + strings.Repeat("22", 32) + "> >>")
+	return w.finish(fmt.Sprintf(" /Encrypt %d 0 R /ID [<%s> <%s>]", enc, id, id))
 }
 
 // ZipBomb returns a DOCX whose word/document.xml decompresses to n bytes
@@ -86,23 +107,11 @@ func FlateBombPDF(n int) []byte {
 		zw.Write(chunk[:min(left, len(chunk))])
 	}
 	zw.Close()
-	var b bytes.Buffer
-	var offs []int
-	obj := func(body string) {
-		offs = append(offs, b.Len())
-		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", len(offs), body)
-	}
-	b.WriteString("%PDF-1.4\n")
-	obj("<< /Type /Catalog /Pages 2 0 R >>")
-	obj("<< /Type /Pages /Kids [4 0 R] /Count 1 >>")
-	obj("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-	obj("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents 5 0 R >>")
-	obj(fmt.Sprintf("<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream", z.Len(), z.Bytes()))
-	xref := b.Len()
-	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(offs)+1)
-	for _, o := range offs {
-		fmt.Fprintf(&b, "%010d 00000 n \n", o)
-	}
-	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", len(offs)+1, xref)
-	return b.Bytes()
+	w := newPDFWriter()
+	w.obj("<< /Type /Catalog /Pages 2 0 R >>")
+	w.obj("<< /Type /Pages /Kids [4 0 R] /Count 1 >>")
+	w.obj("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+	w.obj("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents 5 0 R >>")
+	w.obj(fmt.Sprintf("<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream", z.Len(), z.Bytes()))
+	return w.finish("")
 }
