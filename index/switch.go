@@ -1,0 +1,112 @@
+package index
+
+// Generation switches: a rebuild's swap and Reload open the new
+// generation's state, warm it and make it live; readers on the old state
+// finish on it (see the locking rules at Index).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/escurel/escurel/embed"
+	"github.com/escurel/escurel/internal/layout"
+)
+
+// Reload switches to the generation CURRENT names when it is not the one
+// open (after a rollback by another holder of the lock, or a rebuild by
+// this process through another Index value): it opens the new generation
+// and makes it live for the next search; running searches finish on the
+// old one, which closes when the last of them leaves. Settings come from
+// the new generation's manifest; a configured way to reach the same
+// embedder (url, path) is kept.
+func (ix *Index) Reload(ctx context.Context) error {
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	s := ix.cur.Load()
+	if s == nil {
+		return ErrClosed
+	}
+	gen, ok, err := layout.Current(ix.dir)
+	if err != nil {
+		return fmt.Errorf("reload %s: %w", ix.dir, err)
+	}
+	if !ok {
+		return fmt.Errorf("reload %s: no %s", ix.dir, layout.CurrentName)
+	}
+	if gen != s.gen {
+		if err := ix.switchTo(ctx, gen); err != nil {
+			return err
+		}
+	}
+	ix.stale = ""
+	return nil
+}
+
+// swap makes a generation live without a moment of downtime: with writes
+// held back, it runs prepare (which brings the new generation up to date
+// with the live one and returns its name), publishes it, and switches this
+// Index to it. An error from prepare leaves everything as it was. Once the
+// generation is published nothing undoes it: the switch runs without ctx's
+// cancellation, and a failure to switch says that the directory serves the
+// new generation while this process still serves the old one.
+func (ix *Index) swap(ctx context.Context, prepare func(ctx context.Context) (string, error)) error {
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	old, err := ix.live()
+	if err != nil {
+		return err
+	}
+	gen, err := prepare(ctx)
+	if err != nil {
+		return err
+	}
+	if err := ix.layout.Publish(gen); err != nil {
+		// CURRENT names the old generation or the new: read which.
+		cur, ok, rerr := layout.Current(ix.dir)
+		if rerr != nil || !ok || cur != gen {
+			return err
+		}
+	}
+	if err := ix.switchTo(context.WithoutCancel(ctx), gen); err != nil {
+		ix.stale = gen // searches go on on the old generation; writes wait for a Reload
+		return fmt.Errorf("%s is live, but this process still serves %s: %w; call Reload", gen, old.gen, err)
+	}
+	return nil
+}
+
+// switchTo opens generation gen and makes it live. The caller holds
+// writeMu.
+func (ix *Index) switchTo(ctx context.Context, gen string) error {
+	old := ix.cur.Load()
+	// DuckDB would create a missing file: a generation to switch to exists.
+	if _, err := os.Stat(layout.GenerationPath(ix.dir, gen)); err != nil {
+		return fmt.Errorf("switch to %s: %w", gen, err)
+	}
+	opts := &Options{Blobs: ix.blobs, Embedder: old.embedSpec, MemoryLimit: ix.cfg.memLimit}
+	want, err := parseOptions(opts)
+	if err != nil {
+		return err
+	}
+	n, err := ix.openState(ctx, gen, want)
+	if errors.Is(err, ErrManifestMismatch) { // another model (a re-embed): adopt it
+		want.embedder = embed.Spec{}
+		n, err = ix.openState(ctx, gen, want)
+	}
+	if err != nil {
+		return fmt.Errorf("switch to %s: %w", gen, err)
+	}
+	// Warm the new state as the old one is (Lucene's IndexReaderWarmer):
+	// its vectors are read now, not by the first dense search after the
+	// switch.
+	if old.vec != nil && n.vec != nil && old.vec.isLoaded() {
+		if _, err := n.denseIndex(ctx, n.db); err != nil {
+			n.unref()
+			return fmt.Errorf("switch to %s: %w", gen, err)
+		}
+	}
+	ix.cur.Store(n)
+	old.unref()
+	return nil
+}
