@@ -1,0 +1,259 @@
+package index
+
+// An ingest batch: prepared without the writer lock (derive, embed, upload
+// blobs), committed under it (records, then the transaction).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/escurel/escurel/blobstore"
+	"github.com/escurel/escurel/index/extract"
+)
+
+// batch is a derived and embedded batch whose blobs are stored, ready to
+// commit.
+type batch struct {
+	res     []Result
+	errs    []error
+	ids     []string
+	current map[string]*storedDoc // the index's copies of the batch's documents, as read by prepareBatch
+	writes  []pending
+	records []*blobstore.Record // to store at commit, in order
+	staged  []string            // their doc ids, once each
+	ensure  []*blobstore.Record // records of unchanged documents, put back at commit if lost
+}
+
+// prepareBatch reads the batch's documents from the index, derives and
+// embeds what changed and stores the blobs, taking no lock: nothing it
+// stores is referenced until commitBatch. A model error fails the batch
+// with nothing stored.
+func (ix *state) prepareBatch(ctx context.Context, ins []input) (*batch, error) {
+	b := &batch{res: make([]Result, len(ins)), errs: make([]error, len(ins)), ids: make([]string, len(ins))}
+	for i, in := range ins {
+		b.ids[i] = blobstore.DocID(in.Source)
+	}
+	var err error
+	if b.current, err = ix.currentDocs(ctx, b.ids); err != nil {
+		return b, err
+	}
+	res, errs := b.res, b.errs
+	var blobs [][]byte
+	slot := map[string]int{} // doc id → index in b.writes
+	derived := ix.deriveAll(ctx, ins, b.ids, b.current)
+	for i, in := range ins {
+		docID := b.ids[i]
+		res[i] = Result{DocID: docID, Source: in.Source}
+		old := b.current[docID]
+		exists := old != nil
+		if j, ok := slot[docID]; ok { // the batch already replaces it
+			w := b.writes[j]
+			old, exists = &storedDoc{rec: w.rec, status: w.status, extractor: w.extractor}, w.exists
+		}
+		if derived[i].unchanged {
+			res[i].Title, res[i].Status, res[i].MediaType = old.rec.Title, Unchanged, old.rec.MediaType
+			res[i].Blocks, res[i].Pages, res[i].Extractor = old.blocks, old.pages, old.extractor
+			res[i].TextlessPages = old.textless
+			b.keep(in.Data, old.rec, &blobs)
+			continue
+		}
+		p, err := derived[i].p, derived[i].err
+		if err != nil {
+			var de *DocumentError
+			if !errors.As(err, &de) {
+				return b, err
+			}
+			errs[i] = err
+			continue
+		}
+		p.exists = exists
+		res[i].Title, res[i].Blocks, res[i].Status = p.rec.Title, len(p.blocks), Added
+		res[i].MediaType, res[i].Pages, res[i].Extractor, res[i].Reason, res[i].ExtractTime = p.rec.MediaType, p.pages, p.extractor, p.reason(), p.took
+		res[i].TextlessPages = p.textless
+		if p.status == statusFailed {
+			errs[i] = &DocumentError{Source: in.Source, Err: p.failure}
+			res[i].Status = Failed
+			if old != nil && old.status == statusOK && !in.rederive && !errors.Is(p.failure, extract.ErrFrontMatter) {
+				// A new version that fails must not take down the one
+				// being served: nothing of it is stored. Unless it fails
+				// on its declared sensitivity: that fails closed, and the
+				// served version (read before escurel refused such front
+				// matter, perhaps as public) goes.
+				errs[i] = &DocumentError{Source: in.Source, Err: fmt.Errorf("%w (the version ingested at %s stays indexed)",
+					p.failure, old.rec.IngestedAt.Format(time.RFC3339))}
+				res[i] = Result{DocID: docID, Source: in.Source, Title: old.rec.Title, MediaType: p.rec.MediaType,
+					Extractor: p.extractor, Reason: p.reason(), ExtractTime: p.took}
+				continue
+			}
+		}
+		if old != nil {
+			// A rebuild's catch-up re-derives a document re-ingested with
+			// the same bytes: its rows must take the record's new time.
+			if sameDocument(old.rec, p.rec) && old.status == p.status && old.extractor == p.extractor &&
+				(!in.rederive || old.rec.IngestedAt.Equal(p.rec.IngestedAt)) {
+				if p.status == statusOK {
+					res[i].Status = Unchanged
+				}
+				// The rows are current; make sure the blob store still
+				// holds what they derive from.
+				if !in.rederive {
+					b.keep(in.Data, old.rec, &blobs)
+				}
+				continue
+			}
+			if p.status == statusOK {
+				res[i].Status = Replaced
+			}
+		}
+		if !in.rederive {
+			if p.rec.BlobID != "" {
+				blobs = append(blobs, in.Data)
+			}
+			b.records = append(b.records, p.rec)
+			if !slices.Contains(b.staged, docID) {
+				b.staged = append(b.staged, docID)
+			}
+		}
+		if j, ok := slot[docID]; ok {
+			b.writes[j] = p
+		} else {
+			slot[docID] = len(b.writes)
+			b.writes = append(b.writes, p)
+		}
+	}
+	// Embed before anything is stored: a model that fails or times out
+	// fails the batch with nothing written.
+	if err := ix.embedAll(ctx, b.writes); err != nil {
+		return b, fmt.Errorf("ingest: embed: %w", err)
+	}
+	if len(blobs) > 0 {
+		up := ix.blobs.NewBatch()
+		defer up.Abort() // a no-op once synced
+		for _, data := range blobs {
+			if _, err := up.Put(ctx, data); err != nil {
+				return b, fmt.Errorf("ingest: %w", err)
+			}
+		}
+		if err := up.Sync(ctx); err != nil {
+			return b, fmt.Errorf("ingest: %w", err)
+		}
+	}
+	return b, nil
+}
+
+// keep notes an unchanged document: its blob is stored again with the
+// batch's (a no-op when present) and its record checked at commit.
+func (b *batch) keep(data []byte, rec *blobstore.Record, blobs *[][]byte) {
+	if rec.BlobID != "" {
+		*blobs = append(*blobs, data)
+	}
+	b.ensure = append(b.ensure, rec)
+}
+
+// unchangedSince reports whether the index still holds the batch's
+// documents as prepareBatch read them (no other writer changed them
+// meanwhile). The caller holds writeMu.
+func (ix *state) unchangedSince(ctx context.Context, b *batch) (bool, error) {
+	now, err := ix.currentDocs(ctx, b.ids)
+	if err != nil || len(now) != len(b.current) {
+		return false, err
+	}
+	for id, d := range now {
+		was := b.current[id]
+		if was == nil || !sameDocument(was.rec, d.rec) || !was.rec.IngestedAt.Equal(d.rec.IngestedAt) ||
+			was.status != d.status || was.extractor != d.extractor || was.pages != d.pages || was.blocks != d.blocks {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// commitBatch stores the batch's records durably, then writes its rows in
+// one transaction. The caller holds writeMu. A batch that fails after its
+// records were stored takes them back (restoreRecords), so the blob store
+// still describes what the index serves.
+func (ix *state) commitBatch(ctx context.Context, b *batch) error {
+	for _, rec := range b.ensure {
+		if err := ix.ensureRecord(ctx, rec); err != nil {
+			return err
+		}
+	}
+	if len(b.writes) == 0 {
+		return nil
+	}
+	undo := func(err error) error {
+		err = fmt.Errorf("ingest: %w", err)
+		if uerr := ix.restoreRecords(context.WithoutCancel(ctx), b.staged, b.current); uerr != nil {
+			err = fmt.Errorf("%w; and the batch's records could not be taken back (escurel verify lists them): %v", err, uerr)
+		}
+		return err
+	}
+	// Source of truth first: records are durable before the transaction
+	// that derives from them commits (the blobs already are).
+	if len(b.records) > 0 {
+		recs := ix.blobs.NewBatch()
+		defer recs.Abort() // a no-op once synced
+		for _, rec := range b.records {
+			if err := recs.PutRecord(ctx, rec); err != nil {
+				return undo(err)
+			}
+		}
+		if err := recs.Sync(ctx); err != nil {
+			return undo(err)
+		}
+	}
+	if committed, err := ix.write(ctx, b.writes); err != nil {
+		if committed {
+			// The rows are in, and the records describe them: nothing to
+			// take back.
+			return fmt.Errorf("ingest: committed, then: %w", err)
+		}
+		return undo(err)
+	}
+	if ix.vec != nil {
+		if err := ix.recordReach(ctx); err != nil {
+			return fmt.Errorf("ingest: %w", err)
+		}
+	}
+	return nil
+}
+
+// restoreRecords takes back the records a batch stored when its
+// transaction failed: each document's record becomes the index's copy
+// again (what the index still serves), or is deleted for a document the
+// index does not hold. The blobs stay: content-addressed, they may be
+// shared, and an unreferenced one is harmless (Verification.OrphanBlobs).
+func (ix *state) restoreRecords(ctx context.Context, docIDs []string, current map[string]*storedDoc) error {
+	var errs []error
+	for _, id := range docIDs {
+		var err error
+		if d := current[id]; d != nil {
+			err = ix.blobs.PutRecord(ctx, d.rec)
+		} else if err = ix.blobs.DeleteRecord(ctx, id); errors.Is(err, blobstore.ErrNotFound) {
+			err = nil
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ensureRecord puts back the record of an unchanged document if the blob
+// store lost it or holds another.
+func (ix *state) ensureRecord(ctx context.Context, rec *blobstore.Record) error {
+	got, err := ix.blobs.GetRecord(ctx, rec.DocID)
+	if err == nil && sameDocument(got, rec) && got.IngestedAt.Equal(rec.IngestedAt) {
+		return nil
+	}
+	if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
+		return fmt.Errorf("ingest %s: %w", rec.Source, err)
+	}
+	if err := ix.blobs.PutRecord(ctx, rec); err != nil {
+		return fmt.Errorf("ingest %s: %w", rec.Source, err)
+	}
+	return nil
+}
