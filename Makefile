@@ -35,7 +35,7 @@ ORT_ARCH    := $(if $(filter aarch64 arm64,$(shell uname -m)),arm64,x64)
 ORT_DIR     := .cache/onnxruntime-$(ORT_VERSION)-$(ORT_ARCH)
 ORT_LIB     := $(abspath $(ORT_DIR))/libonnxruntime.so.1
 
-.PHONY: all build deps onnxruntime test bench bench-fts bench-dense bench-switch eval demo clean
+.PHONY: all build deps onnxruntime test bench bench-fts bench-dense bench-switch bench-serve eval demo clean
 
 all: build
 
@@ -101,6 +101,12 @@ bench-dense: deps
 # and switches generations: p50/p95/max per phase (bench/fts/switch.go).
 bench-switch: deps
 	cd bench/fts && $(GO) run -tags sqlite_fts5 . -n $(BENCH_N) -switch
+
+# escurel serve on BENCH_N passages: search over HTTP against in-process
+# (the overhead), queries/s with 16 HTTP clients, and p95 over HTTP during
+# a live rebuild's switch against idle (bench/fts/serve.go).
+bench-serve: deps
+	cd bench/fts && $(GO) run -tags sqlite_fts5 . -n $(BENCH_N) -serve
 
 # Retrieval quality on SciFact (BEIR), test split.
 eval: build

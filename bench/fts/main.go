@@ -39,6 +39,7 @@ var (
 	childName  = flag.String("engine", "", "internal: the engine a child builds")
 	cpuProfile = flag.String("cpuprofile", "", "with -child build: write a CPU profile of the build here")
 	switchF    = flag.Bool("switch", false, "instead of comparing engines: search escurel during a live rebuild and its switch (switch.go)")
+	serveF     = flag.Bool("serve", false, "instead of comparing engines: escurel serve over HTTP against in-process search, throughput, and a live switch (serve.go)")
 )
 
 // batchSize is the passages per write batch, for every engine.
@@ -137,6 +138,9 @@ func run() error {
 	}
 	if *switchF {
 		return switchBench(dir)
+	}
+	if *serveF {
+		return serveBench(dir)
 	}
 	names := strings.Split(*enginesF, ",")
 	common := []string{"-n", fmt.Sprint(*nFlag), "-shared", *shared}

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/escurel/escurel/index"
+	"github.com/escurel/escurel/rebuild"
+	"github.com/escurel/escurel/serve"
+)
+
+// serveBench measures escurel serve (make bench-serve) on an index of
+// *nFlag passages with hash/384 vectors, the server on 127.0.0.1 in this
+// process and its clients real HTTP clients with keep-alive connections:
+//
+//  1. overhead: the same queries, one at a time, in-process (Index.Search,
+//     the call the server makes) and over HTTP (POST /v1/search, the
+//     response decoded), interleaved; p50 and p95 of each and of their
+//     difference. Issue 13's target: p50 overhead ≤ 1 ms.
+//  2. throughput: 16 concurrent HTTP clients for a fixed time, in bm25
+//     and in hybrid mode: queries/s and p50/p95.
+//  3. switch: 4 HTTP clients (2 bm25, 2 hybrid) while the server's index
+//     is rebuilt live and switches generations; p95 while idle (no
+//     rebuild), while rebuilding, and in the switch window (as in
+//     switch.go). Issue 13's target: p95 in the switch window ≤ 2× idle
+//     p95.
+//
+// With -work DIR an index already built there by an earlier run is
+// reused.
+func serveBench(dir string) error {
+	name := "escurel-hybrid"
+	edir := filepath.Join(dir, name)
+	if !index.Exists(edir) {
+		os.MkdirAll(edir, 0o755)
+		common := []string{"-n", fmt.Sprint(*nFlag), "-shared", *shared}
+		out, _, err := child(append([]string{"-child", "build", "-engine", name, "-work", edir}, common...)...)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("built %d passages in %s s\n", *nFlag, out)
+	}
+	e, err := openEscurelVectors(edir, false, "")
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	ix := e.ix
+	qs := queries(*shared, *queriesN)
+	if len(qs) == 0 {
+		return fmt.Errorf("no queries: %s/scifact/queries.jsonl is absent", *shared)
+	}
+	srv := serve.New(ix, &serve.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	defer func() { cancel(); <-done }()
+	url := "http://" + ln.Addr().String() + "/v1/search"
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	httpSearch := func(q, mode string) (int, error) {
+		body, _ := json.Marshal(map[string]any{"query": q, "k": 10, "mode": mode})
+		resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Hits []index.Hit `json:"hits"`
+		}
+		if resp.StatusCode != http.StatusOK {
+			data, _ := io.ReadAll(resp.Body)
+			return 0, fmt.Errorf("HTTP %d: %s", resp.StatusCode, data)
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			return 0, err
+		}
+		return len(out.Hits), nil
+	}
+	localSearch := func(q, mode string) (int, error) {
+		hits, err := ix.Search(context.Background(), q, &index.SearchOptions{K: 10, Mode: mode, Clearance: index.Public})
+		return len(hits), err
+	}
+	modes := []string{index.ModeBM25, index.ModeHybrid}
+
+	// 1. Overhead, one query at a time; the first pass warms up.
+	fmt.Printf("%d passages, %d queries, server at %s\n\n", *nFlag, len(qs), ln.Addr())
+	fmt.Printf("%-8s %-10s %9s %9s\n", "mode", "path", "p50 ms", "p95 ms")
+	overhead := map[string]float64{}
+	for _, mode := range modes {
+		var local, remote, diff []time.Duration
+		for pass := 0; pass < 2; pass++ {
+			for i, q := range qs {
+				var tl, tr time.Duration
+				for j := 0; j < 2; j++ { // alternate who goes first
+					if (i+j)%2 == 0 {
+						t0 := time.Now()
+						if _, err := localSearch(q, mode); err != nil {
+							return err
+						}
+						tl = time.Since(t0)
+					} else {
+						t0 := time.Now()
+						if _, err := httpSearch(q, mode); err != nil {
+							return err
+						}
+						tr = time.Since(t0)
+					}
+				}
+				if pass == 1 {
+					local, remote, diff = append(local, tl), append(remote, tr), append(diff, tr-tl)
+				}
+			}
+		}
+		fmt.Printf("%-8s %-10s %9.2f %9.2f\n", mode, "in-process", pct(local, 50), pct(local, 95))
+		fmt.Printf("%-8s %-10s %9.2f %9.2f\n", mode, "HTTP", pct(remote, 50), pct(remote, 95))
+		fmt.Printf("%-8s %-10s %9.2f %9.2f\n", mode, "overhead", pct(remote, 50)-pct(local, 50), pct(diff, 95))
+		overhead[mode] = pct(remote, 50) - pct(local, 50)
+	}
+	for _, mode := range modes {
+		verdict := "within"
+		if overhead[mode] > 1 {
+			verdict = "OVER"
+		}
+		fmt.Printf("p50 overhead %s: %.2f ms (%s the 1 ms target)\n", mode, overhead[mode], verdict)
+	}
+
+	// 2. Throughput with 16 clients.
+	const clients = 16
+	const window = 10 * time.Second
+	fmt.Printf("\n%d concurrent HTTP clients, %s each mode\n", clients, window)
+	fmt.Printf("%-8s %9s %9s %9s %7s\n", "mode", "queries/s", "p50 ms", "p95 ms", "errors")
+	for _, mode := range modes {
+		var mu sync.Mutex
+		var lat []time.Duration
+		var errs atomic.Int64
+		var wg sync.WaitGroup
+		end := time.Now().Add(window)
+		start := time.Now()
+		for c := 0; c < clients; c++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var mine []time.Duration
+				for i := c; time.Now().Before(end); i++ {
+					t0 := time.Now()
+					if _, err := httpSearch(qs[i%len(qs)], mode); err != nil {
+						errs.Add(1)
+						continue
+					}
+					mine = append(mine, time.Since(t0))
+				}
+				mu.Lock()
+				lat = append(lat, mine...)
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		secs := time.Since(start).Seconds()
+		fmt.Printf("%-8s %9.0f %9.2f %9.2f %7d\n", mode, float64(len(lat))/secs, pct(lat, 50), pct(lat, 95), errs.Load())
+	}
+
+	// 3. Latency over HTTP around a live rebuild's switch.
+	type sample struct {
+		start time.Time
+		took  time.Duration
+		gen   string
+	}
+	var mu sync.Mutex
+	var samples []sample
+	var stop atomic.Bool
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for c := 0; c < 4; c++ {
+		mode := modes[c%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := c; !stop.Load(); i++ {
+				t0 := time.Now()
+				_, err := httpSearch(qs[i%len(qs)], mode)
+				took := time.Since(t0)
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				s := sample{t0, took, ix.Generation()}
+				mu.Lock()
+				samples = append(samples, s)
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(window)
+	before := ix.Generation()
+	rebuildStart := time.Now()
+	sum, err := rebuild.Run(context.Background(), rebuild.Options{Dir: edir, Blobs: ix.Blobs(), Live: ix})
+	rebuildEnd := time.Now()
+	time.Sleep(window)
+	stop.Store(true)
+	wg.Wait()
+	if err != nil {
+		return fmt.Errorf("rebuild: %w", err)
+	}
+	var switched time.Time
+	for _, s := range samples {
+		if s.gen != before && (switched.IsZero() || s.start.Before(switched)) {
+			switched = s.start
+		}
+	}
+	if switched.IsZero() {
+		return fmt.Errorf("no search ran on the new generation %s", sum.Generation)
+	}
+	phases := map[string][]time.Duration{}
+	for _, s := range samples {
+		var p string
+		switch {
+		case s.start.Before(rebuildStart):
+			p = "idle"
+		case s.start.After(switched.Add(-time.Second)) && s.start.Before(switched.Add(2*time.Second)):
+			p = "switch"
+		case s.start.Before(switched):
+			p = "rebuilding"
+		case s.start.After(rebuildEnd):
+			p = "after"
+		default:
+			continue
+		}
+		phases[p] = append(phases[p], s.took)
+	}
+	fmt.Printf("\n4 HTTP clients (2 bm25, 2 hybrid) around a live rebuild of %d documents (%.1f s, %s → %s); %d searches failed\n",
+		sum.Documents, rebuildEnd.Sub(rebuildStart).Seconds(), before, sum.Generation, failed.Load())
+	fmt.Printf("%-12s %8s %9s %9s %9s\n", "phase", "searches", "p50 ms", "p95 ms", "max ms")
+	for _, p := range []string{"idle", "rebuilding", "switch", "after"} {
+		ds := phases[p]
+		if len(ds) == 0 {
+			fmt.Printf("%-12s %8d\n", p, 0)
+			continue
+		}
+		sorted := append([]time.Duration(nil), ds...)
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+		fmt.Printf("%-12s %8d %9.2f %9.2f %9.2f\n", p, len(ds), pct(ds, 50), pct(ds, 95), ms(sorted[len(sorted)-1]))
+	}
+	if len(phases["switch"]) > 0 && len(phases["idle"]) > 0 {
+		r := pct(phases["switch"], 95) / pct(phases["idle"], 95)
+		verdict := "within"
+		if r > 2 {
+			verdict = "OVER"
+		}
+		fmt.Printf("p95 switch / p95 idle = %.2f× (%s the 2× target)\n", r, verdict)
+	}
+	if len(phases["switch"]) > 0 && len(phases["rebuilding"]) > 0 {
+		fmt.Printf("p95 switch / p95 rebuilding = %.2f×\n", pct(phases["switch"], 95)/pct(phases["rebuilding"], 95))
+	}
+	return nil
+}
