@@ -1,8 +1,10 @@
 package layout
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -12,11 +14,21 @@ import (
 // any step dir/name holds the old content or the new; a leftover name.tmp
 // is removed by Clean.
 func writeFile(dir, name string, data []byte) error {
+	return writeFileMode(dir, name, data, 0o644)
+}
+
+// writeFileMode is writeFile creating the file with mode perm (before the
+// umask).
+func writeFileMode(dir, name string, data []byte, perm os.FileMode) error {
 	tmp := filepath.Join(dir, name+tmpSuffix)
 	if err := hook("create " + name); err != nil {
 		return err
 	}
-	f, err := os.Create(tmp)
+	// A leftover of a crash keeps its mode through O_TRUNC: start afresh.
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@
 //	DIR/BLOBS                    the blob store URL, when not file://DIR/blobs
 //	DIR/gen-NNNNNN/index.duckdb  one generation
 //	DIR/gen-NNNNNN/UNFINISHED    marks one being built: never served
+//	DIR/SERVER                   the serving process's address and local tokens (0600)
 //	DIR/*.tmp                    a pointer file being written; a crash leftover
 //
 // Every pointer file is written to NAME.tmp, fsynced, renamed over NAME and
@@ -91,13 +92,20 @@ type Dir struct {
 // Lock takes the lock of the index directory path, creating the directory
 // and its lock file when missing. It does not wait: a lock held by another
 // process, or by another Dir of this process, fails at once with an error
-// wrapping ErrLocked.
+// wrapping ErrLocked. It removes a stale server record (ServerName).
 func Lock(path string) (*Dir, error) {
 	l, err := lockDir(path)
 	if err != nil {
 		return nil, err
 	}
-	return &Dir{path: path, lock: l, building: map[string]bool{}, held: map[string]int{}}, nil
+	d := &Dir{path: path, lock: l, building: map[string]bool{}, held: map[string]int{}}
+	// A server record left by a server that died is stale now that the
+	// lock is free: no one would answer at its address.
+	if err := d.ClearServer(); err != nil {
+		l.unlock()
+		return nil, err
+	}
+	return d, nil
 }
 
 // Unlock releases the lock. The Dir must not be used afterwards.

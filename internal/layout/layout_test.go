@@ -331,3 +331,68 @@ func TestPointerFilesAreSynced(t *testing.T) {
 		t.Errorf("steps:\n got %q\nwant %q", steps, want)
 	}
 }
+
+// The server record is readable by its owner only, read without the lock,
+// and gone after ClearServer; a second ClearServer is no error.
+func TestServerRecord(t *testing.T) {
+	dir := t.TempDir()
+	d, err := Lock(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Unlock()
+	if _, ok, err := Server(dir); ok || err != nil {
+		t.Fatalf("Server before SetServer: ok %v, err %v", ok, err)
+	}
+	// A crash leftover with a wider mode must not lend it to the record.
+	if err := os.WriteFile(filepath.Join(dir, ServerName+tmpSuffix), []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetServer([]byte(`{"url":"http://127.0.0.1:1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, ServerName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("SERVER mode %04o, want 0600", fi.Mode().Perm())
+	}
+	data, ok, err := Server(dir)
+	if !ok || err != nil || string(data) != `{"url":"http://127.0.0.1:1"}` {
+		t.Fatalf("Server: %q, %v, %v", data, ok, err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := d.ClearServer(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok, _ := Server(dir); ok {
+		t.Error("SERVER still there after ClearServer")
+	}
+}
+
+// A server record left behind by a server that died goes when the lock is
+// next taken: no one answers at its address.
+func TestLockClearsStaleServer(t *testing.T) {
+	dir := t.TempDir()
+	d, err := Lock(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetServer([]byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	d.Unlock() // the server died without ClearServer
+	if _, ok, _ := Server(dir); !ok {
+		t.Fatal("SERVER gone before the next Lock")
+	}
+	d, err = Lock(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Unlock()
+	if _, ok, _ := Server(dir); ok {
+		t.Error("stale SERVER survives Lock")
+	}
+}
