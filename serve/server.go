@@ -55,6 +55,14 @@ type Options struct {
 	// ShutdownTimeout bounds how long Serve waits for running requests
 	// once its context is done. Default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// LocalToken and LocalCommand, both set, let the escurel CLI of this
+	// machine run its commands in the server (LocalCommandPath): a
+	// request bearing LocalToken runs LocalCommand. escurel serve records
+	// the token in the index directory's SERVER file (mode 0600), so
+	// whoever may read the index's files may run commands on it, and no
+	// one else.
+	LocalToken   string
+	LocalCommand CommandFunc
 }
 
 // Server answers requests for one open index. It does not own the index:
@@ -74,12 +82,17 @@ type Server struct {
 	// ready is false once shutdown has begun, so that /readyz sends load
 	// balancers elsewhere while running requests drain.
 	ready atomic.Bool
+	// stopping is cancelled when shutdown begins: forwarded commands
+	// (a rebuild, an ingest) stop cleanly instead of running on past it.
+	stopping context.Context
+	stop     context.CancelFunc
 }
 
 // New builds a server for ix; it touches no storage and listens on
 // nothing (see Serve, Handler).
 func New(ix *index.Index, opts *Options) *Server {
 	s := &Server{ix: ix, sv: &service{ix: ix}, metrics: newMetrics(), mux: http.NewServeMux()}
+	s.stopping, s.stop = context.WithCancel(context.Background())
 	if opts != nil {
 		s.opts = *opts
 	}
@@ -119,6 +132,7 @@ func New(ix *index.Index, opts *Options) *Server {
 		return s.mcp[callerFrom(r.Context()).Clearance]
 	}, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: MaxBodyBytes}))
 
+	s.mux.HandleFunc("POST "+LocalCommandPath, s.localCommand)
 	s.mux.Handle("GET /metrics", s.metrics.handler())
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -180,6 +194,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	s.ready.Store(false)
+	s.stop()
 	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
 	defer cancel()
 	err := hs.Shutdown(sctx)

@@ -29,7 +29,7 @@ func (c *DeleteCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer ix.Close()
+	defer c.m.closeIndex(ix)
 	names := make([]string, len(args))
 	for i, a := range args {
 		names[i] = a
@@ -40,11 +40,8 @@ func (c *DeleteCommand) Run(ctx context.Context, args []string) error {
 		if strings.Contains(a, "://") {
 			continue
 		}
-		abs, err := filepath.Abs(a)
-		if err != nil {
-			continue
-		}
-		if _, err := os.Stat(a); err == nil {
+		abs := c.m.abs(a)
+		if _, err := os.Stat(abs); err == nil {
 			if real, err := filepath.EvalSymlinks(abs); err == nil {
 				names[i] = real
 			}
@@ -80,7 +77,7 @@ func (c *CompactCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer ix.Close()
+	defer c.m.closeIndex(ix)
 	before, _ := ix.Stats(ctx)
 	if err := ix.Compact(ctx); err != nil {
 		return err

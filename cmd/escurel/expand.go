@@ -42,7 +42,7 @@ func (c *ExpandCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer ix.Close()
+	defer c.m.closeIndex(ix)
 	before := *n
 	if before == 0 {
 		before = -1 // none

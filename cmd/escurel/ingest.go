@@ -51,20 +51,29 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 	if *maxBytes <= 0 {
 		return usageError("ingest: --max-file-bytes %d: want a positive number of bytes", *maxBytes)
 	}
-	for _, p := range args { // before the index exists: a typo creates nothing
-		if _, err := os.Stat(p); err != nil {
+	for i, p := range args { // before the index exists: a typo creates nothing
+		if _, err := os.Stat(c.m.abs(p)); err != nil {
 			return fmt.Errorf("ingest: %w", err)
 		}
+		if c.m.live != nil {
+			args[i] = c.m.abs(p) // the client's working directory, not the server's
+		}
 	}
-	opts, err := c.m.options(c.g)
-	if err != nil {
-		return err
+	var ix *index.Index
+	if c.m.live != nil {
+		if ix, err = c.m.openExisting(ctx, c.g); err != nil {
+			return err
+		}
+	} else {
+		opts, err := c.m.options(c.g)
+		if err != nil {
+			return err
+		}
+		if ix, err = index.Open(ctx, c.g.indexDir, opts); err != nil {
+			return err
+		}
 	}
-	ix, err := index.Open(ctx, c.g.indexDir, opts)
-	if err != nil {
-		return err
-	}
-	defer ix.Close()
+	defer c.m.closeIndex(ix)
 	iopts := index.IngestOptions{Language: *lang, Sensitivity: *sens, MaxFileBytes: *maxBytes}
 	// On a terminal, a progress bar, and the failures after it; elsewhere
 	// each failure as it happens.

@@ -53,6 +53,14 @@ func main() {
 type Main struct {
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
+
+	// live, when not nil, is the index that escurel serve holds in this
+	// process, liveDir its directory: a command forwarded by a CLI
+	// (remote.go) runs on it instead of opening the directory, whose
+	// lock the server holds. wd is then the client's working directory.
+	live    *index.Index
+	liveDir string
+	wd      string
 }
 
 // errUsage marks a command-line mistake: exit status 2.
@@ -67,9 +75,12 @@ func usageError(format string, args ...any) error {
 }
 
 func exitCode(stderr io.Writer, err error) int {
+	var forwarded exitStatus
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &forwarded):
+		return int(forwarded) // the server printed the command's messages
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errFailed):
@@ -189,8 +200,15 @@ func (m *Main) options(g globals) (*index.Options, error) {
 	return opts, nil
 }
 
-// openExisting opens the index in g.indexDir, which must exist.
+// openExisting opens the index in g.indexDir, which must exist; in a
+// server, it returns the server's open index. Release it with closeIndex.
 func (m *Main) openExisting(ctx context.Context, g globals) (*index.Index, error) {
+	if m.live != nil {
+		if err := m.checkLive(g, false); err != nil {
+			return nil, err
+		}
+		return m.live, nil
+	}
 	if _, _, err := layout.Current(g.indexDir); err != nil {
 		return nil, err // CURRENT damaged or naming a lost generation: say so
 	}
@@ -202,6 +220,44 @@ func (m *Main) openExisting(ctx context.Context, g globals) (*index.Index, error
 		return nil, err
 	}
 	return index.Open(ctx, g.indexDir, opts)
+}
+
+// closeIndex closes an index that openExisting opened; the server's own
+// stays open.
+func (m *Main) closeIndex(ix *index.Index) error {
+	if ix == m.live {
+		return nil
+	}
+	return ix.Close()
+}
+
+// checkLive refuses, for a command run in a server, settings that would
+// open the index differently from how the server holds it (direct mode
+// would refuse them too, or open another blob store); a rebuild
+// (rebuilding true) takes a new embedder, chunker and extraction limits,
+// as in direct mode.
+func (m *Main) checkLive(g globals, rebuilding bool) error {
+	man := m.live.Manifest()
+	same := map[string]bool{
+		"blobs":              g.blobURL == "" || g.blobURL == m.live.Blobs().URL(),
+		"embedder":           g.embedder == "" || rebuilding,
+		"chunker":            g.chunker == "" || rebuilding,
+		"extract-timeout":    g.extractTimeout == "" || rebuilding,
+		"max-unzipped-bytes": g.maxUnzipped == "" || rebuilding,
+	}
+	if spec, err := embed.ParseSpec(g.embedder); err == nil && spec.String() == man.Embedder().String() {
+		same["embedder"] = true
+	}
+	if spec, err := chunk.ParseSpec(g.chunker); err == nil && spec.String() == man.Chunker {
+		same["chunker"] = true
+	}
+	for _, name := range []string{"blobs", "embedder", "chunker", "extract-timeout", "max-unzipped-bytes"} {
+		if !same[name] {
+			return usageError("--%s: escurel serve holds %s with its own settings and runs this command on them; "+
+				"drop --%s, set it with rebuild, or stop the server", name, m.liveDir, name)
+		}
+	}
+	return nil
 }
 
 // Run runs the command in args (without the program name).
@@ -225,6 +281,18 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	cmd, rest := fs.Arg(0), fs.Args()[1:]
+	if m.live != nil {
+		if !forwarded[cmd] {
+			return usageError("%s does not run through escurel serve; stop the server to run it", cmd)
+		}
+		if dir := m.abs(indexFlag(rest, g.indexDir)); !sameDir(dir, m.liveDir) {
+			return fmt.Errorf("this escurel serve holds %s, not %s", m.liveDir, dir)
+		}
+	} else if forwarded[cmd] {
+		if done, err := m.forward(ctx, m.abs(indexFlag(rest, g.indexDir)), args); done || err != nil {
+			return err
+		}
+	}
 	switch cmd {
 	case "ingest":
 		return (&IngestCommand{m: m, g: g}).Run(ctx, rest)

@@ -77,13 +77,25 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 		}
 		opts.Analyzer = *analyzer
 	}
-	store, blobURL, err := c.m.openBlobs(ctx, c.g)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
 	opts.Workers = *workers
-	ropts := rebuild.Options{Dir: c.g.indexDir, Blobs: store, Index: *opts, Keep: *keep, Progress: c.progress(name)}
+	ropts := rebuild.Options{Dir: c.g.indexDir, Index: *opts, Keep: *keep, Progress: c.progress(name)}
+	var blobURL string
+	if c.m.live != nil {
+		// In a server: a live rebuild of its index, which serves on
+		// meanwhile and switches at the end.
+		if err := c.m.checkLive(c.g, true); err != nil {
+			return err
+		}
+		ropts.Dir, ropts.Live, ropts.Blobs = c.m.live.Dir(), c.m.live, c.m.live.Blobs()
+		blobURL = ropts.Blobs.URL()
+	} else {
+		store, u, err := c.m.openBlobs(ctx, c.g)
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		ropts.Blobs, blobURL = store, u
+	}
 	if *dryRun {
 		var p *rebuild.Plan
 		if c.reembed {
@@ -184,6 +196,9 @@ func (c *RollbackCommand) Run(ctx context.Context, args []string) error {
 	if len(args) > 0 {
 		return usageError("rollback: unexpected argument %q", args[0])
 	}
+	if c.m.live != nil {
+		return fmt.Errorf("rollback through escurel serve is not supported yet: stop the server holding %s, roll back, and start it again", c.m.liveDir)
+	}
 	store, _, err := c.m.openBlobs(ctx, c.g)
 	if err != nil {
 		return err
@@ -219,7 +234,7 @@ func (c *VerifyCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer ix.Close()
+	defer c.m.closeIndex(ix)
 	v, err := ix.Verify(ctx, nil)
 	if err != nil {
 		return err

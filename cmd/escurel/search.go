@@ -55,7 +55,7 @@ func (c *SearchCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer ix.Close()
+	defer c.m.closeIndex(ix)
 	hits, err := ix.Search(ctx, query, &index.SearchOptions{K: *k, Clearance: *clearance, Conjunctive: *and, Language: *lang,
 		Mode: *mode, Fusion: *fusion, Alpha: *alpha, Depth: *depth, Explain: *explain, Reranker: reranker})
 	if err != nil {

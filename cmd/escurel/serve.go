@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/escurel/escurel/index"
+	"github.com/escurel/escurel/internal/hooks"
 	"github.com/escurel/escurel/serve"
 )
 
@@ -85,6 +88,31 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer ix.Close()
+	if !*stdio {
+		// Commands run on this machine go through this server instead of
+		// meeting the lock (remote.go): record where it answers.
+		dir, err := filepath.Abs(c.g.indexDir)
+		if err != nil {
+			return err
+		}
+		if opts.LocalToken, err = newLocalToken(); err != nil {
+			return err
+		}
+		opts.LocalCommand = runForwarded(ix, dir)
+		addr := *ln.Addr().(*net.TCPAddr)
+		if addr.IP.IsUnspecified() {
+			addr.IP = net.IPv4(127, 0, 0, 1)
+			if ln.Addr().(*net.TCPAddr).IP.To4() == nil {
+				addr.IP = net.IPv6loopback
+			}
+		}
+		rec, _ := json.Marshal(serverRecord{URL: "http://" + addr.String(), PID: os.Getpid(), Dir: dir, Token: opts.LocalToken})
+		d := hooks.Dir(ix)
+		if err := d.SetServer(rec); err != nil {
+			return err
+		}
+		defer d.ClearServer()
+	}
 	srv := serve.New(ix, opts)
 	if *stdio {
 		opts.Logger.Info("serving MCP over stdio", "index", c.g.indexDir, "clearance", *clearance)

@@ -40,7 +40,7 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer ix.Close()
+	defer c.m.closeIndex(ix)
 	st, err := ix.Stats(ctx)
 	if err != nil {
 		return err
