@@ -21,12 +21,13 @@ import (
 	"github.com/escurel/escurel/internal/layout"
 )
 
-// TestSoakServer is issue 13's soak (named outside RACE_TESTS: the server
-// under test is a child process, which -race would not instrument): a real escurel serve (the binary) owns an index while a
-// CLI ingest of 2,000 files and then a CLI reembed go through it, and 8
-// HTTP and 4 MCP clients, all public, search throughout. Every search is
-// answered (0 errors), no command meets the lock, and no answer holds a
-// word of the restricted documents.
+// TestSoakServer is issue 13's soak: a real escurel serve (the binary)
+// owns an index while a CLI ingest of 2,000 files and then a CLI reembed
+// go through it, and 8 HTTP and 4 MCP clients, all public, search
+// throughout. Every search is answered (0 errors), no command meets the
+// lock, and no answer holds a word of the restricted documents. Its name
+// keeps it out of the race pass (RACE_TESTS): the server under test is a
+// child process, which -race would not instrument.
 func TestSoakServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the escurel binary and ingests 2,000 files")
