@@ -324,7 +324,7 @@ func (d *Dir) CleanFiles(keep int, dryRun bool) (Removal, error) {
 	for _, e := range entries {
 		if !e.IsDir() && strings.HasSuffix(e.Name(), tmpSuffix) {
 			if fi, err := e.Info(); err == nil {
-				out.Bytes += fi.Size()
+				out.TempBytes += fi.Size()
 			}
 			out.Temp = append(out.Temp, e.Name())
 			if dryRun {
@@ -377,7 +377,7 @@ func (d *Dir) CleanFiles(keep int, dryRun bool) (Removal, error) {
 			}
 		}
 		out.Generations = append(out.Generations, g)
-		out.Bytes += size
+		out.GenerationBytes += size
 	}
 	if len(out.Generations) > 0 && !dryRun {
 		if err := syncDir(d.path); err != nil {

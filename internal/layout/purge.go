@@ -38,13 +38,18 @@ type Purge struct {
 }
 
 // PurgedError reports a refused publish or rollback of Generation, older
-// than the purge. It wraps ErrPurged.
+// than the purge ("" for a rollback that found no older generation after a
+// purge removed them). It wraps ErrPurged.
 type PurgedError struct {
 	Generation string
 	Purge      Purge
 }
 
 func (e *PurgedError) Error() string {
+	if e.Generation == "" {
+		return fmt.Sprintf("refused: a purge happened at %s (first clean generation %s): the generations before it would serve erased documents, and it removed them",
+			e.Purge.Time.Format(time.RFC3339), e.Purge.Generation)
+	}
 	return fmt.Sprintf("refused: a purge happened at %s (first clean generation %s) and %s is older: making it live would serve erased documents",
 		e.Purge.Time.Format(time.RFC3339), e.Purge.Generation, e.Generation)
 }
@@ -123,10 +128,14 @@ func (d *Dir) finishPurge() (bool, error) {
 
 // Removal is what a cleaning removed, or would remove.
 type Removal struct {
-	Generations []string // generation directories
-	Temp        []string // temporary files (names in the directory)
-	Bytes       int64    // their size on disk, in bytes
+	Generations     []string // generation directories
+	Temp            []string // temporary files (names in the directory)
+	GenerationBytes int64    // the generations' size, in bytes
+	TempBytes       int64    // the temporary files' size, in bytes
 }
+
+// Bytes is the size of everything in r, in bytes.
+func (r Removal) Bytes() int64 { return r.GenerationBytes + r.TempBytes }
 
 // RemoveBefore removes every generation older than gen (which CURRENT must
 // name) and the temporary files: what a purge leaves behind. It waits for
@@ -164,7 +173,7 @@ func (d *Dir) RemoveBefore(ctx context.Context, gen string) (Removal, error) {
 				return out, fmt.Errorf("remove %s: %w", g, err)
 			}
 			out.Generations = append(out.Generations, g)
-			out.Bytes += size
+			out.GenerationBytes += size
 		}
 		released := d.released
 		d.mu.Unlock()
@@ -178,7 +187,7 @@ func (d *Dir) RemoveBefore(ctx context.Context, gen string) (Removal, error) {
 		}
 	}
 	tmp, err := d.removeTemp()
-	out.Temp, out.Bytes = tmp.Temp, out.Bytes+tmp.Bytes
+	out.Temp, out.TempBytes = tmp.Temp, tmp.TempBytes
 	if err != nil {
 		return out, err
 	}
@@ -204,7 +213,7 @@ func (d *Dir) removeTemp() (Removal, error) {
 			return out, err
 		}
 		out.Temp = append(out.Temp, e.Name())
-		out.Bytes += size
+		out.TempBytes += size
 	}
 	return out, nil
 }
@@ -223,3 +232,7 @@ func dirSize(path string) int64 {
 	})
 	return n
 }
+
+// GenerationBytes is the size of the files of generation gen of dir, in
+// bytes; 0 when it cannot be read.
+func GenerationBytes(dir, gen string) int64 { return dirSize(filepath.Join(dir, gen)) }

@@ -109,7 +109,7 @@ func TestRemoveBeforeWaitsForHolds(t *testing.T) {
 	}
 	time.AfterFunc(20*time.Millisecond, release)
 	r, err := d.RemoveBefore(context.Background(), "gen-000002")
-	if err != nil || !slices.Equal(r.Generations, []string{"gen-000001"}) || !slices.Equal(r.Temp, []string{"CURRENT.tmp"}) || r.Bytes != 3 {
+	if err != nil || !slices.Equal(r.Generations, []string{"gen-000001"}) || !slices.Equal(r.Temp, []string{"CURRENT.tmp"}) || r.Bytes() != 3 {
 		t.Fatalf("RemoveBefore = %+v, %v", r, err)
 	}
 	if got := listing(t, d.path); got != "CURRENT=gen-000002 LASTGEN=2 gen-000002" && got != "CURRENT=gen-000002 gen-000002" {
