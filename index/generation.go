@@ -24,7 +24,8 @@ type RollbackOptions struct {
 // both names. It takes the directory's lock, so no process may have the
 // index open; a process that has it open switches with Index.Reload. The
 // generation rolled back from stays on disk until the next rebuild removes
-// it.
+// it. A generation older than the last Purge is refused, with or without
+// Force, by an error wrapping ErrPurged that says when the purge happened.
 func Rollback(ctx context.Context, dir string, opts *RollbackOptions) (from, to string, err error) {
 	if opts == nil {
 		opts = &RollbackOptions{}
@@ -45,6 +46,9 @@ func Rollback(ctx context.Context, dir string, opts *RollbackOptions) (from, to 
 	if err != nil {
 		return "", "", err
 	}
+	if err := checkRollback(dir, to); err != nil {
+		return "", "", fmt.Errorf("rollback %s: %w", dir, err)
+	}
 	if !ok {
 		return "", "", fmt.Errorf("rollback %s: no generation older than %s; nothing to roll back to", dir, from)
 	}
@@ -63,6 +67,26 @@ func Rollback(ctx context.Context, dir string, opts *RollbackOptions) (from, to 
 		}
 	}
 	return from, to, d.Publish(to)
+}
+
+// checkRollback refuses a rollback to generation to ("" when none is
+// older than the live one) when a purge happened since to was live: it
+// may hold the erased documents. The error wraps ErrPurged and says when
+// the purge happened; Force does not override it. Every way of making an
+// older generation live again calls it (Rollback here; a live rollback in
+// the same process too).
+func checkRollback(dir, to string) error {
+	if to != "" {
+		return layout.CheckPurged(dir, to)
+	}
+	p, ok, err := layout.ReadPurge(dir)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return &layout.PurgedError{Purge: p}
+	}
+	return nil
 }
 
 // ErrStale is returned, wrapped in a *StaleError, by Rollback when the

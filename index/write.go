@@ -205,13 +205,16 @@ func (ix *Index) Delete(ctx context.Context, names ...string) ([]string, error) 
 	if err != nil {
 		return nil, err
 	}
-	return s.deleteDocs(ctx, names...)
+	done, _, err := s.deleteDocs(ctx, names...)
+	return done, err
 }
 
-// deleteDocs is Index.Delete on one generation.
-func (ix *state) deleteDocs(ctx context.Context, names ...string) ([]string, error) {
+// deleteDocs is Index.Delete on one generation; it also returns the
+// records of the documents deleted (their blob ids are what a purge
+// removes).
+func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string, recs []*blobstore.Record, err error) {
 	var ids []any
-	var done, missing []string
+	var missing []string
 	for _, name := range names {
 		id := name
 		if !docIDPattern(name) {
@@ -219,7 +222,7 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) ([]string, err
 		}
 		rec, err := ix.currentRecord(ctx, id)
 		if err != nil {
-			return done, err
+			return done, recs, err
 		}
 		if rec == nil {
 			// A record the index has no rows of (a batch that failed
@@ -230,50 +233,54 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) ([]string, err
 				continue
 			}
 			if err != nil {
-				return done, fmt.Errorf("delete %s: %w", name, err)
+				return done, recs, fmt.Errorf("delete %s: %w", name, err)
 			}
 			if err := ix.blobs.DeleteRecord(ctx, id); err != nil {
-				return done, fmt.Errorf("delete %s: %w", rec.Source, err)
+				return done, recs, fmt.Errorf("delete %s: %w", rec.Source, err)
 			}
-			done = append(done, id)
+			done, recs = append(done, id), append(recs, rec)
 			continue
 		}
 		if err := ix.blobs.DeleteRecord(ctx, id); err != nil {
-			return done, fmt.Errorf("delete %s: %w", rec.Source, err)
+			return done, recs, fmt.Errorf("delete %s: %w", rec.Source, err)
 		}
 		ids = append(ids, id)
-		done = append(done, id)
+		done, recs = append(done, id), append(recs, rec)
 	}
 	if len(ids) > 0 {
 		tx, err := duck.Begin(ctx, ix.db)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		defer tx.Rollback()
 		removed, err := ix.deleteRows(ctx, tx, ids)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		rm, err := ix.fts.Remove(ctx, tx, removed)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		langs, err := ix.countLanguages(ctx, tx)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := ix.fts.CommitWith(ctx, tx, func() { ix.applyDense(nil, blockIDs(removed)); ix.setLanguages(langs) }, rm); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := ix.fts.Maintain(context.WithoutCancel(ctx), ix.db, 0); err != nil {
-			return done, err
+			return done, recs, err
 		}
 	}
 	if len(missing) > 0 {
-		return done, fmt.Errorf("delete: no document %s", strings.Join(missing, ", "))
+		return done, recs, fmt.Errorf("delete: %w %s", errNoDocument, strings.Join(missing, ", "))
 	}
-	return done, nil
+	return done, recs, nil
 }
+
+// errNoDocument is wrapped by a delete's error for names that match no
+// document ("delete: no document NAME").
+var errNoDocument = errors.New("no document")
 
 func docIDPattern(s string) bool {
 	if len(s) != 32 {

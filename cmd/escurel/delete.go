@@ -3,13 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/escurel/escurel/index"
 )
 
 // DeleteCommand is "escurel delete": remove documents from the index and
-// their records from the blob store.
+// their records from the blob store; with --purge, erase them (index.Purge).
 type DeleteCommand struct {
 	m *Main
 	g globals
@@ -18,6 +22,7 @@ type DeleteCommand struct {
 // Run deletes the documents named by args (sources or doc ids).
 func (c *DeleteCommand) Run(ctx context.Context, args []string) error {
 	fs := c.m.newFlagSet("delete", &c.g)
+	purge := fs.Bool("purge", false, "erase the documents: their blobs, the freed pages of the live database (rewritten into a new generation) and the older generations")
 	args, err := c.m.parse(fs, args)
 	if err != nil {
 		return err
@@ -51,9 +56,54 @@ func (c *DeleteCommand) Run(ctx context.Context, args []string) error {
 			}
 		}
 	}
+	if *purge {
+		res, err := ix.Purge(ctx, names...)
+		printPurge(c.m.Stdout, res)
+		return err
+	}
 	done, err := ix.Delete(ctx, names...)
 	fmt.Fprintf(c.m.Stdout, "deleted %s\n", plural(len(done), "document", "documents"))
 	return err
+}
+
+// printPurge prints what a purge removed; nothing when it did not get as
+// far as deleting.
+func printPurge(w io.Writer, r *index.PurgeResult) {
+	if r == nil {
+		return
+	}
+	fmt.Fprintf(w, "purged %s\n", plural(len(r.Documents), "document", "documents"))
+	fmt.Fprintf(w, "  blobs removed         %d (%s)\n", len(r.Blobs), byteSize(r.BlobBytes))
+	if r.Generation != "" {
+		fmt.Fprintf(w, "  live index rewritten  %s (%s)\n", r.Generation, byteSize(r.FileBytes))
+		fmt.Fprintf(w, "  generations dropped   %d (%s)%s\n", len(r.Dropped), byteSize(r.DroppedBytes), listed(r.Dropped))
+		fmt.Fprintf(w, "  reclaimed             %s in %s\n", byteSize(r.Reclaimed()), r.Elapsed.Round(time.Millisecond))
+	}
+}
+
+// listed is ": a, b" for a non-empty list, "" otherwise.
+func listed(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(names, ", ")
+}
+
+// byteSize is n bytes in B, kB, MB or GB (powers of 1000), with a sign.
+func byteSize(n int64) string {
+	sign := ""
+	if n < 0 {
+		sign, n = "-", -n
+	}
+	switch {
+	case n < 1000:
+		return fmt.Sprintf("%s%d B", sign, n)
+	case n < 1e6:
+		return fmt.Sprintf("%s%.1f kB", sign, float64(n)/1e3)
+	case n < 1e9:
+		return fmt.Sprintf("%s%.1f MB", sign, float64(n)/1e6)
+	}
+	return fmt.Sprintf("%s%.2f GB", sign, float64(n)/1e9)
 }
 
 // CompactCommand is "escurel compact": merge the full-text index into one

@@ -112,6 +112,8 @@ func advice(err error) string {
 		return "if a limit was too tight (--extract-timeout, --max-unzipped-bytes), rebuild again without it; to take them out of service, run `escurel rebuild --allow-failures`"
 	case errors.As(err, &stale):
 		return "run `escurel rebuild`, or `escurel rollback --force` to serve the old generation anyway"
+	case errors.Is(err, index.ErrPurged):
+		return "a purge erased documents that the older generations held; run `escurel rebuild` to re-derive the index from the blob store instead"
 	case errors.Is(err, index.ErrNoVectors):
 		return "search with --mode bm25, or run `escurel rebuild --embedder hash` to add vectors"
 	}
@@ -316,6 +318,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&DeleteCommand{m: m, g: g}).Run(ctx, rest)
 	case "compact":
 		return (&CompactCommand{m: m, g: g}).Run(ctx, rest)
+	case "gc":
+		return (&GCCommand{m: m, g: g}).Run(ctx, rest)
 	case "serve":
 		return (&ServeCommand{m: m, g: g}).Run(ctx, rest)
 	case "version":
@@ -364,8 +368,16 @@ Commands:
                           and its window, at most B bytes (default 16 KiB)
                           besides the block's own body, always whole;
                           a block above LEVEL answers like a missing one
-  delete SOURCE|DOC_ID... remove documents (and their records in the blob
-                          store, so rebuild does not bring them back)
+  delete [--purge] SOURCE|DOC_ID...
+                          remove documents (and their records in the blob
+                          store, so rebuild does not bring them back);
+                          --purge erases them: their blobs (unless another
+                          document shares one), the live database rewritten
+                          into a new generation without freed pages, and
+                          every older generation (no rollback past a purge)
+  gc [--dry-run]          remove orphan blobs (no record names them) and
+                          crash leftovers (temporary files, unfinished
+                          generations); prints what it reclaimed
   compact                 merge the full-text segments, dropping the postings
                           of deleted blocks (also automatic past 20% dead)
   status [--json] [--clearance LEVEL]
@@ -373,7 +385,9 @@ Commands:
                           that read the documents, and the failed documents
                           with their reasons (for documents above LEVEL,
                           default public, only the kind of failure: a
-                          reason may quote the document)
+                          reason may quote the document); with LEVEL
+                          restricted also the reclaimable bytes (orphan
+                          blobs, older generations, leftovers)
   rebuild [--contextualize MODE] [--chunker SPEC] [--embedder SPEC]
           [--analyzer NAME] [--allow-missing] [--allow-failures] [--keep N]
           [--workers N] [--dry-run]
@@ -390,7 +404,8 @@ Commands:
                           generation, without re-extracting, and make it live
   rollback [--force]      make the previous generation live again; refused
                           when documents changed in the blob store since it
-                          was built, unless --force
+                          was built, unless --force; refused past a purge,
+                          even with --force
   verify [--json]         digest of every derived row, and coverage checks
                           against the blob store; exit 1 on drift
   serve [--listen ADDR] [--tokens FILE] [--request-timeout D]

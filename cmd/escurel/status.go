@@ -23,7 +23,7 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	fs := c.m.newFlagSet("status", &c.g)
 	asJSON := fs.Bool("json", false, "print the status as one JSON object")
 	textless := fs.Bool("textless", false, "list the documents with pages without text (scanned: no text layer, no blocks)")
-	clearance := fs.String("clearance", "", "show the failure details of documents up to this sensitivity (default public: others show only the kind of failure)")
+	clearance := fs.String("clearance", "", "show the failure details of documents up to this sensitivity (default public: others show only the kind of failure); restricted also shows the reclaimable bytes")
 	args, err := c.m.parse(fs, args)
 	if err != nil {
 		return err
@@ -60,6 +60,14 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 			withheld++
 		}
 	}
+	// Sizes of garbage reveal the sizes of deleted documents: only for a
+	// caller cleared for restricted ones.
+	var reclaim *index.Reclaimable
+	if *clearance == index.Restricted {
+		if reclaim, err = ix.Reclaimable(ctx); err != nil {
+			return err
+		}
+	}
 	var textlessDocs []index.TextlessDocument
 	if *textless {
 		if textlessDocs, err = ix.TextlessDocuments(ctx); err != nil {
@@ -74,7 +82,8 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 			FailedDocuments   []index.FailedDocument   `json:"failed_documents"`
 			FailedWithheld    int                      `json:"failed_withheld"`
 			TextlessDocuments []index.TextlessDocument `json:"textless_documents_list,omitempty"`
-		}{st, failed, withheld, textlessDocs})
+			Reclaimable       *index.Reclaimable       `json:"reclaimable,omitempty"`
+		}{st, failed, withheld, textlessDocs, reclaim})
 	}
 	m := st.Manifest
 	w := tabwriter.NewWriter(c.m.Stdout, 0, 0, 2, ' ', 0)
@@ -114,6 +123,12 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	ft := st.FullText
 	fmt.Fprintf(w, "full-text\t%d terms, %s, %.1f MB of posting lists, %d tombstones\n",
 		ft.Terms, plural(int(ft.Segments), "segment", "segments"), float64(ft.Bytes)/1e6, ft.Tombstones)
+	if reclaim != nil {
+		fmt.Fprintf(w, "reclaimable\t%s: %s (%s), %s kept for rollback (%s), %s (%s); escurel gc removes orphans and leftovers\n",
+			byteSize(reclaim.Bytes()), plural(reclaim.OrphanBlobs, "orphan blob", "orphan blobs"), byteSize(reclaim.OrphanBlobBytes),
+			plural(reclaim.OldGenerations, "generation", "generations"), byteSize(reclaim.OldGenerationBytes),
+			plural(reclaim.Leftovers, "leftover", "leftovers"), byteSize(reclaim.LeftoverBytes))
+	}
 	if err := w.Flush(); err != nil {
 		return err
 	}

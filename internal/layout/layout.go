@@ -10,6 +10,7 @@
 //	DIR/BLOBS                    the blob store URL, when not file://DIR/blobs
 //	DIR/gen-NNNNNN/index.duckdb  one generation
 //	DIR/gen-NNNNNN/UNFINISHED    marks one being built: never served
+//	DIR/PURGED                   "gen-NNNNNN TIME": the last purge; older generations never live again
 //	DIR/SERVER                   the serving process's address and local tokens (0600)
 //	DIR/*.tmp                    a pointer file being written; a crash leftover
 //
@@ -87,6 +88,7 @@ type Dir struct {
 	mu       sync.Mutex
 	building map[string]bool // generations made by NewGeneration, not yet published or abandoned
 	held     map[string]int  // generations open in this process: reference counts
+	released chan struct{}   // closed (and replaced) each time a hold is released
 }
 
 // Lock takes the lock of the index directory path, creating the directory
@@ -98,7 +100,7 @@ func Lock(path string) (*Dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dir{path: path, lock: l, building: map[string]bool{}, held: map[string]int{}}
+	d := &Dir{path: path, lock: l, building: map[string]bool{}, held: map[string]int{}, released: make(chan struct{})}
 	// A server record left by a server that died is stale now that the
 	// lock is free: no one would answer at its address.
 	if err := d.ClearServer(); err != nil {
@@ -183,6 +185,9 @@ func (d *Dir) Publish(gen string) error {
 	}
 	if _, err := os.Stat(d.GenerationPath(gen)); err != nil {
 		return fmt.Errorf("publish %s: %w", gen, err)
+	}
+	if err := CheckPurged(d.path, gen); err != nil {
+		return fmt.Errorf("publish %w", err)
 	}
 	// The generation's own entries (its index file, the marker's removal)
 	// are durable before CURRENT names it.
@@ -291,6 +296,8 @@ func (d *Dir) Hold(gen string) (release func()) {
 			if d.held[gen]--; d.held[gen] <= 0 {
 				delete(d.held, gen)
 			}
+			close(d.released)
+			d.released = make(chan struct{})
 			d.mu.Unlock()
 		})
 	}
@@ -298,40 +305,59 @@ func (d *Dir) Hold(gen string) (release func()) {
 
 // Clean is the one cleaner of the directory. It removes temporary files
 // left by a crash, generations newer than CURRENT that this process is not
-// building (unfinished rebuilds), and generations older than CURRENT past
+// building (unfinished rebuilds), generations older than the last purge
+// (they may hold erased text), and generations older than CURRENT past
 // the keep newest (CURRENT's included, keep ≥ 1), except those this
 // process holds open. It never removes the generation CURRENT names.
 // Without a valid CURRENT, or one naming a generation without an index
 // file, only temporary files go. It returns the generations removed.
 func (d *Dir) Clean(keep int) ([]string, error) {
+	r, err := d.CleanFiles(keep, false)
+	return r.Generations, err
+}
+
+// CleanFiles is Clean, returning everything it removed with its size; with
+// dryRun it removes nothing and returns what Clean would remove now.
+func (d *Dir) CleanFiles(keep int, dryRun bool) (Removal, error) {
+	var out Removal
 	if keep < 1 {
-		return nil, fmt.Errorf("clean %s: keep %d generations: want at least 1", d.path, keep)
+		return out, fmt.Errorf("clean %s: keep %d generations: want at least 1", d.path, keep)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	entries, err := os.ReadDir(d.path)
 	if err != nil {
-		return nil, fmt.Errorf("clean %s: %w", d.path, err)
+		return out, fmt.Errorf("clean %s: %w", d.path, err)
 	}
 	for _, e := range entries {
 		if !e.IsDir() && strings.HasSuffix(e.Name(), tmpSuffix) {
+			if fi, err := e.Info(); err == nil {
+				out.TempBytes += fi.Size()
+			}
+			out.Temp = append(out.Temp, e.Name())
+			if dryRun {
+				continue
+			}
 			if err := os.Remove(filepath.Join(d.path, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("clean %s: %w", d.path, err)
+				return out, fmt.Errorf("clean %s: %w", d.path, err)
 			}
 		}
 	}
 	cur, ok, err := currentName(d.path)
 	if err != nil || !ok {
-		return nil, nil // the generations may be all there is: the operator decides
+		return out, nil // the generations may be all there is: the operator decides
 	}
 	if _, err := os.Stat(d.GenerationPath(cur)); err != nil {
-		return nil, nil
+		return out, nil
+	}
+	purge, purged, err := ReadPurge(d.path)
+	if err != nil {
+		return out, fmt.Errorf("clean %s: %w", d.path, err)
 	}
 	gens, err := Generations(d.path)
 	if err != nil {
-		return nil, fmt.Errorf("clean %s: %w", d.path, err)
+		return out, fmt.Errorf("clean %s: %w", d.path, err)
 	}
-	var removed []string
 	kept := 0
 	for i := len(gens) - 1; i >= 0; i-- {
 		g := gens[i]
@@ -343,6 +369,8 @@ func (d *Dir) Clean(keep int) ([]string, error) {
 			if d.building[g] {
 				continue
 			}
+		case purged && g < purge.Generation:
+			// erased text may lie in it: never kept for a rollback
 		case kept < keep:
 			kept++
 			continue
@@ -350,17 +378,21 @@ func (d *Dir) Clean(keep int) ([]string, error) {
 		if d.held[g] > 0 {
 			continue
 		}
-		if err := os.RemoveAll(filepath.Join(d.path, g)); err != nil {
-			return removed, fmt.Errorf("clean %s: %w", d.path, err)
+		size := dirSize(filepath.Join(d.path, g))
+		if !dryRun {
+			if err := os.RemoveAll(filepath.Join(d.path, g)); err != nil {
+				return out, fmt.Errorf("clean %s: %w", d.path, err)
+			}
 		}
-		removed = append(removed, g)
+		out.Generations = append(out.Generations, g)
+		out.GenerationBytes += size
 	}
-	if len(removed) > 0 {
+	if len(out.Generations) > 0 && !dryRun {
 		if err := syncDir(d.path); err != nil {
-			return removed, fmt.Errorf("clean %s: %w", d.path, err)
+			return out, fmt.Errorf("clean %s: %w", d.path, err)
 		}
 	}
-	return removed, nil
+	return out, nil
 }
 
 // Previous returns the newest generation older than CURRENT's that has an
@@ -404,8 +436,13 @@ func Unfinished(dir, gen string) bool {
 // published, and a lone unfinished one (UNFINISHED: a creation or a
 // rebuild into an empty directory that was killed) is removed and a new one
 // made, so that part of an index is never served; several without CURRENT
-// are refused, as guessing could serve an old or unfinished one.
+// are refused, as guessing could serve an old or unfinished one. A purge
+// that crashed between its mark and its publish is finished first
+// (PurgedName).
 func (d *Dir) Resolve() (gen string, created bool, err error) {
+	if _, err := d.finishPurge(); err != nil {
+		return "", false, err
+	}
 	if gen, ok, err := Current(d.path); err != nil || ok {
 		return gen, false, err
 	}

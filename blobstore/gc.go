@@ -1,0 +1,121 @@
+package blobstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// BlobInfo describes one stored blob.
+type BlobInfo struct {
+	ID      string    // "sha256:<64 hex>"
+	Size    int64     // bytes
+	ModTime time.Time // when it was written, as the store reports it
+}
+
+// Blobs lists every blob in the store with its size, ordered by id.
+// Objects under blobs/ that are not blobs (temporary files) are left out.
+func (s *Store) Blobs(ctx context.Context) ([]BlobInfo, error) {
+	it := s.bucket.List(&blob.ListOptions{Prefix: "blobs/sha256/"})
+	var out []BlobInfo
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list blobs: %w", err)
+		}
+		id := "sha256:" + strings.TrimPrefix(obj.Key, "blobs/sha256/")
+		if _, err := BlobKey(id); err == nil {
+			out = append(out, BlobInfo{ID: id, Size: obj.Size, ModTime: obj.ModTime})
+		}
+	}
+	return out, nil // the listing is in key order, which is id order
+}
+
+// DeleteBlob removes blob id; it returns once the removal is durable (for
+// file:// stores, the directory is fsynced). Deleting a blob that does not
+// exist is not an error. The caller checks that no record names the blob:
+// blobs are content-addressed and shared. On a versioned object store
+// (S3 versioning, GCS object versions) the provider keeps the old
+// version: the bytes are not erased there.
+func (s *Store) DeleteBlob(ctx context.Context, id string) error {
+	key, err := BlobKey(id)
+	if err != nil {
+		return fmt.Errorf("delete blob: %w", err)
+	}
+	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return fmt.Errorf("delete blob %s: %w", id, err)
+	}
+	if s.localDir != "" {
+		return syncDir(filepath.Dir(s.localPath(key)))
+	}
+	return nil
+}
+
+// TempFile is a temporary file a crashed write left in a file:// store.
+type TempFile struct {
+	Path    string // absolute path
+	Size    int64  // bytes
+	ModTime time.Time
+}
+
+// TempFiles lists the temporary files in a file:// store: a Batch's or the
+// file driver's (NAME.<suffix>.tmp beside the final name), which a crash
+// leaves behind. Other stores have none; the list is empty.
+func (s *Store) TempFiles(ctx context.Context) ([]TempFile, error) {
+	if s.localDir == "" {
+		return nil, nil
+	}
+	var out []TempFile
+	for _, sub := range []string{"blobs", "documents"} {
+		root := filepath.Join(s.localDir, sub)
+		err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil
+				}
+				return err
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if e.IsDir() || !strings.HasSuffix(e.Name(), ".tmp") {
+				return nil
+			}
+			fi, err := e.Info()
+			if err != nil {
+				return nil // removed meanwhile
+			}
+			out = append(out, TempFile{Path: path, Size: fi.Size(), ModTime: fi.ModTime()})
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list temporary files of %s: %w", s.url, err)
+		}
+	}
+	return out, nil
+}
+
+// RemoveTemp removes a temporary file that TempFiles listed. It refuses a
+// path outside the store or not named as a temporary file.
+func (s *Store) RemoveTemp(path string) error {
+	rel, err := filepath.Rel(s.localDir, path)
+	if s.localDir == "" || err != nil || strings.HasPrefix(rel, "..") || !strings.HasSuffix(path, ".tmp") {
+		return fmt.Errorf("remove %s: not a temporary file of %s", path, s.url)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}

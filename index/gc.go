@@ -1,0 +1,187 @@
+package index
+
+// Garbage: orphan blobs, crash leftovers, generations kept for a rollback.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/escurel/escurel/blobstore"
+	"github.com/escurel/escurel/internal/layout"
+)
+
+// DefaultGCMinAge is GCOptions.MinAge's default.
+const DefaultGCMinAge = time.Hour
+
+// GCOptions configure GC. The zero value removes, for real, orphans and
+// temporary files older than DefaultGCMinAge.
+type GCOptions struct {
+	// DryRun reports what would be removed and removes nothing.
+	DryRun bool
+	// MinAge spares orphan blobs and temporary files of the blob store
+	// younger than it: an ingest uploads its blobs before it takes the
+	// writer lock to store the records that name them, so a blob that no
+	// record names yet may be in use. 0 means DefaultGCMinAge; a negative
+	// value spares none, for a caller that knows no ingest runs (the
+	// escurel gc command: its process holds the directory alone).
+	MinAge time.Duration
+}
+
+// GCResult is what GC removed (or, with DryRun, would remove).
+type GCResult struct {
+	DryRun bool `json:"dry_run"`
+	// OrphanBlobs are blob ids no record names.
+	OrphanBlobs []string `json:"orphan_blobs"`
+	OrphanBytes int64    `json:"orphan_bytes"`
+	// TempFiles are temporary files a crash left: paths in a file://
+	// blob store, names in the index directory.
+	TempFiles []string `json:"temp_files"`
+	TempBytes int64    `json:"temp_bytes"`
+	// Generations are unfinished generations (newer than the live one,
+	// built by no one) and generations older than the last purge.
+	Generations     []string `json:"generations"`
+	GenerationBytes int64    `json:"generation_bytes"`
+}
+
+// Bytes is the total size of what GC removed, in bytes.
+func (r *GCResult) Bytes() int64 { return r.OrphanBytes + r.TempBytes + r.GenerationBytes }
+
+// GC removes orphan blobs (blobs no record names: the old bytes of
+// replaced and deleted documents) and crash leftovers: temporary files of
+// the blob store and the index directory, and unfinished generations
+// (through the directory's one cleaner, layout.Dir.Clean, keeping every
+// finished generation a rollback may use). It holds writes back while it
+// runs. Removing an orphan blob erases it on a file:// or mem:// store; a
+// versioned object store keeps the old version.
+func (ix *Index) GC(ctx context.Context, opts *GCOptions) (*GCResult, error) {
+	if opts == nil {
+		opts = &GCOptions{}
+	}
+	minAge := opts.MinAge
+	if minAge == 0 {
+		minAge = DefaultGCMinAge
+	}
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	if _, err := ix.live(); err != nil {
+		return nil, err
+	}
+	res := &GCResult{DryRun: opts.DryRun}
+	young := func(t time.Time) bool { return minAge > 0 && time.Since(t) < minAge }
+	orphans, err := ix.orphans(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("gc: %w", err)
+	}
+	for _, b := range orphans {
+		if young(b.ModTime) {
+			continue
+		}
+		if !opts.DryRun {
+			if err := ix.blobs.DeleteBlob(ctx, b.ID); err != nil {
+				return res, fmt.Errorf("gc: %w", err)
+			}
+		}
+		res.OrphanBlobs = append(res.OrphanBlobs, b.ID)
+		res.OrphanBytes += b.Size
+	}
+	tmps, err := ix.blobs.TempFiles(ctx)
+	if err != nil {
+		return res, fmt.Errorf("gc: %w", err)
+	}
+	for _, f := range tmps {
+		if young(f.ModTime) {
+			continue
+		}
+		if !opts.DryRun {
+			if err := ix.blobs.RemoveTemp(f.Path); err != nil {
+				return res, fmt.Errorf("gc: %w", err)
+			}
+		}
+		res.TempFiles = append(res.TempFiles, f.Path)
+		res.TempBytes += f.Size
+	}
+	r, err := ix.layout.CleanFiles(math.MaxInt, opts.DryRun)
+	res.TempFiles = append(res.TempFiles, r.Temp...)
+	res.TempBytes += r.TempBytes
+	res.Generations, res.GenerationBytes = r.Generations, r.GenerationBytes
+	if err != nil {
+		return res, fmt.Errorf("gc: %w", err)
+	}
+	return res, nil
+}
+
+// orphans lists the blobs no record names. The caller holds writeMu, so
+// no record is stored meanwhile.
+func (ix *Index) orphans(ctx context.Context) ([]blobstore.BlobInfo, error) {
+	recs, err := ix.blobs.Records(ctx)
+	if err != nil {
+		return nil, err
+	}
+	named := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		named[r.BlobID] = true
+	}
+	all, err := ix.blobs.Blobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []blobstore.BlobInfo
+	for _, b := range all {
+		if !named[b.ID] {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+// Reclaimable is the disk space that garbage takes, in bytes and counts.
+// It reveals sizes: show it only to callers cleared for restricted
+// documents (as escurel status does).
+type Reclaimable struct {
+	// Orphan blobs: no record names them (escurel gc removes them).
+	OrphanBlobs     int   `json:"orphan_blobs"`
+	OrphanBlobBytes int64 `json:"orphan_blob_bytes"`
+	// Generations older than the live one, kept for a rollback (a
+	// rebuild keeps --keep of them; a purge removes them all).
+	OldGenerations     int   `json:"old_generations"`
+	OldGenerationBytes int64 `json:"old_generation_bytes"`
+	// Crash leftovers: temporary files and unfinished generations
+	// (escurel gc removes them).
+	Leftovers     int   `json:"leftovers"`
+	LeftoverBytes int64 `json:"leftover_bytes"`
+}
+
+// Bytes is the total, in bytes.
+func (r *Reclaimable) Bytes() int64 {
+	return r.OrphanBlobBytes + r.OldGenerationBytes + r.LeftoverBytes
+}
+
+// Reclaimable measures the garbage: orphan blobs, crash leftovers (what GC
+// would remove, whatever their age) and the older generations. It holds
+// writes back while it lists the blob store.
+func (ix *Index) Reclaimable(ctx context.Context) (*Reclaimable, error) {
+	g, err := ix.GC(ctx, &GCOptions{DryRun: true, MinAge: -1})
+	if err != nil {
+		return nil, err
+	}
+	r := &Reclaimable{OrphanBlobs: len(g.OrphanBlobs), OrphanBlobBytes: g.OrphanBytes,
+		Leftovers: len(g.TempFiles) + len(g.Generations), LeftoverBytes: g.TempBytes + g.GenerationBytes}
+	live := ix.Generation()
+	gens, err := layout.Generations(ix.dir)
+	if err != nil {
+		return nil, fmt.Errorf("reclaimable: %w", err)
+	}
+	leftover := map[string]bool{}
+	for _, gen := range g.Generations {
+		leftover[gen] = true
+	}
+	for _, gen := range gens {
+		if gen < live && !leftover[gen] {
+			r.OldGenerations++
+			r.OldGenerationBytes += layout.GenerationBytes(ix.dir, gen)
+		}
+	}
+	return r, nil
+}

@@ -1,0 +1,325 @@
+package index
+
+// Purge: a delete that erases. See Index.Purge and ARCHITECTURE.md
+// ("Erasure").
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/escurel/escurel/blobstore"
+	"github.com/escurel/escurel/internal/layout"
+)
+
+// ErrPurged is returned, wrapped in a *layout.PurgedError, by Rollback
+// (and by any publish) of a generation older than the last purge: it may
+// hold the text of the documents the purge erased. Force does not
+// override it.
+var ErrPurged = layout.ErrPurged
+
+// PurgeResult is what Purge erased.
+type PurgeResult struct {
+	// Documents are the doc ids deleted.
+	Documents []string `json:"documents"`
+	// Blobs are the blob ids removed: those of the deleted documents that
+	// no other record names. BlobBytes is their size.
+	Blobs     []string `json:"blobs"`
+	BlobBytes int64    `json:"blob_bytes"`
+	// Generation is the new live generation: the live database written
+	// into a fresh file, without the freed pages that held the text.
+	// FileBytes is its size.
+	Generation string `json:"generation"`
+	FileBytes  int64  `json:"file_bytes"`
+	// Dropped are the generations removed (the one live before the purge
+	// and those kept for a rollback), DroppedBytes their size with the
+	// temporary files removed.
+	Dropped      []string `json:"dropped"`
+	DroppedBytes int64    `json:"dropped_bytes"`
+	// Elapsed is the purge's duration.
+	Elapsed time.Duration `json:"elapsed_ns"`
+}
+
+// Reclaimed is the bytes the purge freed: blobs and dropped generations,
+// less the new generation's file (negative when the rewrite outgrew what
+// it replaced).
+func (r *PurgeResult) Reclaimed() int64 { return r.BlobBytes + r.DroppedBytes - r.FileBytes }
+
+// Purge deletes documents as Delete does (named by doc id or source) and
+// erases every copy of their text that escurel keeps:
+//
+//   - their records, and each raw blob that no other record (nor any
+//     document row) names; a blob shared with another document stays;
+//   - their rows, then the full-text index compacted, so that its
+//     dictionary keeps no term only they had, and the vectors of their
+//     blocks in every embedding set;
+//   - the freed pages and the write-ahead log of the live database: the
+//     live rows are copied into a fresh file (COPY FROM DATABASE), which
+//     becomes a new generation, recorded as the last purge (layout's
+//     PURGED) and published; the Index switches to it as a rebuild's swap
+//     does (running searches finish on the old state);
+//   - every older generation, the one live before included, once its last
+//     reader has left (Purge waits for them until ctx ends), and the
+//     directory's temporary files.
+//
+// From then on no generation older than the purge becomes live again:
+// Rollback refuses it, even with Force, naming the purge's time.
+//
+// Names that match no document are an error after the rest is done; the
+// erasure runs all the same, so a Purge of an already deleted document
+// erases what its Delete left in the index directory. Copies outside the
+// index directory and a file:// store are not escurel's to erase: object
+// versions of a versioned bucket, backups, snapshots, and blocks a file
+// system or disk keeps after a file is removed.
+//
+// It holds writes back until the new generation is live; searches go on.
+// An error before the purge's mark leaves the old generation live with the
+// documents deleted (not erased: Purge again); after it, the directory
+// serves the new generation (a later Open finishes a publish that a crash
+// interrupted), and the error says what is left.
+func (ix *Index) Purge(ctx context.Context, names ...string) (*PurgeResult, error) {
+	start := time.Now()
+	res := &PurgeResult{}
+	missing, err := ix.purgeLive(ctx, res, names)
+	if err != nil {
+		res.Elapsed = time.Since(start)
+		return res, err
+	}
+	// Without writeMu: readers still on the old state leave, its database
+	// closes, and its generation goes.
+	r, err := ix.layout.RemoveBefore(ctx, res.Generation)
+	res.Dropped, res.DroppedBytes = r.Generations, r.Bytes()
+	res.Elapsed = time.Since(start)
+	if err != nil {
+		return res, fmt.Errorf("purge: %s is live without the erased text, but older generations that hold it remain (escurel gc removes them; no rollback serves them): %w", res.Generation, err)
+	}
+	return res, missing
+}
+
+// purgeLive is Purge's part under writeMu: delete, erase the blobs and the
+// derived rows, rewrite the live database into a new generation, mark the
+// purge, publish and switch. missing is the error for names that matched
+// no document.
+func (ix *Index) purgeLive(ctx context.Context, res *PurgeResult, names []string) (missing error, err error) {
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	s, err := ix.live()
+	if err != nil {
+		return nil, err
+	}
+	done, recs, err := s.deleteDocs(ctx, names...)
+	res.Documents = done
+	if errors.Is(err, errNoDocument) {
+		missing = fmt.Errorf("purge: %w", err)
+	} else if err != nil {
+		return nil, fmt.Errorf("purge: %w", err)
+	}
+	if err := s.purgeBlobs(ctx, recs, res); err != nil {
+		return nil, err
+	}
+	if err := s.eraseDerived(ctx); err != nil {
+		return nil, err
+	}
+	gen, err := ix.layout.NewGeneration()
+	if err != nil {
+		return nil, fmt.Errorf("purge: %w", err)
+	}
+	path := ix.layout.GenerationPath(gen)
+	if err := s.rewriteTo(ctx, path); err != nil {
+		ix.layout.Abandon(gen)
+		return nil, err
+	}
+	res.Generation, res.FileBytes = gen, fileSize(path)
+	if err := ix.layout.MarkPurge(gen, ix.cfg.now()); err != nil {
+		ix.layout.Abandon(gen)
+		return nil, fmt.Errorf("purge: %w", err)
+	}
+	// From here on the purge is recorded: nothing undoes it, and ctx's
+	// cancellation no longer stops it.
+	ctx = context.WithoutCancel(ctx)
+	if err := ix.layout.Publish(gen); err != nil {
+		if cur, ok, rerr := layout.Current(ix.dir); rerr != nil || !ok || cur != gen {
+			ix.stale = gen // writes to the old generation would be lost when the next Open finishes the purge
+			return nil, fmt.Errorf("purge: %s is written and recorded as the purge, but publishing it failed: %w; close and open the index again to finish", gen, err)
+		}
+	}
+	if err := ix.switchTo(ctx, gen); err != nil {
+		ix.stale = gen
+		return nil, fmt.Errorf("purge: %s is live, but this process still serves %s: %w; call Reload", gen, s.gen, err)
+	}
+	return missing, nil
+}
+
+// purgeBlobs removes the blobs of recs that no record and no document row
+// names any more.
+func (ix *state) purgeBlobs(ctx context.Context, recs []*blobstore.Record, res *PurgeResult) error {
+	cand := map[string]bool{}
+	for _, r := range recs {
+		if r.BlobID != "" {
+			cand[r.BlobID] = true
+		}
+	}
+	if len(cand) == 0 {
+		return nil
+	}
+	all, err := ix.blobs.Records(ctx)
+	if err != nil {
+		return fmt.Errorf("purge: the documents are deleted, but their blobs were kept: %w (escurel gc removes them)", err)
+	}
+	for _, r := range all {
+		delete(cand, r.BlobID)
+	}
+	rows, err := ix.db.QueryContext(ctx, `SELECT DISTINCT blob_id FROM documents`)
+	if err != nil {
+		return fmt.Errorf("purge: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return fmt.Errorf("purge: %w", err)
+		}
+		delete(cand, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("purge: %w", err)
+	}
+	if len(cand) == 0 {
+		return nil
+	}
+	infos, err := ix.blobs.Blobs(ctx)
+	if err != nil {
+		return fmt.Errorf("purge: %w", err)
+	}
+	for _, b := range infos {
+		if !cand[b.ID] {
+			continue
+		}
+		if err := ix.blobs.DeleteBlob(ctx, b.ID); err != nil {
+			return fmt.Errorf("purge: the documents are deleted, but not all their blobs: %w (escurel gc removes them)", err)
+		}
+		res.Blobs = append(res.Blobs, b.ID)
+		res.BlobBytes += b.Size
+	}
+	return nil
+}
+
+// eraseDerived drops what the live rows still derive from deleted blocks:
+// their vectors in embedding sets other than the active one, and, by a
+// compaction, their postings, field lengths and the dictionary's terms no
+// live block holds.
+func (ix *state) eraseDerived(ctx context.Context) error {
+	rows, err := ix.db.QueryContext(ctx, `SELECT table_name FROM duckdb_tables()
+		WHERE database_name = current_database() AND schema_name = 'main' AND table_name LIKE 'vectors\_%' ESCAPE '\'`)
+	if err != nil {
+		return fmt.Errorf("purge: %w", err)
+	}
+	var tables []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			rows.Close()
+			return fmt.Errorf("purge: %w", err)
+		}
+		tables = append(tables, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("purge: %w", err)
+	}
+	for _, t := range tables {
+		if _, err := ix.db.ExecContext(ctx, `DELETE FROM "`+t+`" WHERE block_id NOT IN (SELECT block_id FROM blocks)`); err != nil {
+			return fmt.Errorf("purge: %s: %w", t, err)
+		}
+	}
+	if err := ix.fts.Compact(ctx, ix.db); err != nil {
+		return fmt.Errorf("purge: %w", err)
+	}
+	return nil
+}
+
+// rewriteTo writes the generation's live rows into a new DuckDB file at
+// dst: schema, sequences and data, none of the old file's free pages or
+// log. The caller holds writeMu.
+func (ix *state) rewriteTo(ctx context.Context, dst string) error {
+	conn, err := ix.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("purge: %w", err)
+	}
+	defer conn.Close()
+	var catalog string
+	if err := conn.QueryRowContext(ctx, `SELECT current_database()`).Scan(&catalog); err != nil {
+		return fmt.Errorf("purge: %w", err)
+	}
+	const alias = "escurel_purge"
+	stmts := []string{
+		`ATTACH '` + strings.ReplaceAll(dst, "'", "''") + `' AS ` + alias,
+		`COPY FROM DATABASE "` + strings.ReplaceAll(catalog, `"`, `""`) + `" TO ` + alias,
+	}
+	for _, q := range stmts {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			conn.ExecContext(context.WithoutCancel(ctx), `DETACH DATABASE IF EXISTS `+alias)
+			return fmt.Errorf("purge: write %s: %w", dst, err)
+		}
+	}
+	err = checkSequences(ctx, conn, catalog, alias)
+	if _, derr := conn.ExecContext(context.WithoutCancel(ctx), `DETACH DATABASE `+alias); err == nil && derr != nil {
+		err = derr
+	}
+	if err != nil {
+		return fmt.Errorf("purge: write %s: %w", dst, err)
+	}
+	if _, err := os.Stat(dst + ".wal"); err == nil {
+		return fmt.Errorf("purge: write %s: a write-ahead log stayed after the copy", dst)
+	}
+	return syncFile(dst)
+}
+
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	f.Close()
+	if err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// checkSequences checks that each sequence of the copy continues where
+// the original's is (COPY FROM DATABASE starts it past the original's last
+// value): a block id is never given twice.
+func checkSequences(ctx context.Context, conn *sql.Conn, from, to string) error {
+	rows, err := conn.QueryContext(ctx, `SELECT o.sequence_name, coalesce(o.last_value, o.start_value - 1), c.start_value, c.last_value
+		FROM duckdb_sequences() o LEFT JOIN duckdb_sequences() c ON c.database_name = ? AND c.sequence_name = o.sequence_name
+		WHERE o.database_name = ?`, to, from)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var last int64
+		var start, copied sql.NullInt64
+		if err := rows.Scan(&name, &last, &start, &copied); err != nil {
+			return err
+		}
+		if !start.Valid || (!copied.Valid && start.Int64 <= last) || (copied.Valid && copied.Int64 < last) {
+			return fmt.Errorf("sequence %s: the copy would give values from %v again (the original's last is %d)", name, start, last)
+		}
+	}
+	return rows.Err()
+}
