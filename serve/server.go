@@ -10,8 +10,12 @@
 // request field and no tool argument sets it, and every read passes it to
 // the index, which drops what lies above it (index.SearchOptions.Clearance).
 //
-// This slice reads only: ingest, delete, rebuild and the other writes are
-// not served yet.
+// With Options.AllowWrite, callers whose token has write permission may
+// also ingest, delete, rebuild, reembed, roll back and compact. Each write
+// is a Job: the server runs one at a time, in the order they came, and
+// keeps a bounded queue of the others (see Options.MaxQueue). A writer
+// touches only documents at or below its clearance; the writes that act
+// on every document need restricted clearance.
 package serve
 
 import (
@@ -22,6 +26,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -55,6 +61,21 @@ type Options struct {
 	// ShutdownTimeout bounds how long Serve waits for running requests
 	// once its context is done. Default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// AllowWrite serves the writes (ingest, delete, rebuild, reembed,
+	// rollback, compact) to callers whose token has write permission.
+	// Without it every write answers 403 and MCP offers no write tool.
+	AllowWrite bool
+	// AllowPaths, when not empty, is a directory whose files a writer of
+	// restricted clearance may ingest by path (IngestInput.Path); paths
+	// outside it, symbolic links resolved, are refused. Empty: no path
+	// is read, only uploaded bytes.
+	AllowPaths string
+	// MaxUploadBytes bounds one ingested document. Default
+	// DefaultMaxUploadBytes.
+	MaxUploadBytes int64
+	// MaxQueue bounds the write jobs waiting behind the running one;
+	// past it a write answers 429. Default DefaultMaxQueue.
+	MaxQueue int
 }
 
 // Server answers requests for one open index. It does not own the index:
@@ -70,15 +91,21 @@ type Server struct {
 	mux     *http.ServeMux
 	handler http.Handler
 	api     huma.API
-	mcp     map[string]*mcp.Server // by clearance
+	mcp     map[Caller]*mcp.Server // by clearance and write (Name empty)
+	jobs    *jobQueue              // nil without AllowWrite
+	// allowRoot is Options.AllowPaths, absolute and with symbolic links
+	// resolved.
+	allowRoot string
 	// ready is false once shutdown has begun, so that /readyz sends load
 	// balancers elsewhere while running requests drain.
 	ready atomic.Bool
 }
 
 // New builds a server for ix; it touches no storage and listens on
-// nothing (see Serve, Handler).
-func New(ix *index.Index, opts *Options) *Server {
+// nothing (see Serve, Handler). With Options.AllowWrite it starts the
+// goroutine that runs write jobs, which Serve's end or Close stops. The
+// error is for an Options.AllowPaths that is not a directory.
+func New(ix *index.Index, opts *Options) (*Server, error) {
 	s := &Server{ix: ix, sv: &service{ix: ix}, metrics: newMetrics(), mux: http.NewServeMux()}
 	if opts != nil {
 		s.opts = *opts
@@ -88,6 +115,25 @@ func New(ix *index.Index, opts *Options) *Server {
 	}
 	if s.opts.ShutdownTimeout <= 0 {
 		s.opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if s.opts.MaxUploadBytes <= 0 {
+		s.opts.MaxUploadBytes = DefaultMaxUploadBytes
+	}
+	if s.opts.MaxQueue <= 0 {
+		s.opts.MaxQueue = DefaultMaxQueue
+	}
+	if s.opts.AllowPaths != "" {
+		root, err := filepath.Abs(s.opts.AllowPaths)
+		if err == nil {
+			root, err = filepath.EvalSymlinks(root)
+		}
+		if fi, serr := os.Stat(root); err == nil && (serr != nil || !fi.IsDir()) {
+			err = errors.New("not a directory")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("allowed paths %s: %w", s.opts.AllowPaths, err)
+		}
+		s.allowRoot = root
 	}
 	s.tokens = s.opts.Tokens
 	s.log = s.opts.Logger
@@ -109,16 +155,21 @@ func New(ix *index.Index, opts *Options) *Server {
 	s.api = humago.New(s.mux, config)
 	s.routes(s.api)
 
-	s.mcp = map[string]*mcp.Server{}
+	s.mcp = map[Caller]*mcp.Server{}
 	for _, c := range []string{index.Public, index.Internal, index.Restricted} {
-		s.mcp[c] = s.MCPServer(c)
+		for _, w := range []bool{false, true} {
+			s.mcp[Caller{Clearance: c, Write: w}] = s.MCPServer(Caller{Clearance: c, Write: w})
+		}
 	}
 	// Stateless: each POST is its own session, built for the caller its
 	// token names, so a session never outlives the token that opened it.
+	// The write tools read the caller's name from the request.
 	s.mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
-		return s.mcp[callerFrom(r.Context()).Clearance]
+		c := callerFrom(r.Context())
+		return s.mcp[Caller{Clearance: c.Clearance, Write: c.Write}]
 	}, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: MaxBodyBytes}))
 
+	s.metrics.watch(ix)
 	s.mux.Handle("GET /metrics", s.metrics.handler())
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -130,9 +181,25 @@ func New(ix *index.Index, opts *Options) *Server {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "generation": s.ix.Generation()})
 	})
+	if s.opts.AllowWrite {
+		s.jobs = newJobQueue(s.opts.MaxQueue, s.metrics.jobFinished, s.metrics.setQueued)
+	}
 	s.handler = s.instrument(s.authenticate(s.timeout(s.mux)))
 	s.ready.Store(true)
-	return s
+	return s, nil
+}
+
+// Close stops the write jobs: new ones are refused, waiting ones are
+// canceled, and the running one is canceled and waited for (an ingest's
+// transaction rolls back; a rebuild abandons its new generation). Serve
+// calls it once its context is done; call it after using Handler alone.
+// It does not close the index.
+func (s *Server) Close() error {
+	s.ready.Store(false)
+	if s.jobs != nil {
+		s.jobs.close()
+	}
+	return nil
 }
 
 // Handler returns the server's HTTP handler: the API, /mcp, /metrics and
@@ -182,7 +249,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.ready.Store(false)
 	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
 	defer cancel()
-	err := hs.Shutdown(sctx)
+	// Stop accepting and drain while the write jobs are canceled: a
+	// request waiting for a job (wait=true) then answers with it.
+	shut := make(chan error, 1)
+	go func() { shut <- hs.Shutdown(sctx) }()
+	s.Close()
+	err := <-shut
 	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr
 	}
@@ -192,14 +264,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// ServeStdio serves MCP over stdin and stdout at clearance until ctx is
-// done or the client closes its end. in and out are the process's stdio
-// in production.
-func (s *Server) ServeStdio(ctx context.Context, clearance string, in io.ReadCloser, out io.WriteCloser) error {
-	if err := index.CheckSensitivity(clearance); err != nil {
+// ServeStdio serves MCP over stdin and stdout to c (its clearance, and
+// whether it may write, which needs Options.AllowWrite too) until ctx is
+// done or the client closes its end, then stops the write jobs (Close).
+// in and out are the process's stdio in production.
+func (s *Server) ServeStdio(ctx context.Context, c Caller, in io.ReadCloser, out io.WriteCloser) error {
+	if err := index.CheckSensitivity(c.Clearance); err != nil {
 		return err
 	}
-	err := s.MCPServer(clearance).Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
+	defer s.Close()
+	ctx = context.WithValue(ctx, callerKey{}, c)
+	err := s.MCPServer(c).Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
 	if err != nil && ctx.Err() != nil {
 		return nil
 	}
