@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -171,10 +172,33 @@ func (s *Server) httpError(ctx context.Context, err error, where string) error {
 // embedderDown says what to do when the embedder cannot embed a query.
 const embedderDown = "the embedder is unreachable (or failing), so modes dense and hybrid cannot answer now; mode bm25 still works (\"mode\": \"bm25\")"
 
-// clipValue cuts a string value a caller sent to MaxEcho bytes.
+// clipValue cuts a value a caller sent to MaxEcho bytes: a string, or
+// anything else by its JSON.
 func clipValue(v any) any {
-	if s, ok := v.(string); ok {
-		return clip(s)
+	switch x := v.(type) {
+	case nil, bool, int, int64, float64:
+		return v
+	case string:
+		return clip(x)
+	}
+	data, err := json.Marshal(v)
+	if err != nil || len(data) > MaxEcho {
+		return clip(string(data))
 	}
 	return v
+}
+
+// huma's own validation errors (maxLength, enum, an unknown property)
+// echo the offending value: cut it, so that a 422 never repeats a
+// request's megabyte. huma.NewError is huma's documented hook.
+func init() {
+	newError := huma.NewError
+	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
+		for _, e := range errs {
+			if d, ok := e.(*huma.ErrorDetail); ok {
+				d.Value = clipValue(d.Value)
+			}
+		}
+		return newError(status, msg, errs...)
+	}
 }

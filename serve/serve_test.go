@@ -248,6 +248,10 @@ func TestLimits(t *testing.T) {
 		{"missing document", "GET", "/v1/documents/00000000000000000000000000000000/text", "", nil, 404, "not found"},
 		{"unknown token", "GET", "/v1/status", "tok-unknown-0123456789", nil, 401, "unknown bearer token"},
 		{"unknown token on mcp", "POST", "/mcp", "tok-unknown-0123456789", map[string]any{}, 401, "unknown bearer token"},
+		{"unknown route", "GET", "/v1/nothing", "", nil, 404, "no such route"},
+		{"wrong method", "DELETE", "/v1/search", "", nil, 405, "method not allowed"},
+		{"clearance parameter", "GET", "/v1/status?clearance=restricted", "", nil, 400, "clearance"},
+		{"long value cut", "POST", "/v1/search", "", map[string]any{"query": "x", "mode": strings.Repeat("m", 1000)}, 422, "body.mode"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, body := f.do(t, c.method, c.path, c.token, c.body)
@@ -256,6 +260,9 @@ func TestLimits(t *testing.T) {
 			}
 			if !json.Valid(body) {
 				t.Errorf("not JSON: %s", body)
+			}
+			if len(body) > 1500 && c.code == 422 {
+				t.Errorf("a 422 of %d bytes echoes the value whole", len(body))
 			}
 		})
 	}

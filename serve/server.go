@@ -184,7 +184,7 @@ func New(ix *index.Index, opts *Options) (*Server, error) {
 	if s.opts.AllowWrite {
 		s.jobs = newJobQueue(s.opts.MaxQueue, s.metrics.jobFinished, s.metrics.setQueued)
 	}
-	s.handler = s.instrument(s.authenticate(s.timeout(s.mux)))
+	s.handler = s.instrument(s.authenticate(s.timeout(s.problems(s.mux))))
 	s.ready.Store(true)
 	return s, nil
 }
@@ -210,6 +210,52 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // OpenAPI returns the OpenAPI document of the API, as served at
 // /v1/openapi.json.
 func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
+
+// problems answers what the mux itself answers (an unknown route, a
+// wrong method) as RFC 9457 problems, as huma answers everything else,
+// and refuses a clearance query parameter: clearance comes from the token.
+func (s *Server) problems(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("clearance") {
+			writeProblem(w, http.StatusBadRequest, "clearance: not a request parameter; a caller's clearance comes from its bearer token only")
+			return
+		}
+		if _, pattern := s.mux.Handler(r); pattern == "" {
+			// Allow is set by the mux for a wrong method; keep it.
+			rec := &problemWriter{ResponseWriter: w}
+			next.ServeHTTP(rec, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// problemWriter turns the mux's text/plain 404 and 405 into problems.
+type problemWriter struct {
+	http.ResponseWriter
+	replaced bool
+}
+
+func (w *problemWriter) WriteHeader(code int) {
+	if code == http.StatusNotFound || code == http.StatusMethodNotAllowed {
+		w.replaced = true
+		detail := "no such route: see /v1/openapi.json"
+		if code == http.StatusMethodNotAllowed {
+			detail = "method not allowed on this route (Allow lists those that are)"
+		}
+		w.Header().Del("X-Content-Type-Options")
+		writeProblem(w.ResponseWriter, code, detail)
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *problemWriter) Write(b []byte) (int, error) {
+	if w.replaced {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
 
 // timeout bounds each /v1 request by RequestTimeout (MCP tool calls are
 // bounded in tool).
