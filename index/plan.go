@@ -107,7 +107,7 @@ func (ix *state) plan(ctx context.Context, query string, opts *SearchOptions) (*
 	}
 	if p.mode != ModeBM25 {
 		if p.vector, err = ix.embedQuery(ctx, query); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w (mode bm25 needs none): %w", ErrEmbedder, err)
 		}
 	}
 	return p, nil

@@ -17,6 +17,12 @@ import (
 // ModeHybrid of an index without vectors (built with embed.None).
 var ErrNoVectors = errors.New("index: no vectors (embedder none)")
 
+// ErrEmbedder is returned, wrapped with the embedder's own error, by a
+// search in ModeDense or ModeHybrid when the query cannot be embedded:
+// the model server is unreachable, times out or answers an error.
+// ModeBM25 needs no embedder and still answers.
+var ErrEmbedder = errors.New("index: the embedder failed to embed the query")
+
 // DefaultK is the number of hits Search returns when SearchOptions.K is 0.
 const DefaultK = 10
 
@@ -179,7 +185,8 @@ type Hit struct {
 // refresh step, and a write whole or not at all.
 //
 // Errors: invalid options; a mode the index cannot serve (ModeDense
-// without vectors); the embedder's or the reranker's error; storage errors.
+// without vectors); ErrEmbedder wrapping the embedder's error; the
+// reranker's error; storage errors.
 func (ix *Index) Search(ctx context.Context, query string, opts *SearchOptions) ([]Hit, error) {
 	s, err := ix.acquire()
 	if err != nil {

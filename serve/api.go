@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -53,6 +54,7 @@ type statusResponse struct {
 // routes registers the /v1 operations on api. Every handler takes the
 // clearance from the caller that authenticate put in the context.
 func (s *Server) routes(api huma.API) {
+	defer s.writeRoutes(api)
 	huma.Register(api, huma.Operation{
 		OperationID:  "search",
 		Method:       http.MethodPost,
@@ -129,20 +131,35 @@ func (s *Server) routes(api huma.API) {
 }
 
 // httpError turns a service error into the problem huma writes: 422
-// naming the field (where: "body", "query" or "path"), 404, 503 past the
-// request timeout or while closing, else 500 with the detail kept for the
-// log (a storage error may name files).
+// naming the field (where: "body", "query" or "path"; a value longer than
+// MaxEcho bytes is cut), 403 for a write the token does not allow, 404,
+// 429 when the job queue is full, 503 past the request timeout, while
+// closing or with the embedder down, else 500 with the detail kept for
+// the log (a storage error may name files).
 func (s *Server) httpError(ctx context.Context, err error, where string) error {
 	var fe *FieldError
+	var ae *AccessError
+	var nf *notFoundError
 	switch {
 	case errors.As(err, &fe):
 		loc := fe.Field
 		if where != "" {
 			loc = where + "." + fe.Field
 		}
-		return huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: loc, Message: fe.Message, Value: fe.Value})
+		return huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: loc, Message: fe.Message, Value: clipValue(fe.Value)})
+	case errors.As(err, &ae):
+		return huma.Error403Forbidden(ae.Reason)
+	case errors.As(err, &nf):
+		return huma.Error404NotFound(nf.Error())
 	case errors.Is(err, index.ErrNotFound):
 		return huma.Error404NotFound("not found (or not within your clearance)")
+	case errors.Is(err, errQueueFull):
+		return huma.NewError(http.StatusTooManyRequests, err.Error())
+	case errors.Is(err, errShuttingDown):
+		return huma.Error503ServiceUnavailable("the server is shutting down: it takes no more writes")
+	case errors.Is(err, index.ErrEmbedder):
+		s.log.WarnContext(ctx, "embedder failed", "err", err)
+		return huma.Error503ServiceUnavailable(embedderDown)
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 		return huma.Error503ServiceUnavailable(fmt.Sprintf("the request took longer than the server's limit of %s", s.opts.RequestTimeout))
 	case errors.Is(err, index.ErrClosed):
@@ -150,4 +167,38 @@ func (s *Server) httpError(ctx context.Context, err error, where string) error {
 	}
 	s.log.ErrorContext(ctx, "request failed", "err", err)
 	return huma.Error500InternalServerError("internal error (the server's log has the details)")
+}
+
+// embedderDown says what to do when the embedder cannot embed a query.
+const embedderDown = "the embedder is unreachable (or failing), so modes dense and hybrid cannot answer now; mode bm25 still works (\"mode\": \"bm25\")"
+
+// clipValue cuts a value a caller sent to MaxEcho bytes: a string, or
+// anything else by its JSON.
+func clipValue(v any) any {
+	switch x := v.(type) {
+	case nil, bool, int, int64, float64:
+		return v
+	case string:
+		return clip(x)
+	}
+	data, err := json.Marshal(v)
+	if err != nil || len(data) > MaxEcho {
+		return clip(string(data))
+	}
+	return v
+}
+
+// huma's own validation errors (maxLength, enum, an unknown property)
+// echo the offending value: cut it, so that a 422 never repeats a
+// request's megabyte. huma.NewError is huma's documented hook.
+func init() {
+	newError := huma.NewError
+	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
+		for _, e := range errs {
+			if d, ok := e.(*huma.ErrorDetail); ok {
+				d.Value = clipValue(d.Value)
+			}
+		}
+		return newError(status, msg, errs...)
+	}
 }

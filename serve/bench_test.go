@@ -35,7 +35,10 @@ func BenchmarkSearchOverhead(b *testing.B) {
 	if _, _, err := ix.IngestBatch(ctx, ins); err != nil {
 		b.Fatal(err)
 	}
-	srv := serve.New(ix, &serve.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := serve.New(ix, &serve.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

@@ -14,13 +14,17 @@ import (
 // NoInput is the input of a tool that takes no argument.
 type NoInput struct{}
 
-// MCPServer returns an MCP server whose tools (search, expand,
-// get_document, list_documents, status) read the index at clearance. The
-// clearance is fixed when the server is built: a tool has no argument that
-// changes it. Over HTTP the handler at /mcp picks the server of the
-// caller's token; over stdio the operator chooses it (escurel serve
-// --stdio --clearance).
-func (s *Server) MCPServer(clearance string) *mcp.Server {
+// MCPServer returns an MCP server for callers like c: its tools (search,
+// expand, get_document, list_documents, status) and resources (documents
+// and blocks, see addResources) read the index at c's clearance; with
+// Options.AllowWrite and c.Write it also has the write tools (ingest,
+// delete, rebuild, reembed, rollback, compact, job_status). The clearance
+// and the write permission are fixed when the server is built: a tool has
+// no argument that changes them. Over HTTP the handler at /mcp picks the
+// server of the caller's token; over stdio the operator chooses (escurel
+// serve --stdio --clearance, --stdio-write).
+func (s *Server) MCPServer(c Caller) *mcp.Server {
+	clearance := c.Clearance
 	srv := mcp.NewServer(&mcp.Implementation{Name: "escurel", Title: "escurel document index", Version: index.Version}, &mcp.ServerOptions{
 		Instructions: "Search the escurel index with search; cite each hit by its source, byte span (byte_start, byte_end), page and heading_path, and give a generator prompt_text when a hit has one. expand a hit's block_id for its surroundings; get_document for a document's whole text.",
 	})
@@ -80,6 +84,10 @@ func (s *Server) MCPServer(clearance string) *mcp.Server {
 		}
 		return *out, nil
 	}))
+	s.addResources(srv, clearance)
+	if s.opts.AllowWrite && c.Write {
+		s.addWriteTools(srv, c)
+	}
 	return srv
 }
 
@@ -101,12 +109,22 @@ func tool[In, Out any](s *Server, name string, fn func(context.Context, In) (Out
 		}
 		s.metrics.observe("mcp/"+name, "TOOL", code, info.mode, time.Since(start))
 		var fe *FieldError
+		var ae *AccessError
+		var nf *notFoundError
 		switch {
 		case err == nil:
 		case errors.As(err, &fe):
-			err = fmt.Errorf("invalid argument %s", fe)
+			err = fmt.Errorf("invalid argument %s: %s", fe.Field, fe.Message)
+		case errors.As(err, &ae):
+			err = fmt.Errorf("not allowed: %s", ae.Reason)
+		case errors.As(err, &nf):
+			err = nf
 		case errors.Is(err, index.ErrNotFound):
 			err = errors.New("not found (or not within your clearance)")
+		case errors.Is(err, errQueueFull), errors.Is(err, errShuttingDown):
+		case errors.Is(err, index.ErrEmbedder):
+			s.log.WarnContext(ctx, "embedder failed", "tool", name, "err", err)
+			err = errors.New(embedderDown)
 		case errors.Is(err, context.DeadlineExceeded):
 			err = fmt.Errorf("the call took longer than the server's limit of %s", s.opts.RequestTimeout)
 		default:

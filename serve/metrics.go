@@ -5,19 +5,28 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/escurel/escurel/index"
 )
 
 // metrics are the server's Prometheus collectors, in a registry of its
 // own, so that two servers in one process (tests) do not collide.
 type metrics struct {
 	registry *prometheus.Registry
+	// indexReg holds the index's gauges, served to restricted callers
+	// only: counts of the whole index tell what lies above a lower
+	// clearance.
+	indexReg *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	jobs     *prometheus.CounterVec
+	queued   prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -33,7 +42,15 @@ func newMetrics() *metrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"route", "mode"}),
 	}
-	m.registry.MustRegister(m.requests, m.latency,
+	m.jobs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "escurel_jobs_total",
+		Help: "Write jobs finished, by kind (ingest, delete, rebuild, reembed, rollback, compact) and outcome (succeeded, failed, canceled).",
+	}, []string{"kind", "outcome"})
+	m.queued = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "escurel_jobs_queued",
+		Help: "Write jobs waiting behind the running one.",
+	})
+	m.registry.MustRegister(m.requests, m.latency, m.jobs, m.queued,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -43,8 +60,62 @@ func (m *metrics) observe(route, method, code, mode string, d time.Duration) {
 	m.latency.WithLabelValues(route, mode).Observe(d.Seconds())
 }
 
+func (m *metrics) jobFinished(kind, outcome string) { m.jobs.WithLabelValues(kind, outcome).Inc() }
+
+func (m *metrics) setQueued(n int) { m.queued.Set(float64(n)) }
+
+// watch adds gauges of ix, read at each scrape: documents, blocks, the
+// live generation's number and the index file's size.
+func (m *metrics) watch(ix *index.Index) {
+	m.indexReg = prometheus.NewRegistry()
+	m.indexReg.MustRegister(&indexCollector{ix: ix})
+}
+
+// indexCollector reads the index's counts when Prometheus scrapes.
+type indexCollector struct{ ix *index.Index }
+
+var (
+	docsDesc  = prometheus.NewDesc("escurel_documents", "Documents in the live generation, failed ones included.", nil, nil)
+	blocksDes = prometheus.NewDesc("escurel_blocks", "Blocks in the live generation.", nil, nil)
+	genDesc   = prometheus.NewDesc("escurel_generation", "The number of the live generation (gen-NNNNNN).", nil, nil)
+	bytesDesc = prometheus.NewDesc("escurel_index_bytes", "Size of the live generation's index file, in bytes.", nil, nil)
+)
+
+func (c *indexCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- docsDesc
+	ch <- blocksDes
+	ch <- genDesc
+	ch <- bytesDesc
+}
+
+func (c *indexCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if n, err := strconv.Atoi(strings.TrimPrefix(c.ix.Generation(), "gen-")); err == nil {
+		ch <- prometheus.MustNewConstMetric(genDesc, prometheus.GaugeValue, float64(n))
+	}
+	st, err := c.ix.Stats(ctx)
+	if err != nil {
+		return // closed or shutting down: no sample rather than a wrong one
+	}
+	ch <- prometheus.MustNewConstMetric(docsDesc, prometheus.GaugeValue, float64(st.Documents))
+	ch <- prometheus.MustNewConstMetric(blocksDes, prometheus.GaugeValue, float64(st.Blocks))
+	ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.GaugeValue, float64(st.FileBytes))
+}
+
+// handler serves the metrics; the index's gauges only to a caller of
+// restricted clearance (Prometheus sends a bearer token:
+// authorization.credentials in its scrape config).
 func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+	base := promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+	full := promhttp.HandlerFor(prometheus.Gatherers{m.registry, m.indexReg}, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if callerFrom(r.Context()).Clearance == index.Restricted {
+			full.ServeHTTP(w, r)
+			return
+		}
+		base.ServeHTTP(w, r)
+	})
 }
 
 // requestInfo is what a request's handlers learn for its metrics and

@@ -27,7 +27,10 @@ import (
 const (
 	internalToken   = "tok-internal-0123456789"
 	restrictedToken = "tok-restricted-0123456789"
-	secret          = "zqsecret" // in the restricted documents only
+	publicWriter    = "tok-pubwriter-0123456789"   // public, write
+	internalWriter  = "tok-intwriter-0123456789"   // internal, write
+	adminToken      = "tok-admin-writer-012345678" // restricted, write
+	secret          = "zqsecret"                   // in the restricted documents only
 )
 
 // fixture is a real index with a document at each sensitivity, a
@@ -63,16 +66,23 @@ func newFixture(t *testing.T, opts serve.Options) *fixture {
 	}
 	tokens, err := serve.ParseTokens([]byte(fmt.Sprintf(`[
 		{"token": %q, "name": "staff", "clearance": "internal"},
-		{"token": %q, "name": "legal", "clearance": "restricted"}]`, internalToken, restrictedToken)))
+		{"token": %q, "name": "legal", "clearance": "restricted"},
+		{"token": %q, "name": "pubwriter", "write": true},
+		{"token": %q, "name": "intwriter", "clearance": "internal", "write": true},
+		{"token": %q, "name": "admin", "clearance": "restricted", "write": true}]`,
+		internalToken, restrictedToken, publicWriter, internalWriter, adminToken)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &fixture{ix: ix, log: &bytes.Buffer{}}
 	opts.Tokens = tokens
 	opts.Logger = slog.New(slog.NewJSONHandler(&syncWriter{w: f.log}, nil))
-	f.srv = serve.New(ix, &opts)
+	if f.srv, err = serve.New(ix, &opts); err != nil {
+		t.Fatal(err)
+	}
 	hs := httptest.NewServer(f.srv.Handler())
 	t.Cleanup(hs.Close)
+	t.Cleanup(func() { f.srv.Close() })
 	f.url = hs.URL
 	return f
 }
@@ -238,6 +248,10 @@ func TestLimits(t *testing.T) {
 		{"missing document", "GET", "/v1/documents/00000000000000000000000000000000/text", "", nil, 404, "not found"},
 		{"unknown token", "GET", "/v1/status", "tok-unknown-0123456789", nil, 401, "unknown bearer token"},
 		{"unknown token on mcp", "POST", "/mcp", "tok-unknown-0123456789", map[string]any{}, 401, "unknown bearer token"},
+		{"unknown route", "GET", "/v1/nothing", "", nil, 404, "no such route"},
+		{"wrong method", "DELETE", "/v1/search", "", nil, 405, "method not allowed"},
+		{"clearance parameter", "GET", "/v1/status?clearance=restricted", "", nil, 400, "clearance"},
+		{"long value cut", "POST", "/v1/search", "", map[string]any{"query": "x", "mode": strings.Repeat("m", 1000)}, 422, "body.mode"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, body := f.do(t, c.method, c.path, c.token, c.body)
@@ -246,6 +260,9 @@ func TestLimits(t *testing.T) {
 			}
 			if !json.Valid(body) {
 				t.Errorf("not JSON: %s", body)
+			}
+			if len(body) > 1500 && c.code == 422 {
+				t.Errorf("a 422 of %d bytes echoes the value whole", len(body))
 			}
 		})
 	}
@@ -278,6 +295,14 @@ func TestOpenAPI(t *testing.T) {
 		"GET /v1/documents":               "/v1/documents",
 		"GET /v1/documents/{doc_id}/text": "/v1/documents/x/text",
 		"GET /v1/status":                  "/v1/status",
+		"POST /v1/ingest":                 "/v1/ingest",
+		"POST /v1/delete":                 "/v1/delete",
+		"POST /v1/rebuild":                "/v1/rebuild",
+		"POST /v1/reembed":                "/v1/reembed",
+		"POST /v1/rollback":               "/v1/rollback",
+		"POST /v1/compact":                "/v1/compact",
+		"GET /v1/jobs":                    "/v1/jobs",
+		"GET /v1/jobs/{id}":               "/v1/jobs/x",
 	}
 	seen := 0
 	for path, ops := range doc.Paths {
@@ -316,7 +341,10 @@ func TestServeShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv := serve.New(ix, &serve.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := serve.New(ix, &serve.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
 	resp, err := http.Get("http://" + ln.Addr().String() + "/readyz")

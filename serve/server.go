@@ -10,8 +10,12 @@
 // request field and no tool argument sets it, and every read passes it to
 // the index, which drops what lies above it (index.SearchOptions.Clearance).
 //
-// This slice reads only: ingest, delete, rebuild and the other writes are
-// not served yet.
+// With Options.AllowWrite, callers whose token has write permission may
+// also ingest, delete, rebuild, reembed, roll back and compact. Each write
+// is a Job: the server runs one at a time, in the order they came, and
+// keeps a bounded queue of the others (see Options.MaxQueue). A writer
+// touches only documents at or below its clearance; the writes that act
+// on every document need restricted clearance.
 package serve
 
 import (
@@ -22,6 +26,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -55,6 +61,21 @@ type Options struct {
 	// ShutdownTimeout bounds how long Serve waits for running requests
 	// once its context is done. Default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// AllowWrite serves the writes (ingest, delete, rebuild, reembed,
+	// rollback, compact) to callers whose token has write permission.
+	// Without it every write answers 403 and MCP offers no write tool.
+	AllowWrite bool
+	// AllowPaths, when not empty, is a directory whose files a writer of
+	// restricted clearance may ingest by path (IngestInput.Path); paths
+	// outside it, symbolic links resolved, are refused. Empty: no path
+	// is read, only uploaded bytes.
+	AllowPaths string
+	// MaxUploadBytes bounds one ingested document. Default
+	// DefaultMaxUploadBytes.
+	MaxUploadBytes int64
+	// MaxQueue bounds the write jobs waiting behind the running one;
+	// past it a write answers 429. Default DefaultMaxQueue.
+	MaxQueue int
 	// LocalToken and LocalCommand, both set, let the escurel CLI of this
 	// machine run its commands in the server (LocalCommandPath): a
 	// request bearing LocalToken runs LocalCommand. escurel serve records
@@ -78,7 +99,11 @@ type Server struct {
 	mux     *http.ServeMux
 	handler http.Handler
 	api     huma.API
-	mcp     map[string]*mcp.Server // by clearance
+	mcp     map[Caller]*mcp.Server // by clearance and write (Name empty)
+	jobs    *jobQueue              // nil without AllowWrite
+	// allowRoot is Options.AllowPaths, absolute and with symbolic links
+	// resolved.
+	allowRoot string
 	// ready is false once shutdown has begun, so that /readyz sends load
 	// balancers elsewhere while running requests drain.
 	ready atomic.Bool
@@ -89,8 +114,10 @@ type Server struct {
 }
 
 // New builds a server for ix; it touches no storage and listens on
-// nothing (see Serve, Handler).
-func New(ix *index.Index, opts *Options) *Server {
+// nothing (see Serve, Handler). With Options.AllowWrite it starts the
+// goroutine that runs write jobs, which Serve's end or Close stops. The
+// error is for an Options.AllowPaths that is not a directory.
+func New(ix *index.Index, opts *Options) (*Server, error) {
 	s := &Server{ix: ix, sv: &service{ix: ix}, metrics: newMetrics(), mux: http.NewServeMux()}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	if opts != nil {
@@ -101,6 +128,25 @@ func New(ix *index.Index, opts *Options) *Server {
 	}
 	if s.opts.ShutdownTimeout <= 0 {
 		s.opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if s.opts.MaxUploadBytes <= 0 {
+		s.opts.MaxUploadBytes = DefaultMaxUploadBytes
+	}
+	if s.opts.MaxQueue <= 0 {
+		s.opts.MaxQueue = DefaultMaxQueue
+	}
+	if s.opts.AllowPaths != "" {
+		root, err := filepath.Abs(s.opts.AllowPaths)
+		if err == nil {
+			root, err = filepath.EvalSymlinks(root)
+		}
+		if fi, serr := os.Stat(root); err == nil && (serr != nil || !fi.IsDir()) {
+			err = errors.New("not a directory")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("allowed paths %s: %w", s.opts.AllowPaths, err)
+		}
+		s.allowRoot = root
 	}
 	s.tokens = s.opts.Tokens
 	s.log = s.opts.Logger
@@ -122,17 +168,22 @@ func New(ix *index.Index, opts *Options) *Server {
 	s.api = humago.New(s.mux, config)
 	s.routes(s.api)
 
-	s.mcp = map[string]*mcp.Server{}
+	s.mcp = map[Caller]*mcp.Server{}
 	for _, c := range []string{index.Public, index.Internal, index.Restricted} {
-		s.mcp[c] = s.MCPServer(c)
+		for _, w := range []bool{false, true} {
+			s.mcp[Caller{Clearance: c, Write: w}] = s.MCPServer(Caller{Clearance: c, Write: w})
+		}
 	}
 	// Stateless: each POST is its own session, built for the caller its
 	// token names, so a session never outlives the token that opened it.
+	// The write tools read the caller's name from the request.
 	s.mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
-		return s.mcp[callerFrom(r.Context()).Clearance]
+		c := callerFrom(r.Context())
+		return s.mcp[Caller{Clearance: c.Clearance, Write: c.Write}]
 	}, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: MaxBodyBytes}))
 
 	s.mux.HandleFunc("POST "+LocalCommandPath, s.localCommand)
+	s.metrics.watch(ix)
 	s.mux.Handle("GET /metrics", s.metrics.handler())
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -144,9 +195,26 @@ func New(ix *index.Index, opts *Options) *Server {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "generation": s.ix.Generation()})
 	})
-	s.handler = s.instrument(s.authenticate(s.timeout(s.mux)))
+	if s.opts.AllowWrite {
+		s.jobs = newJobQueue(s.opts.MaxQueue, s.metrics.jobFinished, s.metrics.setQueued)
+	}
+	s.handler = s.instrument(s.authenticate(s.timeout(s.problems(s.mux))))
 	s.ready.Store(true)
-	return s
+	return s, nil
+}
+
+// Close stops the write jobs: new ones are refused, waiting ones are
+// canceled, and the running one is canceled and waited for (an ingest's
+// transaction rolls back; a rebuild abandons its new generation). Serve
+// calls it once its context is done; call it after using Handler alone.
+// It does not close the index.
+func (s *Server) Close() error {
+	s.ready.Store(false)
+	s.stop() // forwarded commands end too
+	if s.jobs != nil {
+		s.jobs.close()
+	}
+	return nil
 }
 
 // Handler returns the server's HTTP handler: the API, /mcp, /metrics and
@@ -157,6 +225,52 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // OpenAPI returns the OpenAPI document of the API, as served at
 // /v1/openapi.json.
 func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
+
+// problems answers what the mux itself answers (an unknown route, a
+// wrong method) as RFC 9457 problems, as huma answers everything else,
+// and refuses a clearance query parameter: clearance comes from the token.
+func (s *Server) problems(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("clearance") {
+			writeProblem(w, http.StatusBadRequest, "clearance: not a request parameter; a caller's clearance comes from its bearer token only")
+			return
+		}
+		if _, pattern := s.mux.Handler(r); pattern == "" {
+			// Allow is set by the mux for a wrong method; keep it.
+			rec := &problemWriter{ResponseWriter: w}
+			next.ServeHTTP(rec, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// problemWriter turns the mux's text/plain 404 and 405 into problems.
+type problemWriter struct {
+	http.ResponseWriter
+	replaced bool
+}
+
+func (w *problemWriter) WriteHeader(code int) {
+	if code == http.StatusNotFound || code == http.StatusMethodNotAllowed {
+		w.replaced = true
+		detail := "no such route: see /v1/openapi.json"
+		if code == http.StatusMethodNotAllowed {
+			detail = "method not allowed on this route (Allow lists those that are)"
+		}
+		w.Header().Del("X-Content-Type-Options")
+		writeProblem(w.ResponseWriter, code, detail)
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *problemWriter) Write(b []byte) (int, error) {
+	if w.replaced {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
 
 // timeout bounds each /v1 request by RequestTimeout (MCP tool calls are
 // bounded in tool).
@@ -197,7 +311,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.stop()
 	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
 	defer cancel()
-	err := hs.Shutdown(sctx)
+	// Stop accepting and drain while the write jobs are canceled: a
+	// request waiting for a job (wait=true) then answers with it.
+	shut := make(chan error, 1)
+	go func() { shut <- hs.Shutdown(sctx) }()
+	s.Close()
+	err := <-shut
 	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr
 	}
@@ -207,14 +326,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// ServeStdio serves MCP over stdin and stdout at clearance until ctx is
-// done or the client closes its end. in and out are the process's stdio
-// in production.
-func (s *Server) ServeStdio(ctx context.Context, clearance string, in io.ReadCloser, out io.WriteCloser) error {
-	if err := index.CheckSensitivity(clearance); err != nil {
+// ServeStdio serves MCP over stdin and stdout to c (its clearance, and
+// whether it may write, which needs Options.AllowWrite too) until ctx is
+// done or the client closes its end, then stops the write jobs (Close).
+// in and out are the process's stdio in production.
+func (s *Server) ServeStdio(ctx context.Context, c Caller, in io.ReadCloser, out io.WriteCloser) error {
+	if err := index.CheckSensitivity(c.Clearance); err != nil {
 		return err
 	}
-	err := s.MCPServer(clearance).Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
+	defer s.Close()
+	ctx = context.WithValue(ctx, callerKey{}, c)
+	err := s.MCPServer(c).Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
 	if err != nil && ctx.Err() != nil {
 		return nil
 	}

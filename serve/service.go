@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync/atomic"
+	"time"
 
 	"github.com/escurel/escurel/index"
 )
@@ -110,7 +112,16 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
 // go through it, so the limits and the clearance gate are written once.
 type service struct {
 	ix *index.Index
+	// embedDown is when (Unix nanoseconds) the embedder last failed a
+	// query: for EmbedderBackoff after it, dense and hybrid searches fail
+	// at once instead of each waiting out the client's retries.
+	embedDown atomic.Int64
 }
+
+// EmbedderBackoff is how long after the embedder failed a query the
+// server answers dense and hybrid searches with the embedder's error at
+// once (503 over HTTP), without calling it: bm25 searches go on.
+const EmbedderBackoff = 5 * time.Second
 
 // search runs a search at clearance.
 func (sv *service) search(ctx context.Context, clearance string, in *SearchInput) (*SearchOutput, error) {
@@ -157,6 +168,11 @@ func (sv *service) search(ctx context.Context, clearance string, in *SearchInput
 		}
 	}
 	setMode(ctx, mode)
+	if mode != index.ModeBM25 {
+		if t := sv.embedDown.Load(); t != 0 && time.Since(time.Unix(0, t)) < EmbedderBackoff {
+			return nil, fmt.Errorf("%w: it failed less than %s ago", index.ErrEmbedder, EmbedderBackoff)
+		}
+	}
 	hits, err := sv.ix.Search(ctx, in.Query, &index.SearchOptions{
 		K:           in.K,
 		Clearance:   clearance,
@@ -168,6 +184,9 @@ func (sv *service) search(ctx context.Context, clearance string, in *SearchInput
 		Conjunctive: in.Conjunctive,
 		Language:    in.Language,
 	})
+	if errors.Is(err, index.ErrEmbedder) && ctx.Err() == nil {
+		sv.embedDown.Store(time.Now().UnixNano())
+	}
 	if errors.Is(err, index.ErrNoVectors) {
 		return nil, &FieldError{"mode", "this index has no vectors (embedder none): mode bm25 still works", mode}
 	}

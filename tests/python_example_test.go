@@ -42,7 +42,10 @@ func TestPythonExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := serve.New(ix, &serve.Options{Tokens: tokens, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := serve.New(ix, &serve.Options{Tokens: tokens, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -96,6 +96,10 @@ func TestServeStdio(t *testing.T) {
 		t.Errorf("list_documents: %+v", docs)
 	}
 	call("status", nil, nil)
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) != 5 {
+		t.Errorf("without --stdio-write: %v, %d tools", err, len(tools.Tools))
+	}
 	if err := cs.Close(); err != nil {
 		t.Errorf("close: %v\n%s", err, stderr.String())
 	}
@@ -105,4 +109,33 @@ func TestServeStdio(t *testing.T) {
 		t.Fatalf("reopen after the server exited: %v\n%s", err, stderr.String())
 	}
 	ix.Close()
+
+	// With --allow-write and --stdio-write the client has the write
+	// tools, at its clearance.
+	cmd = exec.Command(bin, "--index", dir, "serve", "--stdio", "--clearance", "internal", "--allow-write", "--stdio-write")
+	cmd.Env = append(os.Environ(), "ESCUREL_CACHE_DIR=off")
+	cmd.Stderr = &stderr
+	cs, err = client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr.String())
+	}
+	var job struct {
+		State  string `json:"state"`
+		Caller string `json:"caller"`
+	}
+	call("ingest", map[string]any{"source": "/docs/stdio.md", "text": "# Stdio\n\nWritten over stdio: kumquats.\n", "sensitivity": "internal", "wait": true}, &job)
+	if job.State != "succeeded" || job.Caller != "stdio" {
+		t.Errorf("ingest over stdio: %+v", job)
+	}
+	call("search", map[string]any{"query": "kumquats", "mode": "bm25"}, &found)
+	if len(found.Hits) != 1 {
+		t.Errorf("the document ingested over stdio: %+v", found.Hits)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "rebuild", Arguments: map[string]any{}})
+	if err != nil || !res.IsError {
+		t.Errorf("rebuild at internal clearance over stdio: %v %+v", err, res)
+	}
+	if err := cs.Close(); err != nil {
+		t.Errorf("close: %v\n%s", err, stderr.String())
+	}
 }

@@ -61,7 +61,10 @@ func serveBench(dir string) error {
 	if len(qs) == 0 {
 		return fmt.Errorf("no queries: %s/scifact/queries.jsonl is absent", *shared)
 	}
-	srv := serve.New(ix, &serve.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := serve.New(ix, &serve.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err

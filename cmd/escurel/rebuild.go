@@ -197,7 +197,17 @@ func (c *RollbackCommand) Run(ctx context.Context, args []string) error {
 		return usageError("rollback: unexpected argument %q", args[0])
 	}
 	if c.m.live != nil {
-		return fmt.Errorf("rollback through escurel serve is not supported yet: stop the server holding %s, roll back, and start it again", c.m.liveDir)
+		// In a server: the in-process rollback of its open index, against
+		// its own blob store.
+		if err := c.m.checkLive(c.g, false); err != nil {
+			return err
+		}
+		from, to, err := c.m.live.Rollback(ctx, &index.RollbackOptions{Force: *force})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.m.Stdout, "live generation %s (was %s)\n", to, from)
+		return nil
 	}
 	store, _, err := c.m.openBlobs(ctx, c.g)
 	if err != nil {

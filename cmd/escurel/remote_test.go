@@ -104,6 +104,7 @@ func TestCLIThroughServer(t *testing.T) {
 		{"rebuild"},
 		{"reembed", "--embedder", "hash/128"},
 		{"status"},
+		{"rollback"},
 	} {
 		out, errOut, code := run(t, nil, append([]string{"--index", idx}, args...)...)
 		if code != 0 || strings.Contains(errOut, "in use") {
@@ -122,6 +123,10 @@ func TestCLIThroughServer(t *testing.T) {
 			if !strings.Contains(out, "deleted 1 document") {
 				t.Errorf("delete soup.md (relative): %s", out)
 			}
+		case "rollback":
+			if !strings.HasPrefix(out, "live generation gen-") {
+				t.Errorf("rollback through the server: %s", out)
+			}
 		case "status":
 			if !strings.Contains(out, "hash/128") || !strings.Contains(out, "2 (0 failed)") {
 				t.Errorf("status after reembed: %s", out)
@@ -134,7 +139,6 @@ func TestCLIThroughServer(t *testing.T) {
 		want string
 	}{
 		{[]string{"--embedder", "hash/64", "search", "lentil"}, "--embedder: escurel serve holds"},
-		{[]string{"rollback"}, "rollback through escurel serve is not supported yet"},
 	} {
 		_, errOut, code := run(t, nil, append([]string{"--index", idx}, c.args...)...)
 		if code == 0 || !strings.Contains(errOut, c.want) {

@@ -27,8 +27,9 @@ type ServeCommand struct {
 	listening func(addr string)
 }
 
-// Run serves until ctx is done: running requests drain (up to 10 s), then
-// the index is closed and its lock released.
+// Run serves until ctx is done: running requests drain (up to 10 s) while
+// the running write job is canceled (nothing of it is kept) and the
+// queued ones too, then the index is closed and its lock released.
 func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	fs := c.m.newFlagSet("serve", &c.g)
 	listen := fs.String("listen", c.m.envOr("ESCUREL_LISTEN", "127.0.0.1:7700"), "address to listen on (env ESCUREL_LISTEN); the default answers this machine only")
@@ -36,6 +37,10 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	stdio := fs.Bool("stdio", false, "serve MCP over stdin and stdout instead of HTTP (for a desktop agent that starts escurel)")
 	clearance := fs.String("clearance", "", "with --stdio: the clearance of the MCP client (default public); over HTTP clearance comes from tokens")
 	timeout := fs.Duration("request-timeout", serve.DefaultRequestTimeout, "time limit of one request or tool call")
+	allowWrite := fs.Bool("allow-write", false, "serve writes (ingest, delete, rebuild, reembed, rollback, compact) as jobs to tokens with \"write\": true")
+	allowPaths := fs.String("allow-paths", "", "with --allow-write: a directory whose files writers of restricted clearance may ingest by path (symbolic links resolved; nothing outside it)")
+	maxUpload := fs.Int64("max-upload", serve.DefaultMaxUploadBytes, "with --allow-write: bytes of one ingested document")
+	stdioWrite := fs.Bool("stdio-write", false, "with --stdio and --allow-write: the MCP client may write")
 	args, err := c.m.parse(fs, args)
 	if err != nil {
 		return err
@@ -55,8 +60,20 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if *timeout <= 0 {
 		return usageError("serve: --request-timeout %s: want a positive duration", *timeout)
 	}
+	if *stdioWrite && (!*stdio || !*allowWrite) {
+		return usageError("serve: --stdio-write needs --stdio and --allow-write")
+	}
+	if *allowPaths != "" && !*allowWrite {
+		return usageError("serve: --allow-paths needs --allow-write")
+	}
+	if *maxUpload <= 0 {
+		return usageError("serve: --max-upload %d: want a positive number of bytes", *maxUpload)
+	}
 	opts := &serve.Options{
 		RequestTimeout: *timeout,
+		AllowWrite:     *allowWrite,
+		AllowPaths:     *allowPaths,
+		MaxUploadBytes: *maxUpload,
 		// The access log goes to stderr: with --stdio, stdout is the
 		// protocol's.
 		Logger: slog.New(slog.NewTextHandler(c.m.Stderr, nil)),
@@ -113,12 +130,15 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		}
 		defer d.ClearServer()
 	}
-	srv := serve.New(ix, opts)
-	if *stdio {
-		opts.Logger.Info("serving MCP over stdio", "index", c.g.indexDir, "clearance", *clearance)
-		return srv.ServeStdio(ctx, *clearance, os.Stdin, os.Stdout)
+	srv, err := serve.New(ix, opts)
+	if err != nil {
+		return usageError("serve: --allow-paths: %v", err)
 	}
-	opts.Logger.Info("serving", "addr", "http://"+ln.Addr().String(), "index", c.g.indexDir, "generation", ix.Generation(), "tokens", *tokens != "")
+	if *stdio {
+		opts.Logger.Info("serving MCP over stdio", "index", c.g.indexDir, "clearance", *clearance, "write", *stdioWrite)
+		return srv.ServeStdio(ctx, serve.Caller{Name: "stdio", Clearance: *clearance, Write: *stdioWrite}, os.Stdin, os.Stdout)
+	}
+	opts.Logger.Info("serving", "addr", "http://"+ln.Addr().String(), "index", c.g.indexDir, "generation", ix.Generation(), "tokens", *tokens != "", "write", *allowWrite)
 	if c.listening != nil {
 		c.listening(ln.Addr().String())
 	}

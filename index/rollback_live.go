@@ -1,0 +1,111 @@
+package index
+
+// An in-process rollback: the process that holds the directory (escurel
+// serve) cannot call the package-level Rollback, which takes the lock.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/escurel/escurel/embed"
+	"github.com/escurel/escurel/internal/layout"
+)
+
+// Rollback makes the generation before the live one live again in this
+// open Index, and returns both names: the rollback of package-level
+// Rollback for the process that holds the directory. Like it, the
+// generation rolled back to must verify against the blob store (the
+// Index's own; opts.Blobs is ignored), or the rollback is refused with a
+// *StaleError (ErrStale), unless opts.Force. It holds back writes while it
+// runs; searches go on, on the old generation until the switch and on the
+// new one after it, never waiting.
+//
+// Errors: ErrClosed; an error when there is no older generation, or when
+// CURRENT names another generation than the one this process serves
+// (call Reload); *StaleError; a storage error opening or verifying the
+// generation, after which nothing changed. Once the generation is
+// published nothing undoes it: the switch runs without ctx's cancellation.
+func (ix *Index) Rollback(ctx context.Context, opts *RollbackOptions) (from, to string, err error) {
+	if opts == nil {
+		opts = &RollbackOptions{}
+	}
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	old, err := ix.live()
+	if err != nil {
+		return "", "", err
+	}
+	from = old.gen
+	cur, ok, err := ix.layout.CurrentNameUnchecked()
+	if err != nil {
+		return "", "", fmt.Errorf("rollback %s: %w", ix.dir, err)
+	}
+	if !ok || cur != from {
+		return "", "", fmt.Errorf("rollback %s: %s names %q, this process serves %s; call Reload first", ix.dir, layout.CurrentName, cur, from)
+	}
+	to, ok, err = ix.layout.Previous()
+	if err != nil {
+		return "", "", fmt.Errorf("rollback %s: %w", ix.dir, err)
+	}
+	if !ok {
+		return "", "", fmt.Errorf("rollback %s: no generation older than %s; nothing to roll back to", ix.dir, from)
+	}
+	if err := checkRollback(ix.dir, to); err != nil {
+		return "", "", err // past a purge: even Force would serve erased documents
+	}
+	n, err := ix.openGeneration(ctx, old, to)
+	if err != nil {
+		return "", "", fmt.Errorf("rollback %s to %s: %w", ix.dir, to, err)
+	}
+	if !opts.Force {
+		v, err := n.verify(ctx, &VerifyOptions{SkipOrphans: true})
+		if err != nil {
+			n.unref()
+			return "", "", fmt.Errorf("rollback %s to %s: %w", ix.dir, to, err)
+		}
+		if !v.OK() {
+			n.unref()
+			return "", "", &StaleError{Dir: ix.dir, Generation: to, Changed: append(v.RowsWithoutRecords, v.RecordsWithoutRows...)}
+		}
+	}
+	if err := ix.layout.Publish(to); err != nil {
+		// CURRENT names the old generation or the new: read which.
+		if cur, ok, rerr := layout.Current(ix.dir); rerr != nil || !ok || cur != to {
+			n.unref()
+			return "", "", fmt.Errorf("rollback %s to %s: %w", ix.dir, to, err)
+		}
+	}
+	ix.cur.Store(n)
+	old.unref()
+	return from, to, nil
+}
+
+// openGeneration opens generation gen with the settings of old, the live
+// state, for a switch: a generation of another embedding model (a
+// re-embed's) adopts its own, and its vectors are warmed when old's are
+// loaded. The caller holds writeMu; the state returned has one reference,
+// the caller's.
+//
+// TODO(index): switchTo opens the same way; it could call this.
+func (ix *Index) openGeneration(ctx context.Context, old *state, gen string) (*state, error) {
+	want, err := parseOptions(&Options{Blobs: ix.blobs, Embedder: old.embedSpec, MemoryLimit: ix.cfg.memLimit})
+	if err != nil {
+		return nil, err
+	}
+	n, err := ix.openState(ctx, gen, want)
+	if errors.Is(err, ErrManifestMismatch) {
+		want.embedder = embed.Spec{}
+		n, err = ix.openState(ctx, gen, want)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if old.vec != nil && n.vec != nil && old.vec.isLoaded() {
+		if _, err := n.denseIndex(ctx, n.db); err != nil {
+			n.unref()
+			return nil, err
+		}
+	}
+	return n, nil
+}
