@@ -17,6 +17,10 @@ const (
 	JobReembed  = "reembed"
 	JobRollback = "rollback"
 	JobCompact  = "compact"
+	// Kinds of the escurel commands forwarded by the CLI (RunWrite) that
+	// have no API route.
+	JobGC   = "gc"
+	JobSync = "sync"
 )
 
 // Job states. A job is queued, then running, then one of the last three.
@@ -42,7 +46,7 @@ const (
 // the order they came.
 type Job struct {
 	ID       string      `json:"id" doc:"opaque; GET /v1/jobs/{id}"`
-	Kind     string      `json:"kind" enum:"ingest,delete,rebuild,reembed,rollback,compact"`
+	Kind     string      `json:"kind" enum:"ingest,delete,rebuild,reembed,rollback,compact,gc,sync"`
 	State    string      `json:"state" enum:"queued,running,succeeded,failed,canceled"`
 	Caller   string      `json:"caller" doc:"the name of the token that made the job"`
 	Progress JobProgress `json:"progress"`

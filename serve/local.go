@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/escurel/escurel/index"
 )
 
 // LocalCommandPath is where a server with Options.LocalCommand takes the
@@ -121,4 +124,46 @@ func (s *Server) localCommand(w http.ResponseWriter, r *http.Request) {
 	defer mu.Unlock()
 	_ = enc.Encode(CommandFrame{Exit: &code})
 	rc.Flush()
+}
+
+// RunWrite runs fn as a write job of kind (one of the Job kinds) for the
+// forwarded command of an escurel CLI: queued behind the server's other
+// writes, one running at a time, and listed by GET /v1/jobs to restricted
+// callers as made by caller "local". It returns once fn has run, with
+// fn's error; an error wrapping the queue's refusal when the queue is
+// full or the server is shutting down; ctx's error when ctx ends while
+// the job waits. fn's context ends with ctx or when the server shuts down.
+// Without LocalCommand or AllowWrite the server has no queue and fn runs
+// at once.
+func (s *Server) RunWrite(ctx context.Context, kind string, fn func(context.Context) error) error {
+	if s.jobs == nil {
+		return fn(ctx)
+	}
+	j := &job{pub: Job{Kind: kind, Caller: "local", Progress: JobProgress{Total: 1}}, level: index.Restricted}
+	var ferr error
+	j.run = func(qctx context.Context, j *job) (*JobResult, error) {
+		if ferr = ctx.Err(); ferr != nil {
+			return nil, ferr // the client went away while it waited
+		}
+		rctx, cancel := context.WithCancel(qctx)
+		defer cancel()
+		stop := context.AfterFunc(ctx, cancel)
+		defer stop()
+		ferr = fn(rctx)
+		if ferr == nil {
+			j.progress(1, 1)
+		}
+		return &JobResult{}, ferr
+	}
+	if _, err := s.submit(ctx, j, false); err != nil {
+		return fmt.Errorf("%s: %w", kind, err)
+	}
+	<-j.done // once it ran, or was canceled waiting; ctx's end reaches fn
+	if ferr != nil {
+		return ferr
+	}
+	if snap := j.snapshot(); snap.State == JobCanceled {
+		return fmt.Errorf("%s: %s", kind, snap.Error) // the server shut down before it ran
+	}
+	return nil
 }

@@ -100,7 +100,7 @@ type Server struct {
 	handler http.Handler
 	api     huma.API
 	mcp     map[Caller]*mcp.Server // by clearance and write (Name empty)
-	jobs    *jobQueue              // nil without AllowWrite
+	jobs    *jobQueue              // nil without AllowWrite and LocalCommand
 	// allowRoot is Options.AllowPaths, absolute and with symbolic links
 	// resolved.
 	allowRoot string
@@ -195,7 +195,7 @@ func New(ix *index.Index, opts *Options) (*Server, error) {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "generation": s.ix.Generation()})
 	})
-	if s.opts.AllowWrite {
+	if s.opts.AllowWrite || s.opts.LocalCommand != nil {
 		s.jobs = newJobQueue(s.opts.MaxQueue, s.metrics.jobFinished, s.metrics.setQueued)
 	}
 	s.handler = s.instrument(s.authenticate(s.timeout(s.problems(s.mux))))

@@ -61,6 +61,9 @@ type Main struct {
 	live    *index.Index
 	liveDir string
 	wd      string
+	// exclusive, in a server, runs a write command as one of its write
+	// jobs (serve.Server.RunWrite): one write at a time.
+	exclusive func(ctx context.Context, kind string, fn func(context.Context) error) error
 }
 
 // errUsage marks a command-line mistake: exit status 2.
@@ -290,11 +293,20 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		if dir := m.abs(indexFlag(rest, g.indexDir)); !sameDir(dir, m.liveDir) {
 			return fmt.Errorf("this escurel serve holds %s, not %s", m.liveDir, dir)
 		}
+		if kind := writeKinds[cmd]; kind != "" && m.exclusive != nil {
+			// A write waits its turn among the server's write jobs.
+			return m.exclusive(ctx, kind, func(ctx context.Context) error { return m.dispatch(ctx, cmd, g, rest) })
+		}
 	} else if forwarded[cmd] {
 		if done, err := m.forward(ctx, m.abs(indexFlag(rest, g.indexDir)), args); done || err != nil {
 			return err
 		}
 	}
+	return m.dispatch(ctx, cmd, g, rest)
+}
+
+// dispatch runs command cmd with its arguments rest.
+func (m *Main) dispatch(ctx context.Context, cmd string, g globals, rest []string) error {
 	switch cmd {
 	case "ingest":
 		return (&IngestCommand{m: m, g: g}).Run(ctx, rest)

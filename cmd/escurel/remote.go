@@ -40,6 +40,14 @@ var forwarded = map[string]bool{
 	"documents": true, "sync": true, "gc": true,
 }
 
+// writeKinds maps the forwarded commands that write to the kind of write
+// job they run as in the server (serve.Server.RunWrite).
+var writeKinds = map[string]string{
+	"ingest": serve.JobIngest, "delete": serve.JobDelete, "compact": serve.JobCompact,
+	"rebuild": serve.JobRebuild, "reembed": serve.JobReembed, "rollback": serve.JobRollback,
+	"gc": serve.JobGC, "sync": serve.JobSync,
+}
+
 // forwardedEnv are the variables a forwarded command sees: the client's,
 // not the server's.
 var forwardedEnv = []string{
@@ -174,16 +182,18 @@ func newLocalToken() (string, error) {
 
 // runForwarded is the server's serve.CommandFunc: it runs a forwarded
 // command line on the open index ix of dir, with the client's working
-// directory and environment.
-func runForwarded(ix *index.Index, dir string) serve.CommandFunc {
+// directory and environment; its writes run through exclusive, the
+// server's write queue.
+func runForwarded(ix *index.Index, dir string, exclusive func(ctx context.Context, kind string, fn func(context.Context) error) error) serve.CommandFunc {
 	return func(ctx context.Context, req *serve.CommandRequest, stdout, stderr io.Writer) int {
 		m := &Main{
-			Stdout:  stdout,
-			Stderr:  stderr,
-			Getenv:  func(k string) string { return req.Env[k] },
-			live:    ix,
-			liveDir: dir,
-			wd:      req.Dir,
+			Stdout:    stdout,
+			Stderr:    stderr,
+			Getenv:    func(k string) string { return req.Env[k] },
+			live:      ix,
+			liveDir:   dir,
+			wd:        req.Dir,
+			exclusive: exclusive,
 		}
 		return exitCode(stderr, m.Run(ctx, req.Args))
 	}

@@ -105,6 +105,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer ix.Close()
+	var srv *serve.Server
 	if !*stdio {
 		// Commands run on this machine go through this server instead of
 		// meeting the lock (remote.go): record where it answers.
@@ -115,7 +116,9 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		if opts.LocalToken, err = newLocalToken(); err != nil {
 			return err
 		}
-		opts.LocalCommand = runForwarded(ix, dir)
+		opts.LocalCommand = runForwarded(ix, dir, func(ctx context.Context, kind string, fn func(context.Context) error) error {
+			return srv.RunWrite(ctx, kind, fn) // srv is set before Serve takes a request
+		})
 		addr := *ln.Addr().(*net.TCPAddr)
 		if addr.IP.IsUnspecified() {
 			addr.IP = net.IPv4(127, 0, 0, 1)
@@ -130,8 +133,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		}
 		defer d.ClearServer()
 	}
-	srv, err := serve.New(ix, opts)
-	if err != nil {
+	if srv, err = serve.New(ix, opts); err != nil {
 		return usageError("serve: --allow-paths: %v", err)
 	}
 	if *stdio {
