@@ -50,6 +50,9 @@ func blockID(docID, blobID string, start, end int64, body string) string {
 	return hex.EncodeToString(h.Sum(sum[:0])[:BlockIDLen/2])
 }
 
+// blockIDOf is blockID; tests replace it to make collisions.
+var blockIDOf = blockID
+
 // CheckBlockID returns nil for a well-formed block id (BlockIDLen
 // lowercase hex digits), else an error wrapping ErrBadBlockID that quotes
 // it. A well-formed id may still name no block.

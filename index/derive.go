@@ -230,7 +230,7 @@ func (ix *state) derive(ctx context.Context, in input, old *blobstore.Record) (p
 	ids := make(map[string]bool, len(spans))
 	for i, sp := range spans {
 		b := block{Block: sp, body: doc.Text[sp.Start:sp.End]}
-		b.id = blockID(rec.DocID, rec.BlobID, int64(sp.Start), int64(sp.End), b.body)
+		b.id = blockIDOf(rec.DocID, rec.BlobID, int64(sp.Start), int64(sp.End), b.body)
 		if ids[b.id] {
 			return bad(&CollisionError{ID: b.id, Source: in.Source, Other: in.Source})
 		}
