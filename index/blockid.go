@@ -91,6 +91,7 @@ type CollisionError struct {
 	Other  string // the source of the document that holds the id already; Source itself for a repeat within one document
 }
 
+// Error names the id, the document refused and the one holding the id.
 func (e *CollisionError) Error() string {
 	if e.Other == e.Source {
 		return fmt.Sprintf("block id collision: two blocks of %s have id %s; not ingested", e.Source, e.ID)
