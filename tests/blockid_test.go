@@ -32,7 +32,7 @@ func TestBlockIDsAreStable(t *testing.T) {
 	if n := fastAPI(e); n < 100 {
 		t.Fatalf("%d FastAPI pages ingested", n)
 	}
-	want := map[string]string{}    // block id → body
+	want := map[string]string{}     // block id → body
 	sourceOf := map[string]string{} // block id → source
 	for _, q := range blockIDQueries {
 		hits := e.search(q, 10)
