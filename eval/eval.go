@@ -161,7 +161,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	rep.IngestDocsPerSec = float64(rep.Documents) / rep.IngestSeconds
 
 	prefix := "beir://" + name + "/"
-	docOf := map[int64]string{}
+	docOf := map[string]string{}
 	err = ix.ForEachBlock(ctx, index.Restricted, func(h index.Hit) error {
 		docOf[h.BlockID] = strings.TrimPrefix(h.Source, prefix)
 		return nil

@@ -227,8 +227,14 @@ func (ix *state) derive(ctx context.Context, in input, old *blobstore.Record) (p
 
 	spans := ix.chunker.Chunker().Chunk(doc)
 	p.blocks = make([]block, len(spans))
+	ids := make(map[string]bool, len(spans))
 	for i, sp := range spans {
 		b := block{Block: sp, body: doc.Text[sp.Start:sp.End]}
+		b.id = blockIDOf(rec.DocID, rec.BlobID, int64(sp.Start), int64(sp.End), b.body)
+		if ids[b.id] {
+			return bad(&CollisionError{ID: b.id, Source: in.Source, Other: in.Source})
+		}
+		ids[b.id] = true
 		if sp.HasWindow() {
 			b.window = doc.Text[sp.Window[0]:sp.Window[1]]
 			b.locator = locatorJSON(sp)

@@ -16,7 +16,8 @@ const (
 
 // ErrNotFound is returned, wrapped, by Expand for a block that does not
 // exist or that the caller's clearance does not reach: the two answer
-// alike, so a caller cannot learn that a restricted block exists.
+// alike ("no such block <id> (its document changed or was deleted)"), so
+// a caller cannot learn that a restricted block exists.
 var ErrNotFound = errors.New("not found")
 
 // ExpandOptions configure Expand.
@@ -46,10 +47,16 @@ type Expansion struct {
 	Truncated bool  `json:"truncated"`
 }
 
-// Expand returns block id with its neighbours and its window, within the
-// byte budget. Errors: ErrNotFound (wrapped) for a block that does not
-// exist or is above the clearance; invalid options; storage errors.
-func (ix *Index) Expand(ctx context.Context, id int64, opts *ExpandOptions) (*Expansion, error) {
+// Expand returns the block id (Hit.BlockID) with its neighbours and its
+// window, within the byte budget. A block id is stable: it names the same
+// body as long as its document is the same bytes (see Hit.BlockID).
+//
+// Errors: ErrBadBlockID (wrapped) for an id that is not BlockIDLen
+// lowercase hex digits; ErrNotFound (wrapped), with the text "no such block
+// <id> (its document changed or was deleted)", for an id that names no
+// block (never issued, or of a document since changed or deleted) and,
+// alike, for one above the clearance; invalid options; storage errors.
+func (ix *Index) Expand(ctx context.Context, id string, opts *ExpandOptions) (*Expansion, error) {
 	s, err := ix.acquire()
 	if err != nil {
 		return nil, err
@@ -59,7 +66,10 @@ func (ix *Index) Expand(ctx context.Context, id int64, opts *ExpandOptions) (*Ex
 }
 
 // expand is Index.Expand on one generation.
-func (ix *state) expand(ctx context.Context, id int64, opts *ExpandOptions) (*Expansion, error) {
+func (ix *state) expand(ctx context.Context, id string, opts *ExpandOptions) (*Expansion, error) {
+	if err := CheckBlockID(id); err != nil {
+		return nil, fmt.Errorf("expand: %w", err)
+	}
 	if opts == nil {
 		opts = &ExpandOptions{}
 	}
@@ -90,51 +100,52 @@ func (ix *state) expand(ctx context.Context, id int64, opts *ExpandOptions) (*Ex
 	var doc string
 	var ord int
 	err = tx.QueryRowContext(ctx, `SELECT b.doc_id, b.ord FROM blocks b JOIN documents d ON d.doc_id = b.doc_id
-		WHERE b.block_id = ? AND d.sensitivity IN (`+placeholders(len(levels))+`)`, args...).Scan(&doc, &ord)
+		WHERE b.public_id = ? AND d.sensitivity IN (`+placeholders(len(levels))+`)`, args...).Scan(&doc, &ord)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("expand: block %d: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("expand: %w", noSuchBlock(id))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("expand: block %d: %w", id, err)
+		return nil, fmt.Errorf("expand: block %s: %w", id, err)
 	}
 	// A document has fewer blocks than any huge count asked for: bound the
 	// range by what exists (and keep ord±n from overflowing).
 	var last int
 	if err := tx.QueryRowContext(ctx, `SELECT max(ord) FROM blocks WHERE doc_id = ?`, doc).Scan(&last); err != nil {
-		return nil, fmt.Errorf("expand: block %d: %w", id, err)
+		return nil, fmt.Errorf("expand: block %s: %w", id, err)
 	}
 	before, after = min(before, ord), min(after, last-ord)
 	rows, err := tx.QueryContext(ctx, `SELECT block_id, ord FROM blocks WHERE doc_id = ? AND ord BETWEEN ? AND ? ORDER BY ord`,
 		doc, ord-before, ord+after)
 	if err != nil {
-		return nil, fmt.Errorf("expand: block %d: %w", id, err)
+		return nil, fmt.Errorf("expand: block %s: %w", id, err)
 	}
-	var hits []Hit
+	var ids []int64
 	var ords []int
 	for rows.Next() {
-		var h Hit
+		var n int64
 		var o int
-		if err := rows.Scan(&h.BlockID, &o); err != nil {
+		if err := rows.Scan(&n, &o); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		hits, ords = append(hits, h), append(ords, o)
+		ids, ords = append(ids, n), append(ords, o)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if hits, err = fillHits(ctx, tx, hits, levels); err != nil {
-		return nil, fmt.Errorf("expand: block %d: %w", id, err)
+	hits, kept, err := fillHits(ctx, tx, ids, levels)
+	if err != nil {
+		return nil, fmt.Errorf("expand: block %s: %w", id, err)
 	}
 	self := -1
-	for i, o := range ords {
-		if o == ord {
+	for i, k := range kept {
+		if ords[k] == ord {
 			self = i
 		}
 	}
-	if self < 0 || self >= len(hits) {
-		return nil, fmt.Errorf("expand: block %d: %w", id, ErrNotFound)
+	if self < 0 {
+		return nil, fmt.Errorf("expand: %w", noSuchBlock(id))
 	}
 	x := &Expansion{Block: hits[self], Before: []Hit{}, After: []Hit{}}
 	x.Bytes = len(x.Block.Body)

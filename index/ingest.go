@@ -145,6 +145,7 @@ func (e *DocumentError) Unwrap() error { return e.Err }
 // block is a derived block, ready to write.
 type block struct {
 	chunk.Block
+	id            string // the public id (blockID)
 	body, context string
 	// The small-to-big columns: "" without a window.
 	parentID, window, locator string

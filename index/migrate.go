@@ -25,6 +25,17 @@ type column struct {
 	table, name, typ, def string
 }
 
+// columnFill holds, by "table.column", a statement that computes the
+// column for old rows once the ensure-column pass has added it.
+var columnFill = map[string]string{"blocks.public_id": fillPublicIDs}
+
+// fillPublicIDs computes blocks.public_id where it is empty, as
+// sql/0010_block_ids.sql and blockID do.
+const fillPublicIDs = `UPDATE blocks SET public_id = left(sha256(blocks.doc_id || ' ' || coalesce(d.blob_id, '') || ' ' ||
+	blocks.byte_start::VARCHAR || ' ' || blocks.byte_end::VARCHAR || ' ' || blocks.body), 16)
+	FROM (SELECT b.block_id, d.blob_id FROM blocks b LEFT JOIN documents d ON d.doc_id = b.doc_id) d
+	WHERE d.block_id = blocks.block_id AND blocks.public_id = ''`
+
 // schemaColumns lists every column of the current schema, table by table.
 // TestSchemaColumnsMatchMigrations keeps it equal to what the SQL files
 // create. Add a column here whenever a new SQL file adds one.
@@ -97,6 +108,9 @@ var schemaColumns = []column{
 	{"document_text", "doc_id", "VARCHAR", "''"},
 	{"document_text", "text", "VARCHAR", "''"},
 	{"manifest", "extractors", "VARCHAR", "''"},
+	// A file that lost the column (0010 makes it, UNIQUE) gets the ids
+	// computed (columnFill), without the constraint.
+	{"blocks", "public_id", "VARCHAR", "''"},
 }
 
 // migrate brings the database up to SchemaVersion: it applies each missing
@@ -184,10 +198,14 @@ func ensureColumns(ctx context.Context, db *sql.DB) error {
 			continue
 		}
 		// DuckDB cannot add a column with a constraint: add, then SET NOT NULL.
-		for _, stmt := range []string{
+		stmts := []string{
 			fmt.Sprintf(`ALTER TABLE %s ADD COLUMN %s %s DEFAULT %s`, c.table, c.name, c.typ, c.def),
 			fmt.Sprintf(`ALTER TABLE %s ALTER COLUMN %s SET NOT NULL`, c.table, c.name),
-		} {
+		}
+		if fill := columnFill[c.table+"."+c.name]; fill != "" {
+			stmts = append(stmts, fill)
+		}
+		for _, stmt := range stmts {
 			if _, err := db.ExecContext(ctx, stmt); err != nil {
 				return fmt.Errorf("ensure column %s.%s: %w", c.table, c.name, err)
 			}

@@ -114,6 +114,12 @@ func TestUpgradeOlderFile(t *testing.T) {
 	if body != "old body" || context != "" || path2 != "[]" || page != 0 {
 		t.Errorf("old row reads back as body %q context %q heading_path %v page %d", body, context, path2, page)
 	}
+	// 0010 computed the old row's id as blockID does.
+	var pub string
+	if err := ix.cur.Load().db.QueryRow(`SELECT public_id FROM blocks`).Scan(&pub); err != nil ||
+		pub != blockID("0123456789abcdef0123456789abcdef", "sha256:"+strings.Repeat("0", 64), 0, 8, "old body") {
+		t.Errorf("old row's public_id %q, %v", pub, err)
+	}
 	var parent, heading, window, locator string
 	if err := ix.cur.Load().db.QueryRow(`SELECT parent_id, heading, window_text, parent_locator FROM blocks`).Scan(&parent, &heading, &window, &locator); err != nil ||
 		parent+heading+window+locator != "" {
@@ -152,7 +158,10 @@ func TestUpgradeOlderFile(t *testing.T) {
 }
 
 // TestEnsureColumnRepairs drops a column from a current file; the next open
-// adds it back with its default, NOT NULL.
+// adds it back with its default, NOT NULL. (A column of blocks before
+// public_id cannot be dropped: DuckDB refuses while the UNIQUE index
+// depends on a later column. The test drops documents.reason; then makes
+// blocks again without public_id, which the open computes.)
 func TestEnsureColumnRepairs(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -163,8 +172,19 @@ func TestEnsureColumnRepairs(t *testing.T) {
 	if _, err := ix.Ingest(ctx, Input{Source: "/a.md", Data: []byte("# A\n\ntext\n")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ix.cur.Load().db.Exec(`ALTER TABLE blocks DROP COLUMN context`); err != nil {
-		t.Fatal(err)
+	var id string
+	if err := ix.cur.Load().db.QueryRow(`SELECT public_id FROM blocks`).Scan(&id); err != nil || len(id) != BlockIDLen {
+		t.Fatalf("public_id %q, %v", id, err)
+	}
+	for _, stmt := range []string{
+		`ALTER TABLE documents DROP COLUMN reason`,
+		`CREATE TABLE blocks_copy AS SELECT * EXCLUDE (public_id) FROM blocks`,
+		`DROP TABLE blocks`,
+		`ALTER TABLE blocks_copy RENAME TO blocks`,
+	} {
+		if _, err := ix.cur.Load().db.Exec(stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
 	}
 	ix.Close()
 	ix, err = Open(ctx, dir, &Options{BlobURL: "mem://"})
@@ -172,13 +192,17 @@ func TestEnsureColumnRepairs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ix.Close()
-	var ctxt, nullable string
-	if err := ix.cur.Load().db.QueryRow(`SELECT context FROM blocks`).Scan(&ctxt); err != nil || ctxt != "" {
-		t.Fatalf("context = %q, %v", ctxt, err)
+	var reason, nullable string
+	if err := ix.cur.Load().db.QueryRow(`SELECT reason FROM documents`).Scan(&reason); err != nil || reason != "" {
+		t.Fatalf("reason = %q, %v", reason, err)
 	}
-	ix.cur.Load().db.QueryRow(`SELECT is_nullable FROM information_schema.columns WHERE table_name = 'blocks' AND column_name = 'context'`).Scan(&nullable)
+	ix.cur.Load().db.QueryRow(`SELECT is_nullable FROM information_schema.columns WHERE table_name = 'documents' AND column_name = 'reason'`).Scan(&nullable)
 	if nullable != "NO" {
 		t.Errorf("repaired column is nullable")
+	}
+	var again string
+	if err := ix.cur.Load().db.QueryRow(`SELECT public_id FROM blocks`).Scan(&again); err != nil || again != id {
+		t.Errorf("public_id after repair %q, %v; want %q", again, err, id)
 	}
 }
 

@@ -182,25 +182,27 @@ func (ix *state) documentBlocks(ctx context.Context, docID, clearance string) ([
 		return nil, fmt.Errorf("document blocks %s: %w", docID, err)
 	}
 	defer rows.Close()
-	hits := []Hit{}
+	var ids []int64
 	for rows.Next() {
-		var h Hit
-		if err := rows.Scan(&h.BlockID); err != nil {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
 			return nil, err
 		}
-		hits = append(hits, h)
+		ids = append(ids, id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if hits, err = fillHits(ctx, tx, hits, levels); err != nil {
+	hits, _, err := fillHits(ctx, tx, ids, levels)
+	if err != nil {
 		return nil, fmt.Errorf("document blocks %s: %w", docID, err)
 	}
 	return hits, nil
 }
 
 // ForEachBlock calls fn with every block the clearance may see ("" is
-// Public), in block id order, as a hit with score 0, from one snapshot. An
+// Public), by document id and position, as a hit with score 0, from one
+// snapshot. An
 // error from fn stops the walk and is returned.
 func (ix *Index) ForEachBlock(ctx context.Context, clearance string, fn func(Hit) error) error {
 	s, err := ix.acquire()
@@ -221,10 +223,10 @@ func (ix *state) forEachBlock(ctx context.Context, clearance string, fn func(Hit
 	for i, l := range levels {
 		args[i] = l
 	}
-	rows, err := ix.db.QueryContext(ctx, `SELECT b.block_id, b.doc_id, d.source, d.title, b.body, b.context,
+	rows, err := ix.db.QueryContext(ctx, `SELECT b.public_id, b.doc_id, d.source, d.title, b.body, b.context,
 		b.heading_path, b.page, b.byte_start, b.byte_end
 		FROM blocks b JOIN documents d ON d.doc_id = b.doc_id
-		WHERE d.sensitivity IN (`+placeholders(len(levels))+`) ORDER BY b.block_id`, args...)
+		WHERE d.sensitivity IN (`+placeholders(len(levels))+`) ORDER BY b.doc_id, b.ord`, args...)
 	if err != nil {
 		return fmt.Errorf("blocks: %w", err)
 	}

@@ -24,12 +24,14 @@ type Verification struct {
 	// analyzer, contextualize; not its times), the documents by doc id
 	// (with status, reason, extractor and pages), the kept text of HTML,
 	// DOCX and PDF documents by doc id,
-	// the blocks by (doc id, position) with their windows, full-text
-	// lengths and level, the postings by (term, doc id, position), and the vectors by
-	// (doc id, position). Blocks are named by document and position, not by
-	// block id: ids come from a sequence and differ between an ingest and
-	// a rebuild of the same documents, while everything they identify is
-	// equal. Two indexes with the same digest answer every query alike.
+	// the blocks by (doc id, position) with their public ids (Hit.BlockID),
+	// windows, full-text lengths and level, the postings by (term, doc id,
+	// position), and the vectors by (doc id, position). Within the digest
+	// blocks are named by document and position, never by the internal
+	// numbers the full-text index and the vectors use, which come from a
+	// sequence and differ between an ingest and a rebuild of the same
+	// documents. Two indexes with the same digest answer every query alike
+	// and give every block the same id.
 	Digest     string `json:"digest"`
 	Generation string `json:"generation"`
 	Documents  int64  `json:"documents"`
@@ -44,8 +46,8 @@ type Verification struct {
 	// index derives exactly from the blob store.
 	RecordsWithoutRows    []string `json:"records_without_rows"`    // records the index lacks
 	RowsWithoutRecords    []string `json:"rows_without_records"`    // documents whose record is gone or differs
-	BlocksWithoutPostings []int64  `json:"blocks_without_postings"` // no full-text entry
-	BlocksWithoutVectors  []int64  `json:"blocks_without_vectors"`  // none in the active embedding set
+	BlocksWithoutPostings []string `json:"blocks_without_postings"` // block ids (Hit.BlockID) without a full-text entry
+	BlocksWithoutVectors  []string `json:"blocks_without_vectors"`  // block ids without a vector in the active embedding set
 	// RecordsWithoutBlobs are records whose bytes the blob store lacks:
 	// the index may serve them, but no rebuild can (not checked with
 	// VerifyOptions.SkipOrphans).
@@ -251,7 +253,7 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	// in this canonical order (doc id, ord) names it below.
 	posOf := []int32{} // by block id; -1: no row
 	blocks := int32(0)
-	rows, err = tx.QueryContext(ctx, `SELECT b.block_id, b.doc_id, b.ord, b.body, b.byte_start, b.byte_end, b.context,
+	rows, err = tx.QueryContext(ctx, `SELECT b.block_id, b.public_id, b.doc_id, b.ord, b.body, b.byte_start, b.byte_end, b.context,
 		b.heading_path, b.page, b.parent_id, b.heading, b.window_text, b.parent_locator, f.len_body, f.len_context, f.level
 		FROM blocks b LEFT JOIN fts_blocks f ON f.block_id = b.block_id ORDER BY b.doc_id, b.ord`)
 	if err != nil {
@@ -260,10 +262,10 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	d.str("blocks")
 	for rows.Next() {
 		var id, start, end int64
-		var doc, body, context, path, parent, heading, window, locator string
+		var pub, doc, body, context, path, parent, heading, window, locator string
 		var ord, page int32
 		var lenBody, lenContext, level *int64
-		if err := rows.Scan(&id, &doc, &ord, &body, &start, &end, &context, &path, &page, &parent, &heading, &window, &locator, &lenBody, &lenContext, &level); err != nil {
+		if err := rows.Scan(&id, &pub, &doc, &ord, &body, &start, &end, &context, &path, &page, &parent, &heading, &window, &locator, &lenBody, &lenContext, &level); err != nil {
 			rows.Close()
 			return fail("blocks", err)
 		}
@@ -274,6 +276,7 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 		blocks++
 		d.str(doc)
 		d.int(int64(ord))
+		d.str(pub)
 		d.str(body)
 		d.int(start)
 		d.int(end)
@@ -284,7 +287,7 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 			d.str(f)
 		}
 		if lenBody == nil {
-			v.BlocksWithoutPostings = append(v.BlocksWithoutPostings, id)
+			v.BlocksWithoutPostings = append(v.BlocksWithoutPostings, pub)
 			d.str("-")
 		} else {
 			d.int(*lenBody)
@@ -311,7 +314,7 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 		lastTerm, lastRank := "", int32(-1)
 		return ix.fts.ForEachPosting(ctx, tx, func(term string, p fts.Posting) error {
 			if p.Block < 0 || p.Block >= int64(len(posOf)) || posOf[p.Block] < 0 {
-				return fmt.Errorf("posting of term %q for block %d, which has no row", term, p.Block)
+				return fmt.Errorf("a posting of term %q names a block that has no row: the full-text index is damaged; run escurel rebuild", term)
 			}
 			if term != lastTerm || lastRank < 0 {
 				r, ok := rank[term]
@@ -372,14 +375,14 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	d.str("vectors")
 	if ix.vec != nil {
 		d.str(ix.vec.spec.Identity().String())
-		rows, err = tx.QueryContext(ctx, `SELECT b.block_id, v.vector FROM blocks b
+		rows, err = tx.QueryContext(ctx, `SELECT b.public_id, v.vector FROM blocks b
 			LEFT JOIN `+ix.vec.table+` v ON v.block_id = b.block_id ORDER BY b.doc_id, b.ord`)
 		if err != nil {
 			return fail("vectors", err)
 		}
 		var buf []byte
 		for rows.Next() {
-			var id int64
+			var id string
 			var vec []any
 			if err := rows.Scan(&id, &vec); err != nil {
 				rows.Close()

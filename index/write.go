@@ -104,13 +104,13 @@ func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err
 	}
 	added := make([]fts.Block, 0, n)
 	err = duck.Append(ctx, tx.Conn, "blocks", []string{"block_id", "doc_id", "ord", "body", "byte_start", "byte_end", "context", "heading_path", "page",
-		"parent_id", "heading", "window_text", "parent_locator"},
+		"parent_id", "heading", "window_text", "parent_locator", "public_id"},
 		func(add func(...driver.Value) error) error {
 			i := 0
 			for _, d := range docs {
 				for ord, b := range d.blocks {
 					if err := add(ids[i], d.rec.DocID, int32(ord), b.body, int64(b.Start), int64(b.End), b.context, headingJSON(b.HeadingPath), int32(b.Page),
-						b.parentID, b.Heading, b.window, b.locator); err != nil {
+						b.parentID, b.Heading, b.window, b.locator, b.id); err != nil {
 						return err
 					}
 					added = append(added, fts.Block{ID: ids[i], Level: level(d.rec.Sensitivity), Terms: b.terms})
@@ -120,6 +120,9 @@ func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err
 			return nil
 		})
 	if err != nil {
+		if cerr := ix.collision(ctx, docs); cerr != nil {
+			return false, cerr
+		}
 		return false, err
 	}
 	var denseAdd []dense.Entry
@@ -154,6 +157,45 @@ func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err
 		return false, err
 	}
 	return true, ix.fts.Maintain(context.WithoutCancel(ctx), ix.db, 0)
+}
+
+// collision explains a failed append of docs' blocks when the cause is a
+// block id that another block holds (blocks.public_id is UNIQUE): another
+// of docs, or a document the index holds and the write does not replace.
+// It returns nil when that is not the cause. It reads outside the failed
+// transaction, from what is committed; the caller holds writeMu.
+func (ix *state) collision(ctx context.Context, docs []pending) error {
+	holder := map[string]string{} // block id → source
+	replaced := map[string]bool{}
+	var ids []any
+	for _, d := range docs {
+		replaced[d.rec.DocID] = true
+		for _, b := range d.blocks {
+			if other, ok := holder[b.id]; ok {
+				return &CollisionError{ID: b.id, Source: d.rec.Source, Other: other}
+			}
+			holder[b.id] = d.rec.Source
+			ids = append(ids, b.id)
+		}
+	}
+	for len(ids) > 0 {
+		n := min(len(ids), 1000)
+		rows, err := ix.db.QueryContext(ctx, `SELECT b.public_id, b.doc_id, d.source FROM blocks b JOIN documents d ON d.doc_id = b.doc_id
+			WHERE b.public_id IN (`+placeholders(n)+`)`, ids[:n]...)
+		if err != nil {
+			return nil
+		}
+		for rows.Next() {
+			var id, doc, src string
+			if rows.Scan(&id, &doc, &src) == nil && !replaced[doc] {
+				rows.Close()
+				return &CollisionError{ID: id, Source: holder[id], Other: src}
+			}
+		}
+		rows.Close()
+		ids = ids[n:]
+	}
+	return nil
 }
 
 func blockIDs(bs []fts.Block) []int64 {

@@ -21,10 +21,10 @@ type searchResponse struct {
 }
 
 type expandRequest struct {
-	ID       int64 `path:"id" doc:"the block's id, from a hit"`
-	Before   int   `query:"before" maximum:"100" doc:"neighbours before the block, at most 100; 0 or absent: 2; negative: none"`
-	After    int   `query:"after" maximum:"100" doc:"neighbours after the block, at most 100; 0 or absent: 2; negative: none"`
-	MaxBytes int   `query:"max_bytes" minimum:"0" maximum:"1048576" doc:"bytes of text in all; 0 or absent: 16384; the block's own body always comes whole"`
+	ID       string `path:"id" pattern:"^[0-9a-f]{16}$" doc:"the block's id, from a hit: 16 lowercase hex digits"`
+	Before   int    `query:"before" maximum:"100" doc:"neighbours before the block, at most 100; 0 or absent: 2; negative: none"`
+	After    int    `query:"after" maximum:"100" doc:"neighbours after the block, at most 100; 0 or absent: 2; negative: none"`
+	MaxBytes int    `query:"max_bytes" minimum:"0" maximum:"1048576" doc:"bytes of text in all; 0 or absent: 16384; the block's own body always comes whole"`
 }
 
 type expandResponse struct {

@@ -167,7 +167,7 @@ func TestEndpoints(t *testing.T) {
 			t.Fatalf("mode %q: %+v", mode, out)
 		}
 		h := out.Hits[0]
-		if h.BlockID == 0 || h.Source == "" || h.Body == "" || h.ByteEnd <= h.ByteStart || h.Explain == nil || h.HeadingPath == nil {
+		if len(h.BlockID) != index.BlockIDLen || h.Source == "" || h.Body == "" || h.ByteEnd <= h.ByteStart || h.Explain == nil || h.HeadingPath == nil {
 			t.Errorf("mode %q: hit lacks fields: %+v", mode, h)
 		}
 	}
@@ -179,7 +179,7 @@ func TestEndpoints(t *testing.T) {
 	soup := out.Hits[0]
 
 	var exp index.Expansion
-	f.get(t, "GET", fmt.Sprintf("/v1/blocks/%d/expand?before=1&after=1&max_bytes=4096", soup.BlockID), "", nil, &exp)
+	f.get(t, "GET", fmt.Sprintf("/v1/blocks/%s/expand?before=1&after=1&max_bytes=4096", soup.BlockID), "", nil, &exp)
 	if exp.Block.BlockID != soup.BlockID || exp.Block.Body != soup.Body {
 		t.Errorf("expand: %+v", exp)
 	}
@@ -242,9 +242,11 @@ func TestLimits(t *testing.T) {
 		{"language", "POST", "/v1/search", "", map[string]any{"query": "x", "language": "EN!"}, 422, "body.language"},
 		{"clearance is no field", "POST", "/v1/search", "", map[string]any{"query": "x", "clearance": "restricted"}, 422, "clearance"},
 		{"body", "POST", "/v1/search", "", []byte(`{"query": "` + strings.Repeat("a", 2<<20) + `"}`), 413, "too large"},
-		{"max_bytes", "GET", "/v1/blocks/1/expand?max_bytes=99999999", "", nil, 422, "query.max_bytes"},
+		{"max_bytes", "GET", "/v1/blocks/0000000000000001/expand?max_bytes=99999999", "", nil, 422, "query.max_bytes"},
 		{"block id", "GET", "/v1/blocks/abc/expand", "", nil, 422, "path.id"},
-		{"missing block", "GET", "/v1/blocks/999999/expand", "", nil, 404, "not found"},
+		{"block id, a number", "GET", "/v1/blocks/294/expand", "", nil, 422, "path.id"},
+		{"block id, upper case", "GET", "/v1/blocks/00000000000F4240/expand", "", nil, 422, "path.id"},
+		{"missing block", "GET", "/v1/blocks/00000000000f4240/expand", "", nil, 404, "not found"},
 		{"missing document", "GET", "/v1/documents/00000000000000000000000000000000/text", "", nil, 404, "not found"},
 		{"unknown token", "GET", "/v1/status", "tok-unknown-0123456789", nil, 401, "unknown bearer token"},
 		{"unknown token on mcp", "POST", "/mcp", "tok-unknown-0123456789", map[string]any{}, 401, "unknown bearer token"},
@@ -291,7 +293,7 @@ func TestOpenAPI(t *testing.T) {
 	}
 	routes := map[string]string{ // "METHOD path" → a request path
 		"POST /v1/search":                 "/v1/search",
-		"GET /v1/blocks/{id}/expand":      "/v1/blocks/1/expand",
+		"GET /v1/blocks/{id}/expand":      "/v1/blocks/0000000000000001/expand",
 		"GET /v1/documents":               "/v1/documents",
 		"GET /v1/documents/{doc_id}/text": "/v1/documents/x/text",
 		"GET /v1/status":                  "/v1/status",
@@ -488,8 +490,11 @@ func TestMCPHTTP(t *testing.T) {
 	if text, isErr := callTool(t, cs, "search", map[string]any{"query": "x", "k": 5000}, nil); !isErr || !strings.Contains(text, "k") {
 		t.Errorf("k 5000: %v %s", isErr, text)
 	}
-	if text, isErr := callTool(t, cs, "expand", map[string]any{"block_id": 999999}, nil); !isErr || !strings.Contains(text, "not found") {
+	if text, isErr := callTool(t, cs, "expand", map[string]any{"block_id": "00000000000f4240"}, nil); !isErr || !strings.Contains(text, "not found") {
 		t.Errorf("missing block: %v %s", isErr, text)
+	}
+	if text, isErr := callTool(t, cs, "expand", map[string]any{"block_id": "294"}, nil); !isErr || !strings.Contains(text, "invalid argument block_id") {
+		t.Errorf("malformed block id: %v %s", isErr, text)
 	}
 	metrics := string(f.get(t, "GET", "/metrics", "", nil, nil))
 	if !strings.Contains(metrics, `route="mcp/search"`) || !strings.Contains(metrics, `route="/mcp"`) {
@@ -505,7 +510,7 @@ func TestNoLeak(t *testing.T) {
 	// What a restricted caller can see, to aim at.
 	var all serve.SearchOutput
 	f.get(t, "POST", "/v1/search", restrictedToken, map[string]any{"query": "lentil " + secret, "k": 100, "mode": "bm25"}, &all)
-	var secretBlocks []int64
+	var secretBlocks []string
 	var secretDoc string
 	for _, h := range all.Hits {
 		if strings.Contains(h.Source, secret) {
@@ -551,7 +556,7 @@ func TestNoLeak(t *testing.T) {
 			}
 		}
 		for _, id := range secretBlocks {
-			code, body := f.do(t, "GET", fmt.Sprintf("/v1/blocks/%d/expand?max_bytes=1048576", id), token, nil)
+			code, body := f.do(t, "GET", fmt.Sprintf("/v1/blocks/%s/expand?max_bytes=1048576", id), token, nil)
 			check("expand", body)
 			if code != http.StatusNotFound {
 				t.Errorf("expand restricted block: %d", code)

@@ -44,10 +44,10 @@ type SearchOutput struct {
 
 // ExpandInput asks for a block with its neighbours and its window.
 type ExpandInput struct {
-	BlockID  int64 `json:"block_id" jsonschema:"the block's id, from a hit"`
-	Before   int   `json:"before,omitempty" jsonschema:"neighbours before it, at most 100; 0: 2, negative: none"`
-	After    int   `json:"after,omitempty" jsonschema:"neighbours after it, at most 100; 0: 2, negative: none"`
-	MaxBytes int   `json:"max_bytes,omitempty" jsonschema:"bytes of text in all, at most 1048576; 0: 16384; the block's own body always comes whole"`
+	BlockID  string `json:"block_id" jsonschema:"the block's id, from a hit: 16 lowercase hex digits"`
+	Before   int    `json:"before,omitempty" jsonschema:"neighbours before it, at most 100; 0: 2, negative: none"`
+	After    int    `json:"after,omitempty" jsonschema:"neighbours after it, at most 100; 0: 2, negative: none"`
+	MaxBytes int    `json:"max_bytes,omitempty" jsonschema:"bytes of text in all, at most 1048576; 0: 16384; the block's own body always comes whole"`
 }
 
 // DocumentSummary is one document a caller may see.
@@ -209,6 +209,8 @@ func (sv *service) expand(ctx context.Context, clearance string, in *ExpandInput
 		return nil, &FieldError{"after", fmt.Sprintf("at most %d", MaxNeighbours), in.After}
 	case in.MaxBytes < 0 || in.MaxBytes > MaxExpand:
 		return nil, &FieldError{"max_bytes", fmt.Sprintf("want 0 to %d", MaxExpand), in.MaxBytes}
+	case index.CheckBlockID(in.BlockID) != nil:
+		return nil, &FieldError{"block_id", index.ErrBadBlockID.Error(), in.BlockID}
 	}
 	return sv.ix.Expand(ctx, in.BlockID, &index.ExpandOptions{
 		Before: in.Before, After: in.After, MaxBytes: in.MaxBytes, Clearance: clearance,

@@ -136,7 +136,7 @@ func TestFormats(t *testing.T) {
 		}
 		for _, h := range hits {
 			if h.Page < 1 || !strings.HasSuffix(h.Context, fmt.Sprintf(" › p.%d]", h.Page)) {
-				t.Fatalf("%s block %d: page %d, context %q", rec.Source, h.BlockID, h.Page, h.Context)
+				t.Fatalf("%s block %s: page %d, context %q", rec.Source, h.BlockID, h.Page, h.Context)
 			}
 		}
 	}

@@ -107,7 +107,7 @@ func (e *env) checkVerbatim() int {
 		}
 		for _, b := range blocks {
 			if got := text[b.ByteStart:b.ByteEnd]; got != b.Body {
-				e.t.Fatalf("%s block %d: text[%d:%d] = %q, body %q", rec.Source, b.BlockID, b.ByteStart, b.ByteEnd, got, b.Body)
+				e.t.Fatalf("%s block %s: text[%d:%d] = %q, body %q", rec.Source, b.BlockID, b.ByteStart, b.ByteEnd, got, b.Body)
 			}
 		}
 		n += len(blocks)

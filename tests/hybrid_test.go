@@ -38,8 +38,8 @@ func searchWith(t *testing.T, ix *index.Index, q string, opts index.SearchOption
 	return hits
 }
 
-func ids(hits []index.Hit) []int64 {
-	out := make([]int64, len(hits))
+func ids(hits []index.Hit) []string {
+	out := make([]string, len(hits))
 	for i, h := range hits {
 		out[i] = h.BlockID
 	}
@@ -78,7 +78,8 @@ func TestDenseFindsBlockByTitle(t *testing.T) {
 }
 
 // Every hybrid hit comes from a leg; explain says which, with ranks from 1;
-// fusion is deterministic and ties go by block id.
+// fusion is deterministic and ties go by the internal block order (the
+// order of writing: here, of the sources).
 func TestHybridExplainAndDeterminism(t *testing.T) {
 	e := newEnv(t, index.Options{})
 	for i := range 30 {
@@ -105,17 +106,17 @@ func TestHybridExplainAndDeterminism(t *testing.T) {
 			if x.BM25 != nil && x.BM25.Rank < 1 || x.Dense != nil && x.Dense.Rank < 1 {
 				t.Errorf("%s hit %d: ranks from 1: %+v %+v", fusion, i, x.BM25, x.Dense)
 			}
-			if i > 0 && h.Score == first[i-1].Score && h.BlockID < first[i-1].BlockID {
-				t.Errorf("%s: tie at %d not ordered by block id: %d after %d", fusion, i, h.BlockID, first[i-1].BlockID)
+			if i > 0 && h.Score == first[i-1].Score && h.Source < first[i-1].Source {
+				t.Errorf("%s: tie at %d not in write order: %s after %s", fusion, i, h.Source, first[i-1].Source)
 			}
 			if i > 0 && h.Score > first[i-1].Score {
 				t.Errorf("%s: scores not descending at %d", fusion, i)
 			}
 		}
-		// The two blocks of "sensor 3" tie in both legs, where the lower
-		// block id ranks first; convex fusion keeps the tie, RRF turns it
-		// into ranks.
-		if (fusion == index.FusionConvex) != (first[0].Score == first[1].Score) || first[0].BlockID > first[1].BlockID || !strings.Contains(first[0].Body, "sensor 3 ") {
+		// The two blocks of "sensor 3" tie in both legs, where the one
+		// written first ranks first; convex fusion keeps the tie, RRF
+		// turns it into ranks.
+		if (fusion == index.FusionConvex) != (first[0].Score == first[1].Score) || first[0].Source > first[1].Source || !strings.Contains(first[0].Body, "sensor 3 ") {
 			t.Errorf("%s: top two %+v %+v", fusion, first[0], first[1])
 		}
 	}
@@ -130,7 +131,7 @@ func TestHybridExplainAndDeterminism(t *testing.T) {
 			want += 0.5 / float64(60+x.Rank)
 		}
 		if diff := h.Score - want; diff > 1e-12 || diff < -1e-12 {
-			t.Fatalf("block %d: score %v, RRF by hand %v", h.BlockID, h.Score, want)
+			t.Fatalf("block %s: score %v, RRF by hand %v", h.BlockID, h.Score, want)
 		}
 	}
 	// Without explain, no explain key.

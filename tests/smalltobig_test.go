@@ -40,13 +40,13 @@ func TestSmallToBigCitations(t *testing.T) {
 			for _, b := range blocks {
 				l := b.ParentLocator
 				if l == nil || b.PromptText == "" {
-					t.Fatalf("%s %s block %d: no window", spec, r.Source, b.BlockID)
+					t.Fatalf("%s %s block %s: no window", spec, r.Source, b.BlockID)
 				}
 				if string(data[l.ByteStart:l.ByteEnd]) != b.PromptText {
-					t.Fatalf("%s %s block %d: window is not text[%d:%d]", spec, r.Source, b.BlockID, l.ByteStart, l.ByteEnd)
+					t.Fatalf("%s %s block %s: window is not text[%d:%d]", spec, r.Source, b.BlockID, l.ByteStart, l.ByteEnd)
 				}
 				if l.ByteStart > b.ByteStart || l.ByteEnd < b.ByteEnd || l.ParagraphStart >= l.ParagraphEnd {
-					t.Fatalf("%s %s block %d: window %+v does not contain the block [%d, %d)", spec, r.Source, b.BlockID, l, b.ByteStart, b.ByteEnd)
+					t.Fatalf("%s %s block %s: window %+v does not contain the block [%d, %d)", spec, r.Source, b.BlockID, l, b.ByteStart, b.ByteEnd)
 				}
 				windows++
 			}
@@ -248,10 +248,17 @@ func TestExpand(t *testing.T) {
 	}
 	secret := searchWith(t, e.ix, "hidden", index.SearchOptions{K: 1, Clearance: index.Restricted})[0].BlockID
 	_, errSecret := e.ix.Expand(ctx, secret, nil)
-	_, errMissing := e.ix.Expand(ctx, 999999, nil)
+	_, errMissing := e.ix.Expand(ctx, "00000000000f4240", nil)
 	if !errors.Is(errSecret, index.ErrNotFound) || !errors.Is(errMissing, index.ErrNotFound) ||
-		strings.Replace(errSecret.Error(), fmt.Sprint(secret), "N", 1) != strings.Replace(errMissing.Error(), "999999", "N", 1) {
+		strings.Replace(errSecret.Error(), secret, "N", 1) != strings.Replace(errMissing.Error(), "00000000000f4240", "N", 1) ||
+		!strings.Contains(errMissing.Error(), "no such block 00000000000f4240 (its document changed or was deleted)") {
 		t.Errorf("restricted %v; missing %v", errSecret, errMissing)
+	}
+	// A malformed id is its own error, not "no such block".
+	for _, bad := range []string{"", "123", "00000000000F4240", "00000000000f42400", "00000000000f424g"} {
+		if _, err := e.ix.Expand(ctx, bad, nil); !errors.Is(err, index.ErrBadBlockID) || errors.Is(err, index.ErrNotFound) {
+			t.Errorf("Expand(%q): %v, want ErrBadBlockID", bad, err)
+		}
 	}
 	if x, err := e.ix.Expand(ctx, secret, &index.ExpandOptions{Clearance: index.Restricted}); err != nil || x.Block.Body != "Hidden words." {
 		t.Errorf("with clearance: %+v %v", x, err)

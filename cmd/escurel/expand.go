@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/escurel/escurel/index"
 )
@@ -31,9 +29,9 @@ func (c *ExpandCommand) Run(ctx context.Context, args []string) error {
 	if len(args) != 1 {
 		return usageError("expand: want one BLOCK_ID")
 	}
-	id, err := strconv.ParseInt(args[0], 10, 64)
-	if err != nil || id < 1 {
-		return usageError("expand: %q is not a block id (a positive integer, as search prints)", args[0])
+	id := args[0]
+	if err := index.CheckBlockID(id); err != nil {
+		return usageError("expand: %v", err)
 	}
 	if *n < 0 || *maxBytes < 1 {
 		return usageError("expand: -n must be ≥ 0 and --max-bytes ≥ 1")
@@ -48,9 +46,6 @@ func (c *ExpandCommand) Run(ctx context.Context, args []string) error {
 		before = -1 // none
 	}
 	x, err := ix.Expand(ctx, id, &index.ExpandOptions{Before: before, After: before, MaxBytes: *maxBytes, Clearance: *clearance})
-	if errors.Is(err, index.ErrNotFound) {
-		return fmt.Errorf("no block %d", id)
-	}
 	if err != nil {
 		return err
 	}
@@ -61,16 +56,16 @@ func (c *ExpandCommand) Run(ctx context.Context, args []string) error {
 	}
 	w := c.m.Stdout
 	b := x.Block
-	fmt.Fprintf(w, "block %d  %s:%d-%d\n", b.BlockID, b.Source, b.ByteStart, b.ByteEnd)
+	fmt.Fprintf(w, "block %s  %s:%d-%d\n", b.BlockID, b.Source, b.ByteStart, b.ByteEnd)
 	if b.Context != "" {
 		fmt.Fprintf(w, "%s\n", b.Context)
 	}
 	for _, h := range x.Before {
-		fmt.Fprintf(w, "\n[before, block %d]\n%s\n", h.BlockID, h.Body)
+		fmt.Fprintf(w, "\n[before, block %s]\n%s\n", h.BlockID, h.Body)
 	}
-	fmt.Fprintf(w, "\n[block %d]\n%s\n", b.BlockID, b.Body)
+	fmt.Fprintf(w, "\n[block %s]\n%s\n", b.BlockID, b.Body)
 	for _, h := range x.After {
-		fmt.Fprintf(w, "\n[after, block %d]\n%s\n", h.BlockID, h.Body)
+		fmt.Fprintf(w, "\n[after, block %s]\n%s\n", h.BlockID, h.Body)
 	}
 	if b.PromptText != "" {
 		l := b.ParentLocator

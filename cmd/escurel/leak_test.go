@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -68,7 +67,7 @@ func TestDeclaredSensitivityCLI(t *testing.T) {
 	out, _, _ = run(t, nil, "--index", idx, "search", "--clearance", "restricted", "--json", "-k", "100", "lentil")
 	var res struct {
 		Hits []struct {
-			BlockID int64  `json:"block_id"`
+			BlockID string `json:"block_id"`
 			Source  string `json:"source"`
 		} `json:"hits"`
 	}
@@ -84,9 +83,9 @@ func TestDeclaredSensitivityCLI(t *testing.T) {
 		}
 		for _, format := range [][]string{nil, {"--json"}} {
 			args := append([]string{"--index", idx, "expand"}, format...)
-			out, errOut, code := run(t, nil, append(args, strconv.FormatInt(h.BlockID, 10))...)
+			out, errOut, code := run(t, nil, append(args, h.BlockID)...)
 			if code == 0 {
-				t.Errorf("expand %d without clearance: exit 0", h.BlockID)
+				t.Errorf("expand %s without clearance: exit 0", h.BlockID)
 			}
 			check("expand", out+errOut)
 		}

@@ -384,8 +384,15 @@ func TestSmallToBigCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"body":"Tune the bill sensors."`) {
 		t.Errorf("expand: exit %d %s %s", code, out, errOut)
 	}
-	if _, errOut, code := run(t, nil, "--index", idx, "expand", "424242"); code != 1 || !strings.Contains(errOut, "no block 424242") {
+	if len(id) != 16 {
+		t.Errorf("block id %q", id)
+	}
+	if _, errOut, code := run(t, nil, "--index", idx, "expand", "0000000000067932"); code != 1 ||
+		!strings.Contains(errOut, "no such block 0000000000067932 (its document changed or was deleted)") {
 		t.Errorf("expand of a missing block: exit %d %s", code, errOut)
+	}
+	if _, errOut, code := run(t, nil, "--index", idx, "expand", "424242"); code != 2 || !strings.Contains(errOut, "not a block id") {
+		t.Errorf("expand of a malformed id: exit %d %s", code, errOut)
 	}
 	if _, errOut, code := run(t, nil, "--index", idx, "--chunker", "default", "search", "bill"); code != 1 || !strings.Contains(errOut, "escurel rebuild --chunker") {
 		t.Errorf("another chunker: exit %d %s", code, errOut)
