@@ -27,19 +27,16 @@ const ResourcesPage = 100
 func DocumentURI(docID string) string { return documentURIPrefix + docID }
 
 // BlockURI is the MCP resource URI of a block: its body and citation
-// fields as JSON.
-func BlockURI(id int64) string { return blockURIPrefix + formatBlockID(id) }
+// fields as JSON. id is a block id as hits carry it (index.Hit.BlockID).
+func BlockURI(id string) string { return blockURIPrefix + id }
 
-// formatBlockID and parseBlockID are the one place a block id meets a
-// URI: block ids are opaque to a client.
-func formatBlockID(id int64) string { return strconv.FormatInt(id, 10) }
-
-func parseBlockID(s string) (int64, error) {
-	id, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || id <= 0 {
-		return 0, errors.New("not a block id")
+// parseBlockID is the one place a block id meets a URI: block ids are
+// opaque to a client.
+func parseBlockID(s string) (string, error) {
+	if err := index.CheckBlockID(s); err != nil {
+		return "", errors.New("not a block id")
 	}
-	return id, nil
+	return s, nil
 }
 
 // addResources adds the documents and blocks at clearance as resources:

@@ -368,7 +368,7 @@ func TestMCPResources(t *testing.T) {
 	ctx := context.Background()
 	var all serve.SearchOutput
 	f.get(t, "POST", "/v1/search", restrictedToken, map[string]any{"query": "lentil " + secret, "k": 100, "mode": "bm25"}, &all)
-	var secretBlock int64
+	var secretBlock string
 	var secretDoc, publicDoc string
 	var publicBlock index.Hit
 	for _, h := range all.Hits {
@@ -400,7 +400,7 @@ func TestMCPResources(t *testing.T) {
 		t.Errorf("block resource: %v %+v", err, h)
 	}
 	_, missingErr := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: serve.DocumentURI("00000000000000000000000000000000")})
-	_, missingBlock := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: serve.BlockURI(999999)})
+	_, missingBlock := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: serve.BlockURI("0123456789abcdef")})
 	for _, c := range []struct {
 		uri  string
 		like error
