@@ -103,6 +103,12 @@ func (ix *Index) IngestFiles(ctx context.Context, paths []string, opts IngestOpt
 	if err != nil {
 		return sum, err
 	}
+	return sum, ix.ingestListed(ctx, files, opts, &sum)
+}
+
+// ingestListed ingests listed files in batches, adding the outcomes to
+// sum. opts.MaxFileBytes is resolved.
+func (ix *Index) ingestListed(ctx context.Context, files []fileEntry, opts IngestOptions, sum *Summary) error {
 	if opts.Listed != nil {
 		opts.Listed(len(files))
 	}
@@ -112,12 +118,12 @@ func (ix *Index) IngestFiles(ctx context.Context, paths []string, opts IngestOpt
 			size += files[n].size
 			n++
 		}
-		if err := ix.ingestFileBatch(ctx, files[:n], opts, &sum); err != nil {
-			return sum, err
+		if err := ix.ingestFileBatch(ctx, files[:n], opts, sum); err != nil {
+			return err
 		}
 		files = files[n:]
 	}
-	return sum, nil
+	return nil
 }
 
 // Files are ingested in batches of at most batchFiles files or, past
@@ -128,10 +134,11 @@ const (
 )
 
 type fileEntry struct {
-	path string // as found by the walk
-	real string // absolute, symbolic links resolved: the document's source
-	size int64
-	err  error // why the file cannot be ingested, found while listing
+	path  string // as found by the walk
+	real  string // absolute, symbolic links resolved: the document's source; "" when unknown (err)
+	size  int64
+	mtime int64 // modification time, nanoseconds since the Unix epoch
+	err   error // why the file cannot be ingested, found while listing
 }
 
 // listFiles expands paths into the files to ingest, in order, each once.
@@ -140,7 +147,7 @@ func listFiles(ctx context.Context, paths []string, sum *Summary) ([]fileEntry, 
 	seen := map[string]bool{}
 	// add lists the file at p, whose target info is fi.
 	add := func(p string, fi fs.FileInfo) {
-		e := fileEntry{path: p, size: fi.Size()}
+		e := fileEntry{path: p, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
 		real, err := filepath.EvalSymlinks(p)
 		if err == nil {
 			real, err = filepath.Abs(real)
@@ -240,7 +247,8 @@ func (ix *Index) ingestFileBatch(ctx context.Context, files []fileEntry, opts In
 		if out[i].Err = f.err; f.err != nil {
 			continue
 		}
-		in := input{Input: Input{Source: filepath.ToSlash(f.real), Name: filepath.Base(f.real), Language: opts.Language, Sensitivity: opts.Sensitivity}}
+		in := input{Input: Input{Source: filepath.ToSlash(f.real), Name: filepath.Base(f.real), Language: opts.Language, Sensitivity: opts.Sensitivity},
+			size: f.size, mtime: f.mtime}
 		data, err := readFile(f, opts.MaxFileBytes)
 		switch {
 		case errors.Is(err, errTooLarge):

@@ -97,6 +97,8 @@ var schemaColumns = []column{
 	{"document_text", "doc_id", "VARCHAR", "''"},
 	{"document_text", "text", "VARCHAR", "''"},
 	{"manifest", "extractors", "VARCHAR", "''"},
+	{"documents", "bytes", "BIGINT", "0"},
+	{"documents", "source_mtime", "BIGINT", "0"},
 }
 
 // migrate brings the database up to SchemaVersion: it applies each missing
