@@ -145,12 +145,15 @@ type fileEntry struct {
 func listFiles(ctx context.Context, paths []string, sum *Summary) ([]fileEntry, error) {
 	var files []fileEntry
 	seen := map[string]bool{}
-	// add lists the file at p, whose target info is fi.
-	add := func(p string, fi fs.FileInfo) {
+	// add lists the file at p, whose target info is fi; real, when not
+	// "", is its real absolute path, known without resolving it.
+	add := func(p, real string, fi fs.FileInfo) {
 		e := fileEntry{path: p, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
-		real, err := filepath.EvalSymlinks(p)
-		if err == nil {
-			real, err = filepath.Abs(real)
+		var err error
+		if real == "" {
+			if real, err = filepath.EvalSymlinks(p); err == nil {
+				real, err = filepath.Abs(real)
+			}
 		}
 		switch {
 		case err != nil:
@@ -178,10 +181,14 @@ func listFiles(ctx context.Context, paths []string, sum *Summary) ([]fileEntry, 
 			return nil, fmt.Errorf("ingest: %w", err)
 		}
 		if !fi.IsDir() {
-			add(root, fi)
+			add(root, "", fi)
 			continue
 		}
 		realRoot, err := filepath.EvalSymlinks(root) // walk a named symlinked directory
+		if err != nil {
+			return nil, fmt.Errorf("ingest: %w", err)
+		}
+		absRoot, err := filepath.Abs(realRoot)
 		if err != nil {
 			return nil, fmt.Errorf("ingest: %w", err)
 		}
@@ -223,7 +230,15 @@ func listFiles(ctx context.Context, paths []string, sum *Summary) ([]fileEntry, 
 				files = append(files, fileEntry{path: shown, err: &DocumentError{Source: shown, Err: err}})
 				return nil
 			}
-			add(shown, fi)
+			// Under the resolved root, a walked entry that is not a
+			// symbolic link is its own real path (WalkDir follows no
+			// link): resolving it again would cost a lstat per path
+			// component, the most of a walk of unchanged files.
+			real := ""
+			if d.Type()&fs.ModeSymlink == 0 {
+				real = filepath.Join(absRoot, strings.TrimPrefix(p, realRoot))
+			}
+			add(shown, real, fi)
 			return nil
 		})
 		if err != nil {
