@@ -86,9 +86,8 @@ var ErrDeleteAll = errors.New("index: sync would delete every document under a d
 // missing; the returned summary tells what was done before it. Errors:
 // ErrDeleteAll (wrapped), before anything is changed; a directory in dirs
 // that exists and is not a directory.
-func (ix *Index) Sync(ctx context.Context, dirs []string, opts *SyncOptions) (SyncSummary, error) {
+func (ix *Index) Sync(ctx context.Context, dirs []string, opts *SyncOptions) (sum SyncSummary, err error) {
 	start := time.Now()
-	var sum SyncSummary
 	defer func() { sum.Elapsed = time.Since(start) }()
 	o := SyncOptions{}
 	if opts != nil {

@@ -147,7 +147,7 @@ func TestSyncEqualsFreshIngest(t *testing.T) {
 	ix := openFixed(t)
 	sum := syncDir(t, ix, dir, nil)
 	checkPlan(t, "first", sum.Plan, []string{src("a.md"), src("b.md"), src("secret.md"), src("sub/c.txt")}, nil, nil, 0, 0)
-	if sum.Ingest.Added != 4 || len(sum.Ingest.Skipped) != 2 {
+	if sum.Ingest.Added != 4 || len(sum.Ingest.Skipped) != 2 || sum.Elapsed <= 0 {
 		t.Errorf("first: %+v", sum.Ingest)
 	}
 	checkFresh(t, ix, dir, "first")
