@@ -68,6 +68,15 @@ type Record struct {
 	// stored but fail extraction has no Error here: whether bytes extract
 	// is derived, by the index, and retried by a rebuild.
 	Error string `json:"error,omitempty"`
+	// Bytes is the size of the raw bytes (the blob); for a document
+	// whose bytes were never stored (Error), the size its file had.
+	// SourceMTime is the modification time of the file the bytes were
+	// read from, in nanoseconds since the Unix epoch, 0 when they did not
+	// come from a file. escurel sync compares both with the file, to
+	// read again only what changed. 0 in records from before they
+	// existed.
+	Bytes       int64 `json:"bytes,omitempty"`
+	SourceMTime int64 `json:"source_mtime_ns,omitempty"`
 }
 
 // checkBlobRef accepts a record's BlobID: a blob id, or "" when the

@@ -208,12 +208,14 @@ func (ix *state) derive(ctx context.Context, in input, old *blobstore.Record) (p
 	rec := &blobstore.Record{
 		DocID: blobstore.DocID(in.Source), Source: in.Source, MediaType: mediaType, Title: title, TitleGiven: in.Title != "",
 		Sensitivity: sens, Language: lang, IngestedAt: at.UTC().Truncate(time.Microsecond), Error: in.failure,
+		Bytes: int64(len(in.Data)), SourceMTime: in.mtime,
 	}
 	p := pending{rec: rec, status: statusOK, extractor: ext.ID(), took: took}
 	if in.failure == "" {
 		rec.BlobID = blobstore.BlobID(in.Data)
 	} else {
 		p.extractor = "" // never ran
+		rec.Bytes = in.size
 	}
 	if failure != nil {
 		p.status, p.failure = statusFailed, failure

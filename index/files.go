@@ -103,6 +103,12 @@ func (ix *Index) IngestFiles(ctx context.Context, paths []string, opts IngestOpt
 	if err != nil {
 		return sum, err
 	}
+	return sum, ix.ingestListed(ctx, files, opts, &sum)
+}
+
+// ingestListed ingests listed files in batches, adding the outcomes to
+// sum. opts.MaxFileBytes is resolved.
+func (ix *Index) ingestListed(ctx context.Context, files []fileEntry, opts IngestOptions, sum *Summary) error {
 	if opts.Listed != nil {
 		opts.Listed(len(files))
 	}
@@ -112,12 +118,12 @@ func (ix *Index) IngestFiles(ctx context.Context, paths []string, opts IngestOpt
 			size += files[n].size
 			n++
 		}
-		if err := ix.ingestFileBatch(ctx, files[:n], opts, &sum); err != nil {
-			return sum, err
+		if err := ix.ingestFileBatch(ctx, files[:n], opts, sum); err != nil {
+			return err
 		}
 		files = files[n:]
 	}
-	return sum, nil
+	return nil
 }
 
 // Files are ingested in batches of at most batchFiles files or, past
@@ -128,22 +134,26 @@ const (
 )
 
 type fileEntry struct {
-	path string // as found by the walk
-	real string // absolute, symbolic links resolved: the document's source
-	size int64
-	err  error // why the file cannot be ingested, found while listing
+	path  string // as found by the walk
+	real  string // absolute, symbolic links resolved: the document's source; "" when unknown (err)
+	size  int64
+	mtime int64 // modification time, nanoseconds since the Unix epoch
+	err   error // why the file cannot be ingested, found while listing
 }
 
 // listFiles expands paths into the files to ingest, in order, each once.
 func listFiles(ctx context.Context, paths []string, sum *Summary) ([]fileEntry, error) {
 	var files []fileEntry
 	seen := map[string]bool{}
-	// add lists the file at p, whose target info is fi.
-	add := func(p string, fi fs.FileInfo) {
-		e := fileEntry{path: p, size: fi.Size()}
-		real, err := filepath.EvalSymlinks(p)
-		if err == nil {
-			real, err = filepath.Abs(real)
+	// add lists the file at p, whose target info is fi; real, when not
+	// "", is its real absolute path, known without resolving it.
+	add := func(p, real string, fi fs.FileInfo) {
+		e := fileEntry{path: p, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+		var err error
+		if real == "" {
+			if real, err = filepath.EvalSymlinks(p); err == nil {
+				real, err = filepath.Abs(real)
+			}
 		}
 		switch {
 		case err != nil:
@@ -171,10 +181,14 @@ func listFiles(ctx context.Context, paths []string, sum *Summary) ([]fileEntry, 
 			return nil, fmt.Errorf("ingest: %w", err)
 		}
 		if !fi.IsDir() {
-			add(root, fi)
+			add(root, "", fi)
 			continue
 		}
 		realRoot, err := filepath.EvalSymlinks(root) // walk a named symlinked directory
+		if err != nil {
+			return nil, fmt.Errorf("ingest: %w", err)
+		}
+		absRoot, err := filepath.Abs(realRoot)
 		if err != nil {
 			return nil, fmt.Errorf("ingest: %w", err)
 		}
@@ -216,7 +230,15 @@ func listFiles(ctx context.Context, paths []string, sum *Summary) ([]fileEntry, 
 				files = append(files, fileEntry{path: shown, err: &DocumentError{Source: shown, Err: err}})
 				return nil
 			}
-			add(shown, fi)
+			// Under the resolved root, a walked entry that is not a
+			// symbolic link is its own real path (WalkDir follows no
+			// link): resolving it again would cost a lstat per path
+			// component, the most of a walk of unchanged files.
+			real := ""
+			if d.Type()&fs.ModeSymlink == 0 {
+				real = filepath.Join(absRoot, strings.TrimPrefix(p, realRoot))
+			}
+			add(shown, real, fi)
 			return nil
 		})
 		if err != nil {
@@ -240,7 +262,8 @@ func (ix *Index) ingestFileBatch(ctx context.Context, files []fileEntry, opts In
 		if out[i].Err = f.err; f.err != nil {
 			continue
 		}
-		in := input{Input: Input{Source: filepath.ToSlash(f.real), Name: filepath.Base(f.real), Language: opts.Language, Sensitivity: opts.Sensitivity}}
+		in := input{Input: Input{Source: filepath.ToSlash(f.real), Name: filepath.Base(f.real), Language: opts.Language, Sensitivity: opts.Sensitivity},
+			size: f.size, mtime: f.mtime}
 		data, err := readFile(f, opts.MaxFileBytes)
 		switch {
 		case errors.Is(err, errTooLarge):

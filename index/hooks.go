@@ -46,7 +46,8 @@ func rederive(ctx context.Context, x any, recs []*blobstore.Record, data [][]byt
 	ins := make([]input, len(recs))
 	for i, rec := range recs {
 		ins[i] = input{Input: Input{Source: rec.Source, MediaType: rec.MediaType, Data: data[i],
-			Language: rec.Language, Sensitivity: rec.Sensitivity, IngestedAt: rec.IngestedAt}, rederive: true}
+			Language: rec.Language, Sensitivity: rec.Sensitivity, IngestedAt: rec.IngestedAt}, rederive: true,
+			size: rec.Bytes, mtime: rec.SourceMTime}
 		if rec.BlobID == "" { // never stored: over the size cap at ingest
 			ins[i].failure = rec.Error
 		}

@@ -67,6 +67,10 @@ type input struct {
 	// reads, and a rebuild for the record of such a file
 	// (blobstore.Record.Error).
 	failure string
+	// size and mtime are the file's (blobstore.Record Bytes, for a file
+	// never read, and SourceMTime): IngestFiles sets them from the
+	// listing, a rebuild from the record.
+	size, mtime int64
 }
 
 func inputs(ins []Input) []input {
@@ -354,7 +358,7 @@ func (ix *state) currentDocs(ctx context.Context, docIDs []string) (map[string]*
 		return out, nil
 	}
 	rows, err := ix.db.QueryContext(ctx, `SELECT doc_id, source, media_type, title, title_from, sensitivity, blob_id, language, ingested_at,
-		status, reason, extractor, pages, (SELECT count(*) FROM blocks b WHERE b.doc_id = d.doc_id), `+textlessSQL+`
+		bytes, source_mtime, status, reason, extractor, pages, (SELECT count(*) FROM blocks b WHERE b.doc_id = d.doc_id), `+textlessSQL+`
 		FROM documents d WHERE doc_id IN (SELECT unnest(?::VARCHAR[]))`, docIDs)
 	if err != nil {
 		return nil, fmt.Errorf("read documents: %w", err)
@@ -365,7 +369,7 @@ func (ix *state) currentDocs(ctx context.Context, docIDs []string) (map[string]*
 		var d storedDoc
 		var titleFrom, reason string
 		if err := rows.Scan(&r.DocID, &r.Source, &r.MediaType, &r.Title, &titleFrom, &r.Sensitivity, &r.BlobID, &r.Language, &r.IngestedAt,
-			&d.status, &reason, &d.extractor, &d.pages, &d.blocks, &d.textless); err != nil {
+			&r.Bytes, &r.SourceMTime, &d.status, &reason, &d.extractor, &d.pages, &d.blocks, &d.textless); err != nil {
 			return nil, fmt.Errorf("read documents: %w", err)
 		}
 		r.TitleGiven = titleFrom == titleFromInput

@@ -111,6 +111,8 @@ var schemaColumns = []column{
 	// A file that lost the column (0010 makes it, UNIQUE) gets the ids
 	// computed (columnFill), without the constraint.
 	{"blocks", "public_id", "VARCHAR", "''"},
+	{"documents", "bytes", "BIGINT", "0"},
+	{"documents", "source_mtime", "BIGINT", "0"},
 }
 
 // migrate brings the database up to SchemaVersion: it applies each missing

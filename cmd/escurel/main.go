@@ -4,7 +4,7 @@
 //
 //	escurel [--index DIR] [--blobs URL] <command> [flags] [args]
 //
-// Commands: ingest, search, status, rebuild. Run "escurel help" for details.
+// Commands: ingest, sync, search, documents, status, rebuild, … Run "escurel help" for details.
 package main
 
 import (
@@ -117,6 +117,8 @@ func advice(err error) string {
 		return "run `escurel rebuild`, or `escurel rollback --force` to serve the old generation anyway"
 	case errors.Is(err, index.ErrPurged):
 		return "a purge erased documents that the older generations held; run `escurel rebuild` to re-derive the index from the blob store instead"
+	case errors.Is(err, index.ErrDeleteAll):
+		return "mount or restore the directory; if its files are gone for good, run `escurel sync --allow-delete-all DIR`"
 	case errors.Is(err, index.ErrNoVectors):
 		return "search with --mode bm25, or run `escurel rebuild --embedder hash` to add vectors"
 	}
@@ -328,6 +330,10 @@ func (m *Main) dispatch(ctx context.Context, cmd string, g globals, rest []strin
 		return (&EvalCommand{m: m, g: g}).Run(ctx, rest)
 	case "delete":
 		return (&DeleteCommand{m: m, g: g}).Run(ctx, rest)
+	case "documents":
+		return (&DocumentsCommand{m: m, g: g}).Run(ctx, rest)
+	case "sync":
+		return (&SyncCommand{m: m, g: g}).Run(ctx, rest)
 	case "compact":
 		return (&CompactCommand{m: m, g: g}).Run(ctx, rest)
 	case "gc":
@@ -380,6 +386,21 @@ Commands:
                           and its window, at most B bytes (default 16 KiB)
                           besides the block's own body, always whole;
                           a block above LEVEL answers like a missing one
+  sync [--dry-run] [--allow-delete-all] [--lang TAG] [--sensitivity LEVEL]
+       [--max-file-bytes N] DIR...
+                          ingest the files under DIR that are new or changed
+                          (by size and modification time; bytes compared
+                          before re-reading) and delete the documents whose
+                          file under DIR is gone (a rename: delete and add);
+                          picks files as ingest does; --dry-run prints the
+                          plan; a plan deleting every document under a
+                          missing or empty DIR (an unmounted disk) is
+                          refused unless --allow-delete-all
+  documents [--json] [--source PREFIX] [--status ok|failed] [--clearance LEVEL]
+                          the documents by source: doc id, title, type,
+                          sensitivity, status, blocks, bytes, ingested at;
+                          those above LEVEL (default public) are only
+                          counted; failed ones with their reasons
   delete [--purge] SOURCE|DOC_ID...
                           remove documents (and their records in the blob
                           store, so rebuild does not bring them back);

@@ -214,6 +214,19 @@ func (m *Main) abs(path string) string {
 	return path
 }
 
+// existing returns path resolved against the command line's working
+// directory (abs) when a file or directory is there, else path as it is
+// (a URI, or a prefix of a source that names no file).
+func (m *Main) existing(path string) string {
+	if path == "" || strings.Contains(path, "://") {
+		return path
+	}
+	if _, err := os.Stat(m.abs(path)); err == nil {
+		return m.abs(path)
+	}
+	return path
+}
+
 // sameDir reports whether a and b name the same directory.
 func sameDir(a, b string) bool {
 	fa, err := os.Stat(a)

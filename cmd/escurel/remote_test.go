@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,17 +58,30 @@ func TestCLIThroughServer(t *testing.T) {
 	if out, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 0 {
 		t.Fatalf("ingest: %d %s%s", code, out, errOut)
 	}
+	out, _, _ := run(t, nil, "--index", idx, "search", "--json", "cumin")
+	var found struct {
+		Hits []struct {
+			BlockID string `json:"block_id"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &found); err != nil || len(found.Hits) == 0 {
+		t.Fatalf("search --json: %v %s", err, out)
+	}
+	block := found.Hits[0].BlockID
 	reads := [][]string{
 		{"search", "lentil"},
 		{"search", "--json", "--explain", "--mode", "hybrid", "lentil"},
 		{"search", "--clearance", "restricted", "zqsecret"},
 		{"status"},
 		{"status", "--json", "--clearance", "restricted"},
-		{"expand", "1"},
-		{"expand", "--json", "1"},
+		{"expand", block},
+		{"expand", "--json", "-n", "1", block},
+		{"documents"},
+		{"documents", "--json", "--clearance", "restricted"},
 		{"verify"},
 		{"search", "-k", "0", "lentil"}, // a usage error, as in direct mode
-		{"expand", "9999"},              // no such block
+		{"expand", "0123456789abcdef"},  // no such block
+		{"expand", "1"},                 // not a block id
 	}
 	type result struct {
 		out, errOut string
@@ -101,6 +115,7 @@ func TestCLIThroughServer(t *testing.T) {
 		{"ingest", "tea.md"},
 		{"search", "zqtea"},
 		{"delete", "soup.md"},
+		{"sync", "--dry-run", "."},
 		{"rebuild"},
 		{"reembed", "--embedder", "hash/128"},
 		{"status"},

@@ -71,7 +71,7 @@ func (c *SearchCommand) Run(ctx context.Context, args []string) error {
 		return nil
 	}
 	for i, h := range hits {
-		fmt.Fprintf(c.m.Stdout, "%2d. %7.4f  %s  %s:%d-%d\n", i+1, h.Score, h.BlockID, h.Source, h.ByteStart, h.ByteEnd)
+		fmt.Fprintf(c.m.Stdout, "%2d. %7.4f  %s:%d-%d  block %v\n", i+1, h.Score, h.Source, h.ByteStart, h.ByteEnd, h.BlockID)
 		if h.Context != "" {
 			fmt.Fprintf(c.m.Stdout, "    %s\n", h.Context)
 		}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cheggaaa/pb/v3"
+	"golang.org/x/term"
+
+	"github.com/escurel/escurel/index"
+)
+
+// SyncCommand is "escurel sync": make the documents under directories what
+// the files there are now.
+type SyncCommand struct {
+	m *Main
+	g globals
+}
+
+// syncShown is how many sources of each kind the plan names.
+const syncShown = 5
+
+// Run syncs the directories in args. It returns errFailed, after the
+// summary, when a file could not be ingested.
+func (c *SyncCommand) Run(ctx context.Context, args []string) error {
+	fs := c.m.newFlagSet("sync", &c.g)
+	lang := fs.String("lang", "", "language of documents without front-matter lang (default: the document's, en for a new one)")
+	sens := fs.String("sensitivity", "", "public, internal or restricted, for documents without front-matter sensitivity (default: the document's, public for a new one)")
+	maxBytes := fs.Int64("max-file-bytes", index.DefaultMaxFileBytes, "size cap of a file; a larger one is recorded as failed, unread")
+	dryRun := fs.Bool("dry-run", false, "print the plan and change nothing")
+	allowDeleteAll := fs.Bool("allow-delete-all", false, "allow deleting every document under a directory that is missing or holds no file")
+	args, err := c.m.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(args) == 0 {
+		return usageError("sync: no DIR given")
+	}
+	if *lang != "" {
+		if err := index.CheckLanguage(*lang); err != nil {
+			return usageError("sync: --lang: %v", err)
+		}
+	}
+	if *sens != "" {
+		if err := index.CheckSensitivity(*sens); err != nil {
+			return usageError("sync: --sensitivity: %v", err)
+		}
+	}
+	if *maxBytes <= 0 {
+		return usageError("sync: --max-file-bytes %d: want a positive number of bytes", *maxBytes)
+	}
+	var ix *index.Index
+	if c.m.live != nil {
+		if ix, err = c.m.openExisting(ctx, c.g); err != nil {
+			return err
+		}
+		for i, a := range args {
+			args[i] = c.m.abs(a) // the client's working directory, not the server's
+		}
+	} else {
+		opts, err := c.m.options(c.g)
+		if err != nil {
+			return err
+		}
+		if ix, err = index.Open(ctx, c.g.indexDir, opts); err != nil {
+			return err
+		}
+	}
+	defer c.m.closeIndex(ix)
+	so := &index.SyncOptions{IngestOptions: index.IngestOptions{Language: *lang, Sensitivity: *sens, MaxFileBytes: *maxBytes},
+		DryRun: *dryRun, AllowDeleteAll: *allowDeleteAll}
+	var bar *pb.ProgressBar
+	if f, ok := c.m.Stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		so.Listed = func(n int) { bar = pb.New(n).SetWriter(f).Set("prefix", "sync ").Start() }
+		so.Progress = func(index.FileResult) { bar.Increment() }
+	}
+	sum, err := ix.Sync(ctx, args, so)
+	if bar != nil {
+		bar.Finish()
+	}
+	c.printPlan(sum.Plan, *dryRun)
+	for _, fr := range sum.Ingest.Failed {
+		fmt.Fprintf(c.m.Stderr, "escurel: sync: %v\n", fr.Err)
+	}
+	if err != nil || *dryRun {
+		return err
+	}
+	in := sum.Ingest
+	fmt.Fprintf(c.m.Stdout, "synced into %s: %d added, %d replaced, %d unchanged, %d failed, %d deleted; %s written in %.2fs\n",
+		ix.Path(), in.Added, in.Replaced, in.Unchanged+sum.Plan.Unchanged, len(in.Failed), len(sum.Deleted),
+		plural(in.Blocks, "block", "blocks"), sum.Elapsed.Seconds())
+	if len(in.Failed) > 0 {
+		return errFailed
+	}
+	return nil
+}
+
+// printPlan prints the counts of the plan and the first sources of each
+// kind.
+func (c *SyncCommand) printPlan(p index.SyncPlan, dryRun bool) {
+	what := "plan"
+	if dryRun {
+		what = "plan (dry run: nothing changed)"
+	}
+	touched := ""
+	if p.Touched > 0 {
+		touched = fmt.Sprintf(" (%d with a new time only)", p.Touched)
+	}
+	fmt.Fprintf(c.m.Stdout, "%s: add %d, change %d, delete %d, unchanged %d%s\n", what, len(p.Add), len(p.Change), len(p.Delete), p.Unchanged, touched)
+	for _, k := range []struct {
+		name    string
+		sources []string
+	}{{"add", p.Add}, {"change", p.Change}, {"delete", p.Delete}} {
+		if len(k.sources) == 0 {
+			continue
+		}
+		shown := make([]string, 0, syncShown)
+		for _, s := range k.sources[:min(len(k.sources), syncShown)] {
+			shown = append(shown, shownName(filepath.FromSlash(s)))
+		}
+		more := ""
+		if len(k.sources) > syncShown {
+			more = fmt.Sprintf(", … and %d more", len(k.sources)-syncShown)
+		}
+		fmt.Fprintf(c.m.Stdout, "  %-7s%s%s\n", k.name, strings.Join(shown, ", "), more)
+	}
+}

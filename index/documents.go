@@ -1,0 +1,218 @@
+package index
+
+// The document list: what the index holds, one record a document, within a
+// clearance (issue 14).
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"time"
+)
+
+// DocumentInfo describes one document of the index, as ListDocuments
+// gives it.
+type DocumentInfo struct {
+	DocID       string `json:"doc_id"`
+	Source      string `json:"source"`
+	Title       string `json:"title"`
+	MediaType   string `json:"media_type"`
+	Sensitivity string `json:"sensitivity"`
+	// Status is "ok" or "failed" (its bytes could not be extracted; no
+	// blocks); Reason says why it failed, "" when ok.
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+	Blocks int64  `json:"blocks"`
+	// Bytes is the size of the raw bytes (the blob); for a file over the
+	// size cap, never read, the size it had. 0 for documents ingested
+	// before schema 11 until a rebuild or a sync.
+	Bytes      int64     `json:"bytes"`
+	IngestedAt time.Time `json:"ingested_at"` // UTC
+	Extractor  string    `json:"extractor"`   // e.g. "pdf/2"; "" when extraction never ran
+	Language   string    `json:"language"`    // BCP 47 tag
+	Pages      int       `json:"pages"`       // pages of a paged format (PDF), else 0
+}
+
+// Document statuses for ListOptions.Status and DocumentInfo.Status.
+const (
+	StatusOK     = statusOK
+	StatusFailed = statusFailed
+)
+
+// ListOptions select the documents ListDocuments gives. The zero value
+// (and nil) lists every document a Public clearance may see.
+type ListOptions struct {
+	// Clearance is the highest sensitivity listed, as in
+	// SearchOptions.Clearance ("" is Public). A document above it is not
+	// listed, nor is anything of it (source, title, reason) told; a
+	// document whose sensitivity escurel does not know is above every
+	// clearance.
+	Clearance string
+	// SourcePrefix, when not empty, lists only the documents whose source
+	// starts with it (a directory: end it with "/").
+	SourcePrefix string
+	// Status, when not empty, is StatusOK or StatusFailed: only the
+	// documents with that status.
+	Status string
+	// PageSize is how many documents one query reads; 0 means 500.
+	PageSize int
+}
+
+func (o *ListOptions) check() error {
+	if _, err := allowed(o.Clearance); err != nil {
+		return fmt.Errorf("list documents: %w", err)
+	}
+	if o.Status != "" && o.Status != StatusOK && o.Status != StatusFailed {
+		return fmt.Errorf("list documents: status %q: want %s or %s", o.Status, StatusOK, StatusFailed)
+	}
+	if o.PageSize < 0 {
+		return fmt.Errorf("list documents: page size %d: want 0 or more", o.PageSize)
+	}
+	return nil
+}
+
+// ListDocuments iterates over the documents opts selects, by source. It
+// reads them a page at a time (one query each, PageSize documents) from
+// the generation that was live when the iteration began, which it keeps
+// open until the loop ends; a write committed meanwhile may or may not be
+// seen, and no document is given twice. An error (bad options, a failed
+// read) is yielded once, with a zero DocumentInfo, and ends the
+// iteration.
+//
+//	for d, err := range ix.ListDocuments(ctx, &index.ListOptions{Clearance: index.Internal}) {
+//		if err != nil {
+//			return err
+//		}
+//		fmt.Println(d.Source, d.Blocks)
+//	}
+func (ix *Index) ListDocuments(ctx context.Context, opts *ListOptions) iter.Seq2[DocumentInfo, error] {
+	return func(yield func(DocumentInfo, error) bool) {
+		o := ListOptions{}
+		if opts != nil {
+			o = *opts
+		}
+		if err := o.check(); err != nil {
+			yield(DocumentInfo{}, err)
+			return
+		}
+		if o.PageSize == 0 {
+			o.PageSize = 500
+		}
+		s, err := ix.acquire()
+		if err != nil {
+			yield(DocumentInfo{}, err)
+			return
+		}
+		defer s.unref()
+		after, first := "", true
+		for {
+			page, err := s.documentPage(ctx, &o, after, first)
+			if err != nil {
+				yield(DocumentInfo{}, err)
+				return
+			}
+			for _, d := range page {
+				if !yield(d, nil) {
+					return
+				}
+			}
+			if len(page) < o.PageSize {
+				return
+			}
+			after, first = page[len(page)-1].Source, false
+		}
+	}
+}
+
+// where returns the conditions of o (clearance, source prefix, status) and
+// their arguments.
+func (o *ListOptions) where(withClearance bool) (string, []any) {
+	cond, args := "TRUE", []any{}
+	if withClearance {
+		levels, _ := allowed(o.Clearance) // checked
+		cond = `d.sensitivity IN (` + placeholders(len(levels)) + `)`
+		for _, l := range levels {
+			args = append(args, l)
+		}
+	}
+	if o.SourcePrefix != "" {
+		cond += ` AND starts_with(d.source, ?)`
+		args = append(args, o.SourcePrefix)
+	}
+	if o.Status != "" {
+		cond += ` AND d.status = ?`
+		args = append(args, o.Status)
+	}
+	return cond, args
+}
+
+// documentPage reads the page of documents after the source after (from
+// the first when first), within o.
+func (ix *state) documentPage(ctx context.Context, o *ListOptions, after string, first bool) ([]DocumentInfo, error) {
+	cond, args := o.where(true)
+	if !first {
+		cond += ` AND d.source > ?`
+		args = append(args, after)
+	}
+	args = append(args, o.PageSize)
+	rows, err := ix.db.QueryContext(ctx, `WITH page AS (
+			SELECT d.doc_id, d.source, d.title, d.media_type, d.sensitivity, d.status, d.reason, d.bytes, d.ingested_at,
+				d.extractor, d.language, d.pages
+			FROM documents d WHERE `+cond+` ORDER BY d.source LIMIT ?)
+		SELECT p.*, coalesce(n.blocks, 0) FROM page p
+		LEFT JOIN (SELECT b.doc_id, count(*) AS blocks FROM blocks b WHERE b.doc_id IN (SELECT doc_id FROM page) GROUP BY b.doc_id) n
+			ON n.doc_id = p.doc_id
+		ORDER BY p.source`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list documents: %w", err)
+	}
+	defer rows.Close()
+	var out []DocumentInfo
+	for rows.Next() {
+		var d DocumentInfo
+		var pages int32
+		if err := rows.Scan(&d.DocID, &d.Source, &d.Title, &d.MediaType, &d.Sensitivity, &d.Status, &d.Reason, &d.Bytes, &d.IngestedAt,
+			&d.Extractor, &d.Language, &pages, &d.Blocks); err != nil {
+			return nil, fmt.Errorf("list documents: %w", err)
+		}
+		d.Pages = int(pages)
+		d.IngestedAt = d.IngestedAt.UTC()
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list documents: %w", err)
+	}
+	return out, nil
+}
+
+// DocumentsWithheld counts the documents of the status opts selects that
+// are above opts.Clearance: those ListDocuments does not list. The count
+// ignores opts.SourcePrefix, so that counting by prefix cannot tell a
+// caller which sources exist above its clearance; it is what Stats and
+// Failed already tell (documents in all, failed ones per sensitivity).
+func (ix *Index) DocumentsWithheld(ctx context.Context, opts *ListOptions) (int64, error) {
+	o := ListOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	if err := o.check(); err != nil {
+		return 0, err
+	}
+	o.SourcePrefix = ""
+	s, err := ix.acquire()
+	if err != nil {
+		return 0, err
+	}
+	defer s.unref()
+	levels, _ := allowed(o.Clearance)
+	cond, args := o.where(false)
+	cond += ` AND d.sensitivity NOT IN (` + placeholders(len(levels)) + `)`
+	for _, l := range levels {
+		args = append(args, l)
+	}
+	var n int64
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM documents d WHERE `+cond, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count withheld documents: %w", err)
+	}
+	return n, nil
+}
