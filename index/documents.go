@@ -54,6 +54,10 @@ type ListOptions struct {
 	// Status, when not empty, is StatusOK or StatusFailed: only the
 	// documents with that status.
 	Status string
+	// After, when not empty, lists only the documents whose source sorts
+	// after it (bytewise): the cursor of a caller that lists a page at a
+	// time, the last source of its previous page. Sources are unique.
+	After string
 	// PageSize is how many documents one query reads; 0 means 500.
 	PageSize int
 }
@@ -104,7 +108,7 @@ func (ix *Index) ListDocuments(ctx context.Context, opts *ListOptions) iter.Seq2
 			return
 		}
 		defer s.unref()
-		after, first := "", true
+		after, first := o.After, o.After == ""
 		for {
 			page, err := s.documentPage(ctx, &o, after, first)
 			if err != nil {

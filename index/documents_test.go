@@ -103,6 +103,11 @@ func TestListDocuments(t *testing.T) {
 			t.Errorf("page %d: %+v, want %+v", i, paged[i], all[i])
 		}
 	}
+	// A cursor: the documents after a source, as the pages above.
+	after := listAll(t, ix, &ListOptions{Clearance: Restricted, After: all[1].Source, PageSize: 2})
+	if len(after) != 3 || after[0] != all[2] || after[2] != all[4] {
+		t.Errorf("after %s: %+v", all[1].Source, after)
+	}
 	// Breaking out of the loop ends the iteration.
 	n := 0
 	for range ix.ListDocuments(ctx, &ListOptions{Clearance: Restricted, PageSize: 2}) {

@@ -31,7 +31,12 @@ type expandResponse struct {
 	Body *index.Expansion
 }
 
-type documentsRequest struct{}
+type documentsRequest struct {
+	SourcePrefix string `query:"source_prefix" maxLength:"4096" doc:"only documents whose source starts with this (a directory: end it with /)"`
+	Status       string `query:"status" enum:"ok,failed" doc:"only documents with this status"`
+	Limit        int    `query:"limit" minimum:"0" maximum:"1000" doc:"documents per page, at most 1000; 0 or absent: 100"`
+	After        string `query:"after" maxLength:"4096" doc:"the next cursor of the previous page"`
+}
 
 type documentsResponse struct {
 	Body *DocumentsOutput
@@ -43,6 +48,12 @@ type textRequest struct {
 
 type textResponse struct {
 	Body *DocumentOutput
+}
+
+type verifyRequest struct{}
+
+type verifyResponse struct {
+	Body *index.Verification
 }
 
 type statusRequest struct{}
@@ -93,10 +104,12 @@ func (s *Server) routes(api huma.API) {
 		Summary:     "List documents",
 		Description: "The documents the caller's token may see, by source, with their block counts; failed ones only when their details are within the clearance.",
 		Errors:      []int{http.StatusUnauthorized, http.StatusServiceUnavailable},
-	}, func(ctx context.Context, _ *documentsRequest) (*documentsResponse, error) {
-		out, err := s.sv.documents(ctx, callerFrom(ctx).Clearance)
+	}, func(ctx context.Context, in *documentsRequest) (*documentsResponse, error) {
+		out, err := s.sv.documents(ctx, callerFrom(ctx).Clearance, &DocumentsInput{
+			SourcePrefix: in.SourcePrefix, Status: in.Status, Limit: in.Limit, After: in.After,
+		})
 		if err != nil {
-			return nil, s.httpError(ctx, err, "")
+			return nil, s.httpError(ctx, err, "query")
 		}
 		return &documentsResponse{Body: out}, nil
 	})
@@ -113,6 +126,24 @@ func (s *Server) routes(api huma.API) {
 			return nil, s.httpError(ctx, err, "path")
 		}
 		return &textResponse{Body: out}, nil
+	})
+	huma.Register(api, huma.Operation{
+		OperationID: "verify",
+		Method:      http.MethodGet,
+		Path:        "/v1/verify",
+		Summary:     "Verify the index",
+		Description: "The digest of the derived rows and the coverage checks against the blob store, as escurel verify --json prints them. It names documents of every sensitivity, so it needs a token of restricted clearance (403 otherwise); it reads every row, so it can take long on a large index.",
+		Errors:      []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusServiceUnavailable},
+	}, func(ctx context.Context, _ *verifyRequest) (*verifyResponse, error) {
+		c := callerFrom(ctx)
+		if c.Clearance != index.Restricted {
+			return nil, s.httpError(ctx, &AccessError{fmt.Sprintf("verify names documents of every sensitivity: it needs a token of restricted clearance; %q has %s", c.Name, c.Clearance)}, "")
+		}
+		v, err := s.ix.Verify(ctx, nil)
+		if err != nil {
+			return nil, s.httpError(ctx, err, "")
+		}
+		return &verifyResponse{Body: v}, nil
 	})
 	huma.Register(api, huma.Operation{
 		OperationID: "status",

@@ -64,10 +64,10 @@ func (s *Server) MCPServer(c Caller) *mcp.Server {
 	}))
 	mcp.AddTool(srv, &mcp.Tool{
 		Name:        "list_documents",
-		Description: "The documents of the index, by source, with doc_id, title, status and block count.",
+		Description: "The documents of the index, by source, a page at a time (limit, default 100; pass next as after for the next page): doc_id, source, title, media type, status (failed ones with their reason), blocks, bytes, ingested_at. source_prefix and status narrow the list.",
 		Annotations: readOnly,
-	}, tool(s, "list_documents", func(ctx context.Context, _ NoInput) (DocumentsOutput, error) {
-		out, err := s.sv.documents(ctx, clearance)
+	}, tool(s, "list_documents", func(ctx context.Context, in DocumentsInput) (DocumentsOutput, error) {
+		out, err := s.sv.documents(ctx, clearance, &in)
 		if err != nil {
 			return DocumentsOutput{}, err
 		}

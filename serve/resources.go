@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -108,33 +106,19 @@ func (s *Server) addResources(srv *mcp.Server, clearance string) {
 }
 
 // listResources lists a page of the documents clearance may see, by
-// source; the cursor is the offset of the page.
+// source; the cursor is the source of the last document of the previous
+// page. Failed documents have no text to read and are not listed.
 func (s *Server) listResources(ctx context.Context, clearance, cursor string) (*mcp.ListResourcesResult, error) {
-	from := 0
-	if cursor != "" {
-		n, err := strconv.Atoi(cursor)
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("resources/list: cursor %q: not one this server gave", clip(cursor))
-		}
-		from = n
-	}
-	docs, err := s.sv.documents(ctx, clearance)
+	docs, err := s.sv.documents(ctx, clearance, &DocumentsInput{Status: index.StatusOK, Limit: ResourcesPage, After: cursor})
 	if err != nil {
 		return nil, s.resourceError(ctx, "", err)
 	}
-	out := &mcp.ListResourcesResult{Resources: []*mcp.Resource{}}
-	for i := from; i < len(docs.Documents) && i < from+ResourcesPage; i++ {
-		d := docs.Documents[i]
-		if d.Status != "ok" {
-			continue // a failed document has no text to read
-		}
+	out := &mcp.ListResourcesResult{Resources: []*mcp.Resource{}, NextCursor: docs.Next}
+	for _, d := range docs.Documents {
 		out.Resources = append(out.Resources, &mcp.Resource{
 			URI: DocumentURI(d.DocID), Name: d.Source, Title: d.Title, MIMEType: "text/plain",
 			Meta: mcp.Meta{"doc_id": d.DocID, "source": d.Source, "blocks": d.Blocks},
 		})
-	}
-	if from+ResourcesPage < len(docs.Documents) {
-		out.NextCursor = strconv.Itoa(from + ResourcesPage)
 	}
 	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -297,6 +298,7 @@ func TestOpenAPI(t *testing.T) {
 		"GET /v1/documents":               "/v1/documents",
 		"GET /v1/documents/{doc_id}/text": "/v1/documents/x/text",
 		"GET /v1/status":                  "/v1/status",
+		"GET /v1/verify":                  "/v1/verify",
 		"POST /v1/ingest":                 "/v1/ingest",
 		"POST /v1/delete":                 "/v1/delete",
 		"POST /v1/rebuild":                "/v1/rebuild",
@@ -479,7 +481,7 @@ func TestMCPHTTP(t *testing.T) {
 	}
 	var docs serve.DocumentsOutput
 	callTool(t, cs, "list_documents", nil, &docs)
-	if len(docs.Documents) != 2 {
+	if len(docs.Documents) != 2 || docs.Withheld != 2 {
 		t.Errorf("list_documents at internal: %+v", docs)
 	}
 	var st serve.StatusOutput
@@ -604,5 +606,64 @@ func TestNoLeak(t *testing.T) {
 	check := f.log.String()
 	if strings.Contains(check, secret) {
 		t.Errorf("the access log shows %s:\n%s", secret, check)
+	}
+}
+
+// The document list pages by cursor, narrows by prefix and status, counts
+// what lies above the caller's clearance whatever the prefix, and names
+// the field it refuses; verify answers restricted callers only.
+func TestDocumentsAndVerify(t *testing.T) {
+	f := newFixture(t, serve.Options{})
+	var all serve.DocumentsOutput
+	f.get(t, "GET", "/v1/documents", restrictedToken, nil, &all)
+	if len(all.Documents) != 4 || all.Withheld != 0 || all.Next != "" {
+		t.Fatalf("restricted, one page: %+v", all)
+	}
+	var got []index.DocumentInfo
+	after := ""
+	for pages := 0; pages < 10; pages++ {
+		var page serve.DocumentsOutput
+		f.get(t, "GET", "/v1/documents?limit=1&after="+url.QueryEscape(after), restrictedToken, nil, &page)
+		got = append(got, page.Documents...)
+		if page.Next == "" {
+			break
+		}
+		after = page.Next
+	}
+	if len(got) != 4 {
+		t.Fatalf("pages of one: %d documents, want 4", len(got))
+	}
+	for i := range got {
+		if got[i].DocID != all.Documents[i].DocID {
+			t.Errorf("page %d: %s, want %s", i, got[i].Source, all.Documents[i].Source)
+		}
+	}
+	var pub serve.DocumentsOutput
+	f.get(t, "GET", "/v1/documents?source_prefix=/docs/"+secret, "", nil, &pub)
+	if len(pub.Documents) != 0 || pub.Withheld != 3 {
+		t.Errorf("public, prefix of the restricted sources: %+v (the count must not depend on the prefix)", pub)
+	}
+	var failed serve.DocumentsOutput
+	f.get(t, "GET", "/v1/documents?status=failed", restrictedToken, nil, &failed)
+	if len(failed.Documents) != 1 || failed.Documents[0].Reason == "" {
+		t.Errorf("failed, restricted: %+v", failed)
+	}
+	for _, q := range []string{"limit=5000", "status=gone"} {
+		code, body := f.do(t, "GET", "/v1/documents?"+q, "", nil)
+		if code != http.StatusUnprocessableEntity || !strings.Contains(string(body), strings.SplitN(q, "=", 2)[0]) {
+			t.Errorf("%s: %d %s", q, code, body)
+		}
+	}
+
+	var v index.Verification
+	f.get(t, "GET", "/v1/verify", restrictedToken, nil, &v)
+	if v.Digest == "" || v.Documents != 4 {
+		t.Errorf("verify: %+v", v)
+	}
+	for _, token := range []string{"", internalToken} {
+		code, body := f.do(t, "GET", "/v1/verify", token, nil)
+		if code != http.StatusForbidden || strings.Contains(string(body), secret) {
+			t.Errorf("verify with %q: %d %s, want 403", token, code, body)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"sync/atomic"
 	"time"
 
@@ -50,19 +49,30 @@ type ExpandInput struct {
 	MaxBytes int    `json:"max_bytes,omitempty" jsonschema:"bytes of text in all, at most 1048576; 0: 16384; the block's own body always comes whole"`
 }
 
-// DocumentSummary is one document a caller may see.
-type DocumentSummary struct {
-	DocID  string `json:"doc_id"`
-	Source string `json:"source"`
-	Title  string `json:"title,omitempty"`
-	Status string `json:"status" enum:"ok,failed" doc:"ok, or failed: its bytes could not be extracted (reason in status)"`
-	Blocks int    `json:"blocks"`
+// DocumentsInput selects the documents to list, a page at a time.
+type DocumentsInput struct {
+	SourcePrefix string `json:"source_prefix,omitempty" maxLength:"4096" jsonschema:"only documents whose source starts with this (a directory: end it with /)"`
+	Status       string `json:"status,omitempty" jsonschema:"ok or failed: only documents with that status"`
+	Limit        int    `json:"limit,omitempty" jsonschema:"documents per page, at most 1000; 0: 100"`
+	After        string `json:"after,omitempty" maxLength:"4096" jsonschema:"the next cursor of the previous page"`
 }
 
-// DocumentsOutput lists the documents a caller may see.
+// DocumentsOutput is a page of the documents a caller may see, by source.
 type DocumentsOutput struct {
-	Documents []DocumentSummary `json:"documents" doc:"by source"`
+	Documents []index.DocumentInfo `json:"documents" doc:"by source"`
+	// Withheld counts the documents above the caller's clearance, of the
+	// status asked for, whatever the source prefix (a prefix would tell
+	// which sources exist above it).
+	Withheld int64 `json:"withheld" doc:"documents above the caller's clearance (of the status asked for), not listed"`
+	// Next is the cursor of the next page (its after); "" on the last.
+	Next string `json:"next,omitempty" doc:"pass as after for the next page; absent on the last page"`
 }
+
+// Limits of a document list.
+const (
+	DefaultDocumentsPage = 100
+	MaxDocumentsPage     = 1000
+)
 
 // DocumentInput names a document.
 type DocumentInput struct {
@@ -217,45 +227,36 @@ func (sv *service) expand(ctx context.Context, clearance string, in *ExpandInput
 	})
 }
 
-// documents lists the documents clearance may see: those with blocks it
-// may read (index.ForEachBlock gates them), and the failed ones whose
-// details index.Failed does not withhold from it.
-//
-// TODO(index): this walks every visible block; an index call listing
-// documents with their sensitivity (and FailedDocument.Sensitivity) would
-// make it one query and drop the comparison of reasons below.
-func (sv *service) documents(ctx context.Context, clearance string) (*DocumentsOutput, error) {
-	byID := map[string]*DocumentSummary{}
-	err := sv.ix.ForEachBlock(ctx, clearance, func(h index.Hit) error {
-		d := byID[h.DocID]
-		if d == nil {
-			d = &DocumentSummary{DocID: h.DocID, Source: h.Source, Title: h.Title, Status: "ok"}
-			byID[h.DocID] = d
+// documents lists a page of the documents clearance may see
+// (index.ListDocuments gates them), and counts those it may not.
+func (sv *service) documents(ctx context.Context, clearance string, in *DocumentsInput) (*DocumentsOutput, error) {
+	switch {
+	case in.Status != "" && in.Status != index.StatusOK && in.Status != index.StatusFailed:
+		return nil, &FieldError{"status", "want ok or failed", in.Status}
+	case in.Limit < 0 || in.Limit > MaxDocumentsPage:
+		return nil, &FieldError{"limit", fmt.Sprintf("want 0 to %d", MaxDocumentsPage), in.Limit}
+	}
+	limit := in.Limit
+	if limit == 0 {
+		limit = DefaultDocumentsPage
+	}
+	opts := &index.ListOptions{Clearance: clearance, SourcePrefix: in.SourcePrefix, Status: in.Status, After: in.After, PageSize: limit + 1}
+	out := &DocumentsOutput{Documents: []index.DocumentInfo{}}
+	for d, err := range sv.ix.ListDocuments(ctx, opts) {
+		if err != nil {
+			return nil, err
 		}
-		d.Blocks++
-		return nil
-	})
+		if len(out.Documents) == limit {
+			out.Next = out.Documents[limit-1].Source
+			break
+		}
+		out.Documents = append(out.Documents, d)
+	}
+	n, err := sv.ix.DocumentsWithheld(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	failed, _, err := sv.failed(ctx, clearance)
-	if err != nil {
-		return nil, err
-	}
-	for _, f := range failed {
-		byID[f.DocID] = &DocumentSummary{DocID: f.DocID, Source: f.Source, Status: "failed"}
-	}
-	out := &DocumentsOutput{Documents: make([]DocumentSummary, 0, len(byID))}
-	for _, d := range byID {
-		out.Documents = append(out.Documents, *d)
-	}
-	sort.Slice(out.Documents, func(i, j int) bool {
-		a, b := out.Documents[i], out.Documents[j]
-		if a.Source != b.Source {
-			return a.Source < b.Source
-		}
-		return a.DocID < b.DocID
-	})
+	out.Withheld = n
 	return out, nil
 }
 
