@@ -10,6 +10,14 @@ import (
 	"github.com/escurel/escurel/internal/fusion"
 )
 
+// Limits of SearchOptions: a search allocates for its candidates, but a
+// caller's K and Depth are bounded so that no request can ask for an
+// unbounded ranking (a server may set tighter limits of its own).
+const (
+	MaxK     = 10000  // the largest SearchOptions.K
+	MaxDepth = 100000 // the largest SearchOptions.Depth
+)
+
 // candidate is a ranked block before its row is read.
 type candidate struct {
 	id      int64
@@ -40,8 +48,8 @@ func (ix *state) plan(ctx context.Context, query string, opts *SearchOptions) (*
 	if opts.K != 0 {
 		p.k = opts.K
 	}
-	if p.k < 0 {
-		return nil, fmt.Errorf("k = %d, want ≥ 0", p.k)
+	if p.k < 0 || p.k > MaxK {
+		return nil, fmt.Errorf("k = %d: want 0 to %d (index.MaxK)", p.k, MaxK)
 	}
 	var err error
 	if p.levels, err = allowed(opts.Clearance); err != nil {
@@ -72,8 +80,8 @@ func (ix *state) plan(ctx context.Context, query string, opts *SearchOptions) (*
 	if p.depth == 0 {
 		p.depth = DefaultDepth
 	}
-	if p.depth < 0 {
-		return nil, fmt.Errorf("depth = %d, want ≥ 0", p.depth)
+	if p.depth < 0 || p.depth > MaxDepth {
+		return nil, fmt.Errorf("depth = %d: want 0 to %d (index.MaxDepth)", p.depth, MaxDepth)
 	}
 	p.depth = max(p.depth, p.k)
 	if p.rrfK == 0 {

@@ -56,7 +56,7 @@ const (
 // Public clearance, in the index's default mode (Index.DefaultMode), with
 // hybrid legs fused by RRF.
 type SearchOptions struct {
-	K int // hits to return, ≥ 0; 0 means DefaultK
+	K int // hits to return, 0 to MaxK; 0 means DefaultK
 	// Clearance is the highest document sensitivity the caller may see:
 	// Public (the default), Internal or Restricted. Blocks of documents above
 	// it are left out inside each leg, before ranking, so K allowed hits
@@ -68,7 +68,7 @@ type SearchOptions struct {
 	// Fusion is FusionRRF (default) or FusionConvex, for ModeHybrid.
 	Fusion string
 	// Depth is how many candidates each leg gives fusion; 0 means
-	// DefaultDepth, and it is never fewer than K.
+	// DefaultDepth, and it is never fewer than K; at most MaxDepth.
 	Depth int
 	// RRFK is RRF's k (> 0); 0 means DefaultRRFK.
 	RRFK float64

@@ -43,8 +43,11 @@ func (c *SearchCommand) Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return usageError("search: no QUERY given")
 	}
-	if *k < 1 {
-		return usageError("search: -k %d: want at least 1", *k)
+	if *k < 1 || *k > index.MaxK {
+		return usageError("search: -k %d: want 1 to %d", *k, index.MaxK)
+	}
+	if *depth < 0 || *depth > index.MaxDepth {
+		return usageError("search: --depth %d: want 0 to %d", *depth, index.MaxDepth)
 	}
 	query := strings.Join(args, " ")
 	reranker, err := rr.reranker()
