@@ -15,6 +15,7 @@ import (
 	"github.com/cheggaaa/pb/v3"
 	"golang.org/x/term"
 
+	"github.com/escurel/escurel/analysis"
 	"github.com/escurel/escurel/index"
 )
 
@@ -38,9 +39,11 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return usageError("ingest: no PATH given")
 	}
-	if *lang != "" {
-		if err := index.CheckLanguage(*lang); err != nil {
-			return usageError("ingest: --lang: %v", err)
+	if *lang != "" && !index.Exists(c.m.abs(c.g.indexDir)) {
+		// A new index analyzes with the default analyzer: refuse a
+		// language it does not know before the index is created.
+		if err := checkLanguage(*lang, analysis.Standard{}.ID()); err != nil {
+			return err
 		}
 	}
 	if *sens != "" {
@@ -74,6 +77,12 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	defer c.m.closeIndex(ix)
+	if *lang != "" {
+		// The index's own analyzer decides, before any file is read.
+		if err := checkLanguage(*lang, ix.Manifest().Analyzer); err != nil {
+			return err
+		}
+	}
 	iopts := index.IngestOptions{Language: *lang, Sensitivity: *sens, MaxFileBytes: *maxBytes}
 	// On a terminal, a progress bar, and the failures after it; elsewhere
 	// each failure as it happens.
@@ -135,6 +144,23 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.m.Stderr, "escurel: %d of %s failed%s: %s\n",
 			len(sum.Failed), plural(total, "file", "files"), kept, strings.Join(names, ", "))
 		return errFailed
+	}
+	return nil
+}
+
+// checkLanguage is a usage error unless lang is a language tag that the
+// analyzer with ID analyzerID supports (an unsupported one would fail every
+// file).
+func checkLanguage(lang, analyzerID string) error {
+	if err := index.CheckLanguage(lang); err != nil {
+		return usageError("ingest: --lang: %v", err)
+	}
+	a, err := analysis.ByID(analyzerID)
+	if err != nil {
+		return err
+	}
+	if err := a.CheckLanguage(lang); err != nil {
+		return usageError("ingest: --lang: %v", err)
 	}
 	return nil
 }

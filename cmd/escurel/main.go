@@ -490,6 +490,9 @@ func (m *Main) rerankFlags(fs *flag.FlagSet) *rerankOptions {
 
 // reranker returns the configured reranker, nil when none.
 func (r *rerankOptions) reranker() (rerank.Reranker, error) {
+	if r.timeout < 0 {
+		return nil, fmt.Errorf("--rerank-timeout %s: want a positive duration such as 30s (0: the default)", r.timeout)
+	}
 	if r.url == "" {
 		return nil, nil
 	}
