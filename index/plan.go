@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"unicode/utf8"
 
 	"github.com/escurel/escurel/index/dense"
 	"github.com/escurel/escurel/index/fts"
@@ -17,6 +18,23 @@ const (
 	MaxK     = 10000  // the largest SearchOptions.K
 	MaxDepth = 100000 // the largest SearchOptions.Depth
 )
+
+// maxEcho is how many bytes of a query an error message quotes.
+const maxEcho = 200
+
+// echoQuery quotes query for an error message (Go syntax: control
+// characters escaped), cut to maxEcho bytes with its length when longer: a
+// megabyte query is not echoed whole.
+func echoQuery(query string) string {
+	if len(query) <= maxEcho {
+		return fmt.Sprintf("%q", query)
+	}
+	cut := maxEcho
+	for cut > 0 && !utf8.RuneStart(query[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", query[:cut], len(query))
+}
 
 // candidate is a ranked block before its row is read.
 type candidate struct {
@@ -126,7 +144,7 @@ func (ix *state) plan(ctx context.Context, query string, opts *SearchOptions) (*
 func (ix *state) ranked(ctx context.Context, query string, opts *SearchOptions, use func(querier, []candidate, []string) error) error {
 	p, err := ix.plan(ctx, query, opts)
 	if err != nil {
-		return fmt.Errorf("search %q: %w", query, err)
+		return fmt.Errorf("search %s: %w", echoQuery(query), err)
 	}
 	if p.k == 0 {
 		return nil
@@ -161,7 +179,7 @@ func (ix *state) ranked(ctx context.Context, query string, opts *SearchOptions, 
 		return use(tx, fuse(p, lex, den), p.levels)
 	})
 	if err != nil {
-		return fmt.Errorf("search %q: %w", query, err)
+		return fmt.Errorf("search %s: %w", echoQuery(query), err)
 	}
 	return nil
 }

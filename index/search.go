@@ -205,7 +205,7 @@ func (ix *state) search(ctx context.Context, query string, opts *SearchOptions) 
 	}
 	if opts != nil && opts.Reranker != nil && len(hits) > 0 {
 		if hits, err = rerankHits(ctx, opts.Reranker, query, hits, opts.Explain); err != nil {
-			return nil, fmt.Errorf("search %q: %w", query, err)
+			return nil, fmt.Errorf("search %s: %w", echoQuery(query), err)
 		}
 	}
 	return hits, nil
@@ -265,7 +265,7 @@ func (ix *Index) Rank(ctx context.Context, query string, opts *SearchOptions) ([
 // rank is Index.Rank on one generation.
 func (ix *state) rank(ctx context.Context, query string, opts *SearchOptions) ([]Ranked, error) {
 	if opts != nil && opts.Reranker != nil {
-		return nil, fmt.Errorf("rank %q: a reranker reads the hits' rows; use Search", query)
+		return nil, fmt.Errorf("rank %s: a reranker reads the hits' rows; use Search", echoQuery(query))
 	}
 	out := []Ranked{}
 	err := ix.ranked(ctx, query, opts, func(_ querier, ranked []candidate, _ []string) error {

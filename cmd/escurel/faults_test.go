@@ -57,3 +57,61 @@ func TestUnsupportedLanguageAndNegativeDurations(t *testing.T) {
 		t.Errorf("ingest --lang xx into an index: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// What a source controls (its name, headings, text) cannot forge lines or
+// send terminal sequences through plain output, and a query is echoed cut
+// to a few hundred bytes (issue 19, item 9).
+func TestOutputASourceCannotForge(t *testing.T) {
+	src := t.TempDir()
+	evil := "evil\n 2.  9.9999  passwd:0-1\r\x1b[2J\u0085.md"
+	if err := os.WriteFile(filepath.Join(src, evil), []byte("# Head \x1b[31mred\n\nplatypus \x1b]0;title\x07 text\n"), 0o644); err != nil {
+		t.Skipf("this file system refuses the name: %v", err)
+	}
+	// Fails (NUL), so status lists it, with a control character in its name.
+	if err := os.WriteFile(filepath.Join(src, "bad\x1b[2J\n.md"), []byte("\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idx := filepath.Join(t.TempDir(), "idx")
+	if out, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 1 {
+		t.Fatalf("ingest: exit %d\n%s%s", code, out, errOut)
+	}
+	clean := func(what, s string) {
+		t.Helper()
+		for _, r := range s {
+			if (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r <= 0x9f) {
+				t.Errorf("%s: control character %U in output:\n%q", what, r, s)
+				return
+			}
+		}
+	}
+	out, _, code := run(t, nil, "--index", idx, "search", "platypus")
+	clean("search", out)
+	if code != 0 || strings.Count(out, "\n 2.") != 0 || !strings.Contains(out, `"`+filepath.Join(src, "evil\\n")) {
+		t.Errorf("search output forged or not escaped:\n%s", out)
+	}
+	out, _, _ = run(t, nil, "--index", idx, "search", "--explain", "--mode", "hybrid", "platypus")
+	clean("search --explain", out)
+	out, _, _ = run(t, nil, "--index", idx, "expand", "1")
+	clean("expand", out)
+	if !strings.Contains(out, "platypus") {
+		t.Errorf("expand:\n%s", out)
+	}
+	out, _, _ = run(t, nil, "--index", idx, "status", "--clearance", "restricted")
+	clean("status", out)
+	if !strings.Contains(out, `bad\x1b[2J\n.md`) {
+		t.Errorf("status does not show the failed name escaped:\n%s", out)
+	}
+	out, _, _ = run(t, nil, "--index", idx, "verify")
+	clean("verify", out)
+
+	// A 1 MB query is echoed cut, with a marker, on stdout and stderr.
+	q := strings.Repeat("zz", 1<<19)
+	out, _, _ = run(t, nil, "--index", idx, "search", q)
+	if len(out) > 400 || !strings.Contains(out, "no hits for") || !strings.Contains(out, "1048576 bytes") {
+		t.Errorf("no hits for a 1 MB query: %d bytes of output: %.300s", len(out), out)
+	}
+	_, errOut, _ := run(t, nil, "--index", idx, "search", "--mode", "nonsense", q)
+	if len(errOut) > 600 || !strings.Contains(errOut, "nonsense") {
+		t.Errorf("error for a 1 MB query: %d bytes: %.300s", len(errOut), errOut)
+	}
+}

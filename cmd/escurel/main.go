@@ -86,10 +86,10 @@ func exitCode(stderr io.Writer, err error) int {
 	case errors.Is(err, errFailed):
 		return 1
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "escurel: %s\nTry: escurel help\n", strings.TrimPrefix(err.Error(), "usage: "))
+		fmt.Fprintf(stderr, "escurel: %s\nTry: escurel help\n", shown(strings.TrimPrefix(err.Error(), "usage: "), true))
 		return 2
 	}
-	fmt.Fprintf(stderr, "escurel: %v\n", err)
+	fmt.Fprintf(stderr, "escurel: %s\n", shown(err.Error(), true))
 	if a := advice(err); a != "" {
 		fmt.Fprintf(stderr, "Fix: %s\n", a)
 	}

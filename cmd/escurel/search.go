@@ -70,13 +70,13 @@ func (c *SearchCommand) Run(ctx context.Context, args []string) error {
 		return enc.Encode(searchOutput{Query: query, Hits: hits})
 	}
 	if len(hits) == 0 {
-		fmt.Fprintf(c.m.Stdout, "no hits for %q\n", query)
+		fmt.Fprintf(c.m.Stdout, "no hits for %s\n", echo(query))
 		return nil
 	}
 	for i, h := range hits {
-		fmt.Fprintf(c.m.Stdout, "%2d. %7.4f  %s:%d-%d\n", i+1, h.Score, h.Source, h.ByteStart, h.ByteEnd)
+		fmt.Fprintf(c.m.Stdout, "%2d. %7.4f  %s:%d-%d\n", i+1, h.Score, shown(h.Source, false), h.ByteStart, h.ByteEnd)
 		if h.Context != "" {
-			fmt.Fprintf(c.m.Stdout, "    %s\n", h.Context)
+			fmt.Fprintf(c.m.Stdout, "    %s\n", shown(h.Context, false))
 		}
 		if e := h.Explain; e != nil {
 			line := fmt.Sprintf("    bm25 %s  dense %s", legText(e.BM25), legText(e.Dense))
@@ -85,7 +85,7 @@ func (c *SearchCommand) Run(ctx context.Context, args []string) error {
 			}
 			fmt.Fprintln(c.m.Stdout, line)
 		}
-		fmt.Fprintf(c.m.Stdout, "    %s\n\n", snippet(h.Body, 240))
+		fmt.Fprintf(c.m.Stdout, "    %s\n\n", shown(snippet(h.Body, 240), true))
 	}
 	return nil
 }
