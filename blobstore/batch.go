@@ -94,7 +94,7 @@ func (b *Batch) stage(key string, data []byte) error {
 // nothing here: file creation in one directory serializes in the kernel.)
 func writeTemps(pending []pendingFile) error {
 	for _, p := range pending {
-		if err := os.WriteFile(p.tmp, p.data, 0o644); err != nil {
+		if err := os.WriteFile(p.tmp, p.data, 0o600); err != nil {
 			return err
 		}
 	}

@@ -91,7 +91,9 @@ type Store struct {
 // Open opens the bucket at urlstr. For file:// URLs the directory is created
 // when missing and the query parameters create_dir, no_tmp_dir (temporary
 // files beside their final name, so the rename never crosses devices) and
-// metadata=skip (no sidecar attribute files) are added unless present.
+// metadata=skip (no sidecar attribute files) are added unless present, and
+// dir_file_mode=0700: the store is private to its owner, directories 0700
+// and objects 0600 (a blob may hold a restricted document's bytes).
 // Errors name the URL.
 func Open(ctx context.Context, urlstr string) (*Store, error) {
 	u, err := url.Parse(urlstr)
@@ -105,7 +107,7 @@ func Open(ctx context.Context, urlstr string) (*Store, error) {
 			s.localDir = "." + u.Path
 		}
 		q := u.Query()
-		for k, v := range map[string]string{"create_dir": "1", "no_tmp_dir": "1", "metadata": "skip"} {
+		for k, v := range map[string]string{"create_dir": "1", "no_tmp_dir": "1", "metadata": "skip", "dir_file_mode": "0700"} {
 			if !q.Has(k) {
 				q.Set(k, v)
 			}
@@ -357,10 +359,13 @@ func (s *Store) write(ctx context.Context, key string, data []byte, contentType 
 	w, err := s.bucket.NewWriter(ctx, key, &blob.WriterOptions{
 		ContentType: contentType,
 		BeforeWrite: func(as func(any) bool) error {
-			if s.localDir != "" && !as(&f) {
+			if s.localDir == "" {
+				return nil
+			}
+			if !as(&f) {
 				return fmt.Errorf("file bucket did not expose its temporary file")
 			}
-			return nil
+			return f.Chmod(0o600) // fileblob creates it 0666 less the umask
 		},
 	})
 	if err != nil {
@@ -388,13 +393,13 @@ func (s *Store) write(ctx context.Context, key string, data []byte, contentType 
 // added, so the directories survive a crash.
 func mkdirDurable(root, rel string) error {
 	dir := root
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	for _, part := range strings.Split(rel, "/") {
 		next := filepath.Join(dir, part)
 		if _, err := os.Stat(next); errors.Is(err, os.ErrNotExist) {
-			if err := os.Mkdir(next, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			if err := os.Mkdir(next, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 				return err
 			}
 			if err := syncDir(dir); err != nil {

@@ -25,6 +25,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -289,7 +290,7 @@ func openIndex(ctx context.Context, d *layout.Dir, gen string, opts *Options, re
 		if gen, created, err = d.Resolve(); err != nil {
 			return nil, fmt.Errorf("open index %s: %w", dir, err)
 		}
-	} else if err := os.MkdirAll(filepath.Join(dir, gen), 0o755); err != nil {
+	} else if err := os.MkdirAll(filepath.Join(dir, gen), 0o700); err != nil {
 		return nil, fmt.Errorf("open index %s: %w", dir, err)
 	}
 	s, err := ix.openState(ctx, gen, want)
@@ -317,8 +318,14 @@ func openIndex(ctx context.Context, d *layout.Dir, gen string, opts *Options, re
 func (ix *Index) openState(ctx context.Context, gen string, want settings) (_ *state, err error) {
 	s := &state{dir: ix.dir, gen: gen, path: layout.GenerationPath(ix.dir, gen), blobs: ix.blobs,
 		workers: ix.cfg.workers, limits: ix.cfg.limits, now: ix.cfg.now}
+	_, statErr := os.Stat(s.path)
 	if s.db, err = sql.Open("duckdb", dsn(s.path)+"&memory_limit="+ix.cfg.memLimit); err == nil {
 		err = s.db.PingContext(ctx)
+	}
+	if err == nil && errors.Is(statErr, fs.ErrNotExist) {
+		// DuckDB created the file 0666 less the umask: private, as
+		// everything of the index is (its WAL lies in a 0700 directory).
+		err = os.Chmod(s.path, 0o600)
 	}
 	if err != nil {
 		if s.db != nil {

@@ -244,7 +244,7 @@ func (d *Dir) NewGeneration() (string, error) {
 	d.building[gen] = true
 	d.mu.Unlock()
 	genDir := filepath.Join(d.path, gen)
-	if err := os.Mkdir(genDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := os.Mkdir(genDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("new generation: %w", err)
 	}
 	if err := writeFile(genDir, UnfinishedName, nil); err != nil {
@@ -449,7 +449,7 @@ func (d *Dir) Resolve() (gen string, created bool, err error) {
 	legacy := filepath.Join(d.path, FileName)
 	if _, err := os.Stat(legacy); err == nil {
 		gen = genName(1)
-		if err := os.MkdirAll(filepath.Join(d.path, gen), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(d.path, gen), 0o700); err != nil {
 			return "", false, err
 		}
 		for _, suffix := range []string{".wal", ""} { // the log first: a crash between leaves the main file where it was
