@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -263,21 +264,14 @@ func (s *Store) DeleteRecord(ctx context.Context, docID string) error {
 // documents/ that are not records (such as a crashed write's temporary file)
 // are ignored; a record that does not decode is an error naming its key.
 func (s *Store) Records(ctx context.Context) ([]*Record, error) {
-	it := s.bucket.List(&blob.ListOptions{Prefix: "documents/"})
 	var ids []string
-	for {
-		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			break
+	err := s.list(ctx, "documents/", false, func(name string, _ int64, _ time.Time) {
+		if id, ok := strings.CutSuffix(name, ".json"); ok && docIDPattern.MatchString(id) {
+			ids = append(ids, id)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("list records: %w", err)
-		}
-		id, ok := strings.CutSuffix(strings.TrimPrefix(obj.Key, "documents/"), ".json")
-		if !ok || !docIDPattern.MatchString(id) {
-			continue
-		}
-		ids = append(ids, id)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list records: %w", err)
 	}
 	// Read them several at a time: each is a small object, and its cost is
 	// the round trip (a file open, an S3 GET).
@@ -307,23 +301,68 @@ func (s *Store) Records(ctx context.Context) ([]*Record, error) {
 // sorted. Objects under blobs/ that are not blobs (a crashed write's
 // temporary file) are left out.
 func (s *Store) BlobIDs(ctx context.Context) ([]string, error) {
-	it := s.bucket.List(&blob.ListOptions{Prefix: "blobs/sha256/"})
 	var ids []string
-	for {
-		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			break
+	err := s.list(ctx, "blobs/sha256/", false, func(name string, _ int64, _ time.Time) {
+		if _, err := BlobKey("sha256:" + name); err == nil {
+			ids = append(ids, "sha256:"+name)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("list blobs: %w", err)
-		}
-		id := "sha256:" + strings.TrimPrefix(obj.Key, "blobs/sha256/")
-		if _, err := BlobKey(id); err == nil {
-			ids = append(ids, id)
-		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list blobs: %w", err)
 	}
 	sort.Strings(ids)
 	return ids, nil
+}
+
+// list calls fn with the name (below prefix, a key directory such as
+// "documents/"), and with info its size and time, of each object whose key
+// starts with prefix, in key order. On a file:// store it reads the
+// directory itself: fileblob's listing fails when a concurrent write's
+// temporary file is renamed between its directory read and its lstat,
+// where an entry that vanished meanwhile is simply not listed here.
+func (s *Store) list(ctx context.Context, prefix string, info bool, fn func(name string, size int64, mod time.Time)) error {
+	if s.localDir == "" {
+		it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
+		for {
+			obj, err := it.Next(ctx)
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			fn(strings.TrimPrefix(obj.Key, prefix), obj.Size, obj.ModTime)
+		}
+	}
+	entries, err := os.ReadDir(s.localPath(prefix))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries { // sorted by name
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !e.Type().IsRegular() || strings.HasSuffix(e.Name(), ".tmp") {
+			continue
+		}
+		var size int64
+		var mod time.Time
+		if info {
+			fi, err := e.Info()
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // deleted since the directory was read
+			}
+			if err != nil {
+				return err
+			}
+			size, mod = fi.Size(), fi.ModTime()
+		}
+		fn(e.Name(), size, mod)
+	}
+	return nil
 }
 
 func decodeRecord(data []byte) (*Record, error) {

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"net/url"
 	"os"
@@ -95,4 +96,47 @@ func writeDocs(t *testing.T) string {
 		}
 	}
 	return src
+}
+
+// A live rebuild while the same index ingests a directory: listing the
+// record store meets the batches' temporary files being renamed, and once
+// failed every time (issue 19, item 2). Every rebuild succeeds, and the
+// index ends complete and verified.
+func TestLiveRebuildDuringBulkIngest(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	const n = 1500
+	for i := range n {
+		text := fmt.Sprintf("# Note %d\n\nplatypus %d fact number %d\n", i, i, i*7)
+		if err := os.WriteFile(filepath.Join(src, fmt.Sprintf("n%04d.md", i)), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := newEnv(t, index.Options{})
+	e.ingest("/seed.md", "# Seed\n\nfirst\n")
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.ix.IngestFiles(ctx, []string{src}, index.IngestOptions{})
+		done <- err
+	}()
+	rebuilds := 0
+	for finished := false; !finished; {
+		if _, err := rebuild.Run(ctx, rebuild.Options{Dir: e.dir, Blobs: e.ix.Blobs(), Live: e.ix}); err != nil {
+			t.Fatalf("rebuild %d during the ingest: %v", rebuilds+1, err)
+		}
+		rebuilds++
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			finished = true
+		default:
+		}
+	}
+	v, err := e.ix.Verify(ctx, nil)
+	if err != nil || !v.OK() || v.Documents != n+1 {
+		t.Fatalf("after %d rebuilds: %+v, %v; want %d documents, OK", rebuilds, v, err, n+1)
+	}
+	t.Logf("%d live rebuilds during the ingest of %d files", rebuilds, n)
 }
