@@ -143,6 +143,9 @@ type config struct {
 type state struct {
 	refs    atomic.Int64 // references: the Index's own while cur, and each reader's
 	closed  func()       // releases the directory hold and counts the state closed
+	// closeErr is close's error: its checkpoint's or the database's; set
+	// before closed runs, read after the Index's states.Wait.
+	closeErr error
 	dir     string
 	path    string
 	gen     string // gen-NNNNNN
@@ -191,8 +194,17 @@ func (s *state) unref() {
 	}
 }
 
+// close folds the write-ahead log into the file and closes the database.
+// DuckDB checkpoints on close too, but its close reports nothing: the
+// explicit CHECKPOINT is how a checkpoint that failed (a full disk) is
+// reported by Index.Close. The committed writes are safe in the log
+// either way, and the next open replays it.
 func (s *state) close() {
-	s.db.Close()
+	_, err := s.db.Exec(`CHECKPOINT`)
+	if err != nil {
+		err = fmt.Errorf("checkpoint %s: %w (the committed writes are in its write-ahead log; free space, and the next open applies them)", s.path, err)
+	}
+	s.closeErr = errors.Join(err, s.db.Close())
 	s.closed()
 }
 
@@ -473,6 +485,11 @@ func probed(ctx context.Context, spec embed.Spec) (embed.Spec, error) {
 // its database and, unless the caller supplied them, the blob store and
 // the directory lock. Any call afterwards fails with ErrClosed; a second
 // Close returns nil at once, without waiting for the first.
+//
+// Errors: the final checkpoint's (a full disk: the committed writes stay in
+// the write-ahead log, and the next Open applies them; a writer reports it
+// as a failure to make its writes durable in the file), closing the blob
+// store's, releasing the lock's.
 func (ix *Index) Close() error {
 	ix.writeMu.Lock()
 	s := ix.cur.Swap(nil)
@@ -484,9 +501,9 @@ func (ix *Index) Close() error {
 	}
 	s.unref()
 	ix.states.Wait()
-	var err error
+	err := s.closeErr
 	if ix.ownBlobs {
-		err = ix.blobs.Close()
+		err = errors.Join(err, ix.blobs.Close())
 	}
 	if ix.ownDir {
 		err = errors.Join(err, ix.layout.Unlock())

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,13 +27,15 @@ type IngestCommand struct {
 }
 
 // Run ingests the paths in args. It returns errFailed, after printing each
-// failure and the summary, when any file could not be ingested.
-func (c *IngestCommand) Run(ctx context.Context, args []string) error {
+// failure and the summary, when any file could not be ingested, and the
+// error of closing the index (its final checkpoint: a full disk) when that
+// fails, so an ingest whose writes did not reach the file never exits 0.
+func (c *IngestCommand) Run(ctx context.Context, args []string) (err error) {
 	fs := c.m.newFlagSet("ingest", &c.g)
 	lang := fs.String("lang", "", "language of documents without front-matter lang (default en)")
 	sens := fs.String("sensitivity", "", "public, internal or restricted, for documents without front-matter sensitivity (default public)")
 	maxBytes := fs.Int64("max-file-bytes", index.DefaultMaxFileBytes, "size cap of a file; a larger one is recorded as failed, unread")
-	args, err := c.m.parse(fs, args)
+	args, err = c.m.parse(fs, args)
 	if err != nil {
 		return err
 	}
@@ -76,7 +79,11 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	defer c.m.closeIndex(ix)
+	defer func() {
+		if cerr := c.m.closeIndex(ix); cerr != nil && (err == nil || errors.Is(err, errFailed)) {
+			err = fmt.Errorf("ingest: %w", cerr)
+		}
+	}()
 	if *lang != "" {
 		// The index's own analyzer decides, before any file is read.
 		if err := checkLanguage(*lang, ix.Manifest().Analyzer); err != nil {
