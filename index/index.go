@@ -141,19 +141,19 @@ type config struct {
 // except those with a guard of their own (manifest, embedder, langs, the
 // full-text and dense indexes).
 type state struct {
-	refs    atomic.Int64 // references: the Index's own while cur, and each reader's
-	closed  func()       // releases the directory hold and counts the state closed
+	refs   atomic.Int64 // references: the Index's own while cur, and each reader's
+	closed func()       // releases the directory hold and counts the state closed
 	// closeErr is close's error: its checkpoint's or the database's; set
 	// before closed runs, read after the Index's states.Wait.
 	closeErr error
-	dir     string
-	path    string
-	gen     string // gen-NNNNNN
-	db      *sql.DB
-	blobs   *blobstore.Store
-	workers int
-	limits  extract.Limits
-	now     func() time.Time
+	dir      string
+	path     string
+	gen      string // gen-NNNNNN
+	db       *sql.DB
+	blobs    *blobstore.Store
+	workers  int
+	limits   extract.Limits
+	now      func() time.Time
 
 	manifest  atomic.Pointer[Manifest] // replaced whole by recordReach, under writeMu
 	chunker   chunk.Spec
