@@ -141,19 +141,16 @@ type config struct {
 // except those with a guard of their own (manifest, embedder, langs, the
 // full-text and dense indexes).
 type state struct {
-	refs   atomic.Int64 // references: the Index's own while cur, and each reader's
-	closed func()       // releases the directory hold and counts the state closed
-	// closeErr is close's error: its checkpoint's or the database's; set
-	// before closed runs, read after the Index's states.Wait.
-	closeErr error
-	dir      string
-	path     string
-	gen      string // gen-NNNNNN
-	db       *sql.DB
-	blobs    *blobstore.Store
-	workers  int
-	limits   extract.Limits
-	now      func() time.Time
+	refs    atomic.Int64 // references: the Index's own while cur, and each reader's
+	closed  func()       // releases the directory hold and counts the state closed
+	dir     string
+	path    string
+	gen     string // gen-NNNNNN
+	db      *sql.DB
+	blobs   *blobstore.Store
+	workers int
+	limits  extract.Limits
+	now     func() time.Time
 
 	manifest  atomic.Pointer[Manifest] // replaced whole by recordReach, under writeMu
 	chunker   chunk.Spec
@@ -167,6 +164,10 @@ type state struct {
 	fts    *fts.Index
 	langMu sync.RWMutex
 	langs  map[string][3]int // documents per language and sensitivity level: how a caller's queries are analyzed
+
+	// closeErr is close's error: its checkpoint's or the database's; set
+	// before closed runs, read after the Index's states.Wait.
+	closeErr error
 }
 
 // acquire returns the live state with a reference the caller gives back
