@@ -174,8 +174,9 @@ func RecordKey(docID string) (string, error) {
 }
 
 // Put stores data under its content address and returns the blob id. Storing
-// bytes that are already present writes nothing. It returns once the blob is
-// durable.
+// bytes that are already present writes nothing; a stored blob that is
+// damaged (its bytes no longer hash to its id) is written again. It returns
+// once the blob is durable.
 func (s *Store) Put(ctx context.Context, data []byte) (string, error) {
 	id := BlobID(data)
 	key, _ := BlobKey(id)
@@ -184,7 +185,13 @@ func (s *Store) Put(ctx context.Context, data []byte) (string, error) {
 		return "", fmt.Errorf("put blob %s: %w", id, err)
 	}
 	if ok {
-		return id, nil
+		_, err := s.Get(ctx, id)
+		if err == nil {
+			return id, nil
+		}
+		if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNotFound) {
+			return "", fmt.Errorf("put blob %s: %w", id, err)
+		}
 	}
 	if err := s.write(ctx, key, data, "application/octet-stream"); err != nil {
 		return "", fmt.Errorf("put blob %s: %w", id, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -169,5 +170,73 @@ func TestFullDisk(t *testing.T) {
 	}
 	if out, _, _ := run(t, nil, "--index", idx, "ingest", src2); !strings.Contains(out, "50 unchanged") {
 		t.Errorf("the ingest on the full disk was not all committed:\n%s", out)
+	}
+}
+
+// blobFile returns the file of the blob of the document at source, as
+// its record names it.
+func blobFile(t *testing.T, idx, source string) string {
+	t.Helper()
+	recs, _ := filepath.Glob(filepath.Join(idx, "blobs", "documents", "*.json"))
+	for _, r := range recs {
+		data, err := os.ReadFile(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec struct {
+			Source string `json:"source"`
+			BlobID string `json:"blob_id"`
+		}
+		if json.Unmarshal(data, &rec) == nil && rec.Source == source {
+			return filepath.Join(idx, "blobs", "blobs", "sha256", strings.TrimPrefix(rec.BlobID, "sha256:"))
+		}
+	}
+	t.Fatalf("no record of %s", source)
+	return ""
+}
+
+// A damaged blob (one byte flipped) or a missing one: verify --deep names
+// the document, the blob and the repair; rebuild names the document and
+// the repair; ingesting the original bytes repairs it, though the index
+// holds them unchanged (issue 19, item 4: verify saw nothing, every
+// rebuild failed, and re-ingest said "unchanged" and wrote nothing).
+func TestDamagedBlobIsFoundAndRepaired(t *testing.T) {
+	src := goodDocs(t)
+	idx := filepath.Join(t.TempDir(), "idx")
+	if _, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 0 {
+		t.Fatal(errOut)
+	}
+	guide := filepath.Join(src, "guide.md")
+	for _, damage := range []string{"flip", "remove"} {
+		blob := blobFile(t, idx, guide)
+		if damage == "flip" {
+			data, _ := os.ReadFile(blob)
+			data[3] ^= 0x20
+			if err := os.WriteFile(blob, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.Remove(blob); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := run(t, nil, "--index", idx, "verify", "--deep")
+		if code != 1 || !strings.Contains(out, guide) || !strings.Contains(out, "escurel ingest "+guide) {
+			t.Errorf("%s: verify --deep: exit %d\n%s%s", damage, code, out, errOut)
+		}
+		if damage == "flip" && !strings.Contains(out, filepath.Base(blob)) {
+			t.Errorf("verify --deep does not name the blob:\n%s", out)
+		}
+		out, errOut, code = run(t, nil, "--index", idx, "rebuild")
+		if code != 1 || !strings.Contains(errOut, guide) || !strings.Contains(errOut, "escurel ingest "+guide) {
+			t.Errorf("%s: rebuild: exit %d\n%s%s", damage, code, out, errOut)
+		}
+		if out, errOut, code := run(t, nil, "--index", idx, "ingest", guide); code != 0 {
+			t.Errorf("%s: re-ingest: exit %d\n%s%s", damage, code, out, errOut)
+		}
+		if out, errOut, code := run(t, nil, "--index", idx, "verify", "--deep"); code != 0 {
+			t.Errorf("%s: verify --deep after the repair: exit %d\n%s%s", damage, code, out, errOut)
+		}
+		if out, errOut, code := run(t, nil, "--index", idx, "rebuild"); code != 0 {
+			t.Errorf("%s: rebuild after the repair: exit %d\n%s%s", damage, code, out, errOut)
+		}
 	}
 }

@@ -406,8 +406,11 @@ Commands:
                           when documents changed in the blob store since it
                           was built, unless --force; refused past a purge,
                           even with --force
-  verify [--json]         digest of every derived row, and coverage checks
-                          against the blob store; exit 1 on drift
+  verify [--json] [--deep]
+                          digest of every derived row, and coverage checks
+                          against the blob store; --deep also re-hashes
+                          every blob; each damaged or missing one is named
+                          with its document and repair; exit 1 on drift
   serve [--listen ADDR] [--tokens FILE] [--request-timeout D]
   serve --stdio [--clearance LEVEL]
                           own the index and serve it read-only: HTTP JSON
