@@ -259,8 +259,11 @@ func (c *VerifyCommand) Run(ctx context.Context, args []string) error {
 		list("rows without records", len(v.RowsWithoutRecords), v.RowsWithoutRecords)
 		list("blocks without postings", len(v.BlocksWithoutPostings), v.BlocksWithoutPostings)
 		list("blocks without vectors", len(v.BlocksWithoutVectors), v.BlocksWithoutVectors)
+		if n := len(v.RecordsWithoutBlobs); n > 0 {
+			fmt.Fprintf(w, "records without blobs (cannot be rebuilt): %d\n", n)
+		}
 		for _, src := range v.RecordsWithoutBlobs {
-			fmt.Fprintf(w, "missing blob of %s (cannot be rebuilt); repair: escurel ingest %s (its original bytes), or escurel delete %s\n",
+			fmt.Fprintf(w, "  missing blob of %s; repair: escurel ingest %s (its original bytes), or escurel delete %s\n",
 				shown(src, false), shown(src, false), shown(src, false))
 		}
 		for _, b := range v.DamagedBlobs {
