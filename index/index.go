@@ -344,7 +344,7 @@ func (ix *Index) openState(ctx context.Context, gen string, want settings) (_ *s
 		if s.db != nil {
 			s.db.Close()
 		}
-		return nil, fmt.Errorf("open index %s: %w", s.path, err)
+		return nil, fmt.Errorf("open index %s: %v: %w", s.path, err, ErrDamaged)
 	}
 	if err := s.init(ctx, want); err != nil {
 		s.db.Close()

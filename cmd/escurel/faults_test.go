@@ -240,3 +240,54 @@ func TestDamagedBlobIsFoundAndRepaired(t *testing.T) {
 		}
 	}
 }
+
+// Whatever state the derived files are in, rebuild re-derives the index
+// from the blob store with no hand edit, and other commands point to it
+// (issue 19, item 6: a truncated index.duckdb, an empty or garbage
+// CURRENT, or none beside a generation of documents, had no way out).
+func TestRebuildRepairsDamagedDerivedFiles(t *testing.T) {
+	src := goodDocs(t)
+	for _, c := range []struct {
+		name   string
+		damage func(idx string) error
+	}{
+		{"truncated index.duckdb", func(idx string) error {
+			return os.Truncate(filepath.Join(idx, "gen-000001", "index.duckdb"), 4096)
+		}},
+		{"garbage index.duckdb", func(idx string) error {
+			return os.WriteFile(filepath.Join(idx, "gen-000001", "index.duckdb"), []byte("not a database"), 0o600)
+		}},
+		{"empty CURRENT", func(idx string) error { return os.WriteFile(filepath.Join(idx, "CURRENT"), nil, 0o600) }},
+		{"garbage CURRENT", func(idx string) error {
+			return os.WriteFile(filepath.Join(idx, "CURRENT"), []byte("\x00\xffgarbage\n"), 0o600)
+		}},
+		{"CURRENT naming a lost generation", func(idx string) error {
+			return os.WriteFile(filepath.Join(idx, "CURRENT"), []byte("gen-000009\n"), 0o600)
+		}},
+		{"no CURRENT", func(idx string) error { return os.Remove(filepath.Join(idx, "CURRENT")) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			idx := filepath.Join(t.TempDir(), "idx")
+			if _, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 0 {
+				t.Fatal(errOut)
+			}
+			if err := c.damage(idx); err != nil {
+				t.Fatal(err)
+			}
+			out, errOut, code := run(t, nil, "--index", idx, "search", "platypus")
+			if code == 0 || !strings.Contains(errOut, "escurel rebuild") {
+				t.Errorf("search on the damage: exit %d, want a pointer to escurel rebuild\n%s%s", code, out, errOut)
+			}
+			if out, errOut, code := run(t, nil, "--index", idx, "rebuild"); code != 0 {
+				t.Fatalf("rebuild: exit %d\n%s%s", code, out, errOut)
+			}
+			out, errOut, code = run(t, nil, "--index", idx, "verify")
+			if code != 0 || !strings.Contains(out, "2 documents") {
+				t.Errorf("verify after the rebuild: exit %d\n%s%s", code, out, errOut)
+			}
+			if out, _, code := run(t, nil, "--index", idx, "search", "platypus"); code != 0 || strings.Contains(out, "no hits") {
+				t.Errorf("search after the rebuild: exit %d\n%s", code, out)
+			}
+		})
+	}
+}

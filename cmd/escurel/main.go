@@ -215,6 +215,10 @@ func (m *Main) openExisting(ctx context.Context, g globals) (*index.Index, error
 		return nil, err // CURRENT damaged or naming a lost generation: say so
 	}
 	if !index.Exists(g.indexDir) {
+		if gens, _ := layout.Generations(g.indexDir); len(gens) > 0 {
+			return nil, fmt.Errorf("%s has generations (%s) but no CURRENT naming the live one: %w",
+				g.indexDir, strings.Join(gens, ", "), index.ErrDamaged)
+		}
 		return nil, fmt.Errorf("no index in %s (create one with: escurel --index %s ingest PATH...)", g.indexDir, g.indexDir)
 	}
 	opts, err := m.options(g)
