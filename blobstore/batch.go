@@ -39,7 +39,9 @@ type pendingFile struct {
 func (s *Store) NewBatch() *Batch { return &Batch{s: s, keys: map[string]bool{}} }
 
 // Put stores data under its content address, as Store.Put does, durable at
-// Sync. It returns the blob id.
+// Sync. It returns the blob id. A blob already stored is written again when
+// its file is not data (another size, or bytes that hash to another id: a
+// damaged blob is repaired by putting its original bytes).
 func (b *Batch) Put(ctx context.Context, data []byte) (string, error) {
 	id := BlobID(data)
 	key, _ := BlobKey(id)
@@ -49,8 +51,7 @@ func (b *Batch) Put(ctx context.Context, data []byte) (string, error) {
 	if b.keys[key] {
 		return id, nil
 	}
-	final := b.s.localPath(key)
-	if _, err := os.Stat(final); err == nil {
+	if intact(b.s.localPath(key), data) {
 		return id, nil
 	}
 	if err := b.stage(key, data); err != nil {
@@ -78,6 +79,17 @@ func (b *Batch) PutRecord(ctx context.Context, rec *Record) error {
 	return nil
 }
 
+// intact reports whether the file at path holds exactly data: its size
+// first (a stat), then its bytes.
+func intact(path string, data []byte) bool {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size() != int64(len(data)) {
+		return false
+	}
+	got, err := os.ReadFile(path)
+	return err == nil && bytes.Equal(got, data)
+}
+
 // stage queues data for key; Sync writes it. A second write of the same key
 // in the batch replaces the first.
 func (b *Batch) stage(key string, data []byte) error {
@@ -94,7 +106,7 @@ func (b *Batch) stage(key string, data []byte) error {
 // nothing here: file creation in one directory serializes in the kernel.)
 func writeTemps(pending []pendingFile) error {
 	for _, p := range pending {
-		if err := os.WriteFile(p.tmp, p.data, 0o644); err != nil {
+		if err := os.WriteFile(p.tmp, p.data, 0o600); err != nil {
 			return err
 		}
 	}

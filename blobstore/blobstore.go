@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -100,7 +101,9 @@ type Store struct {
 // Open opens the bucket at urlstr. For file:// URLs the directory is created
 // when missing and the query parameters create_dir, no_tmp_dir (temporary
 // files beside their final name, so the rename never crosses devices) and
-// metadata=skip (no sidecar attribute files) are added unless present.
+// metadata=skip (no sidecar attribute files) are added unless present, and
+// dir_file_mode=0700: the store is private to its owner, directories 0700
+// and objects 0600 (a blob may hold a restricted document's bytes).
 // Errors name the URL.
 func Open(ctx context.Context, urlstr string) (*Store, error) {
 	u, err := url.Parse(urlstr)
@@ -114,7 +117,7 @@ func Open(ctx context.Context, urlstr string) (*Store, error) {
 			s.localDir = "." + u.Path
 		}
 		q := u.Query()
-		for k, v := range map[string]string{"create_dir": "1", "no_tmp_dir": "1", "metadata": "skip"} {
+		for k, v := range map[string]string{"create_dir": "1", "no_tmp_dir": "1", "metadata": "skip", "dir_file_mode": "0700"} {
 			if !q.Has(k) {
 				q.Set(k, v)
 			}
@@ -180,8 +183,9 @@ func RecordKey(docID string) (string, error) {
 }
 
 // Put stores data under its content address and returns the blob id. Storing
-// bytes that are already present writes nothing. It returns once the blob is
-// durable.
+// bytes that are already present writes nothing; a stored blob that is
+// damaged (its bytes no longer hash to its id) is written again. It returns
+// once the blob is durable.
 func (s *Store) Put(ctx context.Context, data []byte) (string, error) {
 	id := BlobID(data)
 	key, _ := BlobKey(id)
@@ -190,7 +194,13 @@ func (s *Store) Put(ctx context.Context, data []byte) (string, error) {
 		return "", fmt.Errorf("put blob %s: %w", id, err)
 	}
 	if ok {
-		return id, nil
+		_, err := s.Get(ctx, id)
+		if err == nil {
+			return id, nil
+		}
+		if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNotFound) {
+			return "", fmt.Errorf("put blob %s: %w", id, err)
+		}
 	}
 	if err := s.write(ctx, key, data, "application/octet-stream"); err != nil {
 		return "", fmt.Errorf("put blob %s: %w", id, err)
@@ -270,21 +280,14 @@ func (s *Store) DeleteRecord(ctx context.Context, docID string) error {
 // documents/ that are not records (such as a crashed write's temporary file)
 // are ignored; a record that does not decode is an error naming its key.
 func (s *Store) Records(ctx context.Context) ([]*Record, error) {
-	it := s.bucket.List(&blob.ListOptions{Prefix: "documents/"})
 	var ids []string
-	for {
-		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			break
+	err := s.list(ctx, "documents/", false, func(name string, _ int64, _ time.Time) {
+		if id, ok := strings.CutSuffix(name, ".json"); ok && docIDPattern.MatchString(id) {
+			ids = append(ids, id)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("list records: %w", err)
-		}
-		id, ok := strings.CutSuffix(strings.TrimPrefix(obj.Key, "documents/"), ".json")
-		if !ok || !docIDPattern.MatchString(id) {
-			continue
-		}
-		ids = append(ids, id)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list records: %w", err)
 	}
 	// Read them several at a time: each is a small object, and its cost is
 	// the round trip (a file open, an S3 GET).
@@ -314,23 +317,68 @@ func (s *Store) Records(ctx context.Context) ([]*Record, error) {
 // sorted. Objects under blobs/ that are not blobs (a crashed write's
 // temporary file) are left out.
 func (s *Store) BlobIDs(ctx context.Context) ([]string, error) {
-	it := s.bucket.List(&blob.ListOptions{Prefix: "blobs/sha256/"})
 	var ids []string
-	for {
-		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			break
+	err := s.list(ctx, "blobs/sha256/", false, func(name string, _ int64, _ time.Time) {
+		if _, err := BlobKey("sha256:" + name); err == nil {
+			ids = append(ids, "sha256:"+name)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("list blobs: %w", err)
-		}
-		id := "sha256:" + strings.TrimPrefix(obj.Key, "blobs/sha256/")
-		if _, err := BlobKey(id); err == nil {
-			ids = append(ids, id)
-		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list blobs: %w", err)
 	}
 	sort.Strings(ids)
 	return ids, nil
+}
+
+// list calls fn with the name (below prefix, a key directory such as
+// "documents/"), and with info its size and time, of each object whose key
+// starts with prefix, in key order. On a file:// store it reads the
+// directory itself: fileblob's listing fails when a concurrent write's
+// temporary file is renamed between its directory read and its lstat,
+// where an entry that vanished meanwhile is simply not listed here.
+func (s *Store) list(ctx context.Context, prefix string, info bool, fn func(name string, size int64, mod time.Time)) error {
+	if s.localDir == "" {
+		it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
+		for {
+			obj, err := it.Next(ctx)
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			fn(strings.TrimPrefix(obj.Key, prefix), obj.Size, obj.ModTime)
+		}
+	}
+	entries, err := os.ReadDir(s.localPath(prefix))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries { // sorted by name
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !e.Type().IsRegular() || strings.HasSuffix(e.Name(), ".tmp") {
+			continue
+		}
+		var size int64
+		var mod time.Time
+		if info {
+			fi, err := e.Info()
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // deleted since the directory was read
+			}
+			if err != nil {
+				return err
+			}
+			size, mod = fi.Size(), fi.ModTime()
+		}
+		fn(e.Name(), size, mod)
+	}
+	return nil
 }
 
 func decodeRecord(data []byte) (*Record, error) {
@@ -366,10 +414,13 @@ func (s *Store) write(ctx context.Context, key string, data []byte, contentType 
 	w, err := s.bucket.NewWriter(ctx, key, &blob.WriterOptions{
 		ContentType: contentType,
 		BeforeWrite: func(as func(any) bool) error {
-			if s.localDir != "" && !as(&f) {
+			if s.localDir == "" {
+				return nil
+			}
+			if !as(&f) {
 				return fmt.Errorf("file bucket did not expose its temporary file")
 			}
-			return nil
+			return f.Chmod(0o600) // fileblob creates it 0666 less the umask
 		},
 	})
 	if err != nil {
@@ -397,13 +448,13 @@ func (s *Store) write(ctx context.Context, key string, data []byte, contentType 
 // added, so the directories survive a crash.
 func mkdirDurable(root, rel string) error {
 	dir := root
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	for _, part := range strings.Split(rel, "/") {
 		next := filepath.Join(dir, part)
 		if _, err := os.Stat(next); errors.Is(err, os.ErrNotExist) {
-			if err := os.Mkdir(next, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			if err := os.Mkdir(next, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 				return err
 			}
 			if err := syncDir(dir); err != nil {

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 )
 
@@ -25,20 +23,14 @@ type BlobInfo struct {
 // Blobs lists every blob in the store with its size, ordered by id.
 // Objects under blobs/ that are not blobs (temporary files) are left out.
 func (s *Store) Blobs(ctx context.Context) ([]BlobInfo, error) {
-	it := s.bucket.List(&blob.ListOptions{Prefix: "blobs/sha256/"})
 	var out []BlobInfo
-	for {
-		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			break
+	err := s.list(ctx, "blobs/sha256/", true, func(name string, size int64, mod time.Time) {
+		if _, err := BlobKey("sha256:" + name); err == nil {
+			out = append(out, BlobInfo{ID: "sha256:" + name, Size: size, ModTime: mod})
 		}
-		if err != nil {
-			return nil, fmt.Errorf("list blobs: %w", err)
-		}
-		id := "sha256:" + strings.TrimPrefix(obj.Key, "blobs/sha256/")
-		if _, err := BlobKey(id); err == nil {
-			out = append(out, BlobInfo{ID: id, Size: obj.Size, ModTime: obj.ModTime})
-		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list blobs: %w", err)
 	}
 	return out, nil // the listing is in key order, which is id order
 }

@@ -153,6 +153,13 @@ func (ix *state) copyTo(ctx context.Context, dst string) error {
 	return layout.CopyFile(ix.path, dst)
 }
 
+// ErrDamaged is returned, wrapped, when a file the index derives cannot be
+// read: a CURRENT that names no generation or a lost one, a database file
+// that DuckDB cannot open (truncated, overwritten). The blob store holds
+// everything: escurel rebuild (rebuild.Run) re-derives the index from it,
+// whatever state the derived files are in.
+var ErrDamaged = layout.ErrDamaged
+
 // Exists reports whether dir holds an index: a CURRENT naming a generation
 // with an index file, or an index file of the older one-file layout.
 func Exists(dir string) bool { return layout.Exists(dir) }

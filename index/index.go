@@ -25,6 +25,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -163,6 +164,10 @@ type state struct {
 	fts    *fts.Index
 	langMu sync.RWMutex
 	langs  map[string][3]int // documents per language and sensitivity level: how a caller's queries are analyzed
+
+	// closeErr is close's error: its checkpoint's or the database's; set
+	// before closed runs, read after the Index's states.Wait.
+	closeErr error
 }
 
 // acquire returns the live state with a reference the caller gives back
@@ -190,8 +195,17 @@ func (s *state) unref() {
 	}
 }
 
+// close folds the write-ahead log into the file and closes the database.
+// DuckDB checkpoints on close too, but its close reports nothing: the
+// explicit CHECKPOINT is how a checkpoint that failed (a full disk) is
+// reported by Index.Close. The committed writes are safe in the log
+// either way, and the next open replays it.
 func (s *state) close() {
-	s.db.Close()
+	_, err := s.db.Exec(`CHECKPOINT`)
+	if err != nil {
+		err = fmt.Errorf("checkpoint %s: %w (the committed writes are in its write-ahead log; free space, and the next open applies them)", s.path, err)
+	}
+	s.closeErr = errors.Join(err, s.db.Close())
 	s.closed()
 }
 
@@ -289,7 +303,7 @@ func openIndex(ctx context.Context, d *layout.Dir, gen string, opts *Options, re
 		if gen, created, err = d.Resolve(); err != nil {
 			return nil, fmt.Errorf("open index %s: %w", dir, err)
 		}
-	} else if err := os.MkdirAll(filepath.Join(dir, gen), 0o755); err != nil {
+	} else if err := os.MkdirAll(filepath.Join(dir, gen), 0o700); err != nil {
 		return nil, fmt.Errorf("open index %s: %w", dir, err)
 	}
 	s, err := ix.openState(ctx, gen, want)
@@ -317,14 +331,20 @@ func openIndex(ctx context.Context, d *layout.Dir, gen string, opts *Options, re
 func (ix *Index) openState(ctx context.Context, gen string, want settings) (_ *state, err error) {
 	s := &state{dir: ix.dir, gen: gen, path: layout.GenerationPath(ix.dir, gen), blobs: ix.blobs,
 		workers: ix.cfg.workers, limits: ix.cfg.limits, now: ix.cfg.now}
+	_, statErr := os.Stat(s.path)
 	if s.db, err = sql.Open("duckdb", dsn(s.path)+"&memory_limit="+ix.cfg.memLimit); err == nil {
 		err = s.db.PingContext(ctx)
+	}
+	if err == nil && errors.Is(statErr, fs.ErrNotExist) {
+		// DuckDB created the file 0666 less the umask: private, as
+		// everything of the index is (its WAL lies in a 0700 directory).
+		err = os.Chmod(s.path, 0o600)
 	}
 	if err != nil {
 		if s.db != nil {
 			s.db.Close()
 		}
-		return nil, fmt.Errorf("open index %s: %w", s.path, err)
+		return nil, fmt.Errorf("open index %s: %v: %w", s.path, err, ErrDamaged)
 	}
 	if err := s.init(ctx, want); err != nil {
 		s.db.Close()
@@ -466,6 +486,11 @@ func probed(ctx context.Context, spec embed.Spec) (embed.Spec, error) {
 // its database and, unless the caller supplied them, the blob store and
 // the directory lock. Any call afterwards fails with ErrClosed; a second
 // Close returns nil at once, without waiting for the first.
+//
+// Errors: the final checkpoint's (a full disk: the committed writes stay in
+// the write-ahead log, and the next Open applies them; a writer reports it
+// as a failure to make its writes durable in the file), closing the blob
+// store's, releasing the lock's.
 func (ix *Index) Close() error {
 	ix.writeMu.Lock()
 	s := ix.cur.Swap(nil)
@@ -477,9 +502,9 @@ func (ix *Index) Close() error {
 	}
 	s.unref()
 	ix.states.Wait()
-	var err error
+	err := s.closeErr
 	if ix.ownBlobs {
-		err = ix.blobs.Close()
+		err = errors.Join(err, ix.blobs.Close())
 	}
 	if ix.ownDir {
 		err = errors.Join(err, ix.layout.Unlock())

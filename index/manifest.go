@@ -351,12 +351,12 @@ func inspect(ctx context.Context, dir string) (Manifest, map[string]string, map[
 	}
 	db, err := sql.Open("duckdb", dsn(path))
 	if err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("%v: %w", err, ErrDamaged))
 	}
 	defer db.Close()
 	var version int
 	if err := db.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&version); err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("%v: %w", err, ErrDamaged))
 	}
 	if version > SchemaVersion {
 		return Manifest{}, nil, nil, &SchemaError{Path: path, File: version, Binary: SchemaVersion}
@@ -366,7 +366,7 @@ func inspect(ctx context.Context, dir string) (Manifest, map[string]string, map[
 		err = errors.New("no manifest row")
 	}
 	if err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("%v: %w", err, ErrDamaged))
 	}
 	status := `'ok'`
 	if version >= 9 {

@@ -117,8 +117,10 @@ var schemaColumns = []column{
 
 // migrate brings the database up to SchemaVersion: it applies each missing
 // SQL file in its own transaction and records it in schema_migrations, then
-// runs the ensure-column pass and a CHECKPOINT. It returns the version the
-// file had before. A file whose version is newer than SchemaVersion is left
+// runs the ensure-column pass and, when either changed the file, a
+// CHECKPOINT: opening a current file writes nothing, so it opens on a full
+// disk (with a write-ahead log left by a checkpoint that failed for lack
+// of space, too). It returns the version the file had before. A file whose version is newer than SchemaVersion is left
 // untouched and refused with a *SchemaError.
 func migrate(ctx context.Context, db *sql.DB, path string) (int, error) {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -143,8 +145,12 @@ func migrate(ctx context.Context, db *sql.DB, path string) (int, error) {
 			return from, fmt.Errorf("migrate %s to %s: %w", path, m.Name, err)
 		}
 	}
-	if err := ensureColumns(ctx, db); err != nil {
+	added, err := ensureColumns(ctx, db)
+	if err != nil {
 		return from, fmt.Errorf("migrate %s: %w", path, err)
+	}
+	if from == SchemaVersion && added == 0 {
+		return from, nil
 	}
 	if _, err := db.ExecContext(ctx, `CHECKPOINT`); err != nil {
 		return from, fmt.Errorf("migrate %s: checkpoint: %w", path, err)
@@ -172,10 +178,10 @@ func applyMigration(ctx context.Context, db *sql.DB, m schemasql.Migration) erro
 // idempotent and runs on every open, so an index file whose recorded
 // migrations do not match its tables (an interrupted or hand-made file) is
 // repaired in place. A missing table is an error.
-func ensureColumns(ctx context.Context, db *sql.DB) error {
+func ensureColumns(ctx context.Context, db *sql.DB) (added int, err error) {
 	rows, err := db.QueryContext(ctx, `SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'main'`)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	have := map[string]bool{}
 	tables := map[string]bool{}
@@ -183,18 +189,18 @@ func ensureColumns(ctx context.Context, db *sql.DB) error {
 		var t, c string
 		if err := rows.Scan(&t, &c); err != nil {
 			rows.Close()
-			return err
+			return 0, err
 		}
 		have[t+"."+c] = true
 		tables[t] = true
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return err
+		return 0, err
 	}
 	for _, c := range schemaColumns {
 		if !tables[c.table] {
-			return fmt.Errorf("table %s is missing: the file is damaged; run escurel rebuild", c.table)
+			return 0, fmt.Errorf("table %s is missing: the file is damaged; run escurel rebuild", c.table)
 		}
 		if have[c.table+"."+c.name] {
 			continue
@@ -209,11 +215,12 @@ func ensureColumns(ctx context.Context, db *sql.DB) error {
 		}
 		for _, stmt := range stmts {
 			if _, err := db.ExecContext(ctx, stmt); err != nil {
-				return fmt.Errorf("ensure column %s.%s: %w", c.table, c.name, err)
+				return added, fmt.Errorf("ensure column %s.%s: %w", c.table, c.name, err)
 			}
 		}
+		added++
 	}
-	return nil
+	return added, nil
 }
 
 // SchemaError reports an index file written by a newer escurel.

@@ -4,11 +4,37 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"unicode/utf8"
 
 	"github.com/escurel/escurel/index/dense"
 	"github.com/escurel/escurel/index/fts"
 	"github.com/escurel/escurel/internal/fusion"
 )
+
+// Limits of SearchOptions: a search allocates for its candidates, but a
+// caller's K and Depth are bounded so that no request can ask for an
+// unbounded ranking (a server may set tighter limits of its own).
+const (
+	MaxK     = 10000  // the largest SearchOptions.K
+	MaxDepth = 100000 // the largest SearchOptions.Depth
+)
+
+// maxEcho is how many bytes of a query an error message quotes.
+const maxEcho = 200
+
+// echoQuery quotes query for an error message (Go syntax: control
+// characters escaped), cut to maxEcho bytes with its length when longer: a
+// megabyte query is not echoed whole.
+func echoQuery(query string) string {
+	if len(query) <= maxEcho {
+		return fmt.Sprintf("%q", query)
+	}
+	cut := maxEcho
+	for cut > 0 && !utf8.RuneStart(query[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", query[:cut], len(query))
+}
 
 // candidate is a ranked block before its row is read.
 type candidate struct {
@@ -40,8 +66,8 @@ func (ix *state) plan(ctx context.Context, query string, opts *SearchOptions) (*
 	if opts.K != 0 {
 		p.k = opts.K
 	}
-	if p.k < 0 {
-		return nil, fmt.Errorf("k = %d, want ≥ 0", p.k)
+	if p.k < 0 || p.k > MaxK {
+		return nil, fmt.Errorf("k = %d: want 0 to %d (index.MaxK)", p.k, MaxK)
 	}
 	var err error
 	if p.levels, err = allowed(opts.Clearance); err != nil {
@@ -72,8 +98,8 @@ func (ix *state) plan(ctx context.Context, query string, opts *SearchOptions) (*
 	if p.depth == 0 {
 		p.depth = DefaultDepth
 	}
-	if p.depth < 0 {
-		return nil, fmt.Errorf("depth = %d, want ≥ 0", p.depth)
+	if p.depth < 0 || p.depth > MaxDepth {
+		return nil, fmt.Errorf("depth = %d: want 0 to %d (index.MaxDepth)", p.depth, MaxDepth)
 	}
 	p.depth = max(p.depth, p.k)
 	if p.rrfK == 0 {
@@ -118,7 +144,7 @@ func (ix *state) plan(ctx context.Context, query string, opts *SearchOptions) (*
 func (ix *state) ranked(ctx context.Context, query string, opts *SearchOptions, use func(querier, []candidate, []string) error) error {
 	p, err := ix.plan(ctx, query, opts)
 	if err != nil {
-		return fmt.Errorf("search %q: %w", query, err)
+		return fmt.Errorf("search %s: %w", echoQuery(query), err)
 	}
 	if p.k == 0 {
 		return nil
@@ -153,7 +179,7 @@ func (ix *state) ranked(ctx context.Context, query string, opts *SearchOptions, 
 		return use(tx, fuse(p, lex, den), p.levels)
 	})
 	if err != nil {
-		return fmt.Errorf("search %q: %w", query, err)
+		return fmt.Errorf("search %s: %w", echoQuery(query), err)
 	}
 	return nil
 }

@@ -272,6 +272,9 @@ func (ix *state) rewriteTo(ctx context.Context, dst string) error {
 	if _, derr := conn.ExecContext(context.WithoutCancel(ctx), `DETACH DATABASE `+alias); err == nil && derr != nil {
 		err = derr
 	}
+	if err == nil {
+		err = os.Chmod(dst, 0o600) // DuckDB created it 0666 less the umask
+	}
 	if err != nil {
 		return fmt.Errorf("purge: write %s: %w", dst, err)
 	}

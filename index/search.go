@@ -62,7 +62,7 @@ const (
 // Public clearance, in the index's default mode (Index.DefaultMode), with
 // hybrid legs fused by RRF.
 type SearchOptions struct {
-	K int // hits to return, ≥ 0; 0 means DefaultK
+	K int // hits to return, 0 to MaxK; 0 means DefaultK
 	// Clearance is the highest document sensitivity the caller may see:
 	// Public (the default), Internal or Restricted. Blocks of documents above
 	// it are left out inside each leg, before ranking, so K allowed hits
@@ -74,7 +74,7 @@ type SearchOptions struct {
 	// Fusion is FusionRRF (default) or FusionConvex, for ModeHybrid.
 	Fusion string
 	// Depth is how many candidates each leg gives fusion; 0 means
-	// DefaultDepth, and it is never fewer than K.
+	// DefaultDepth, and it is never fewer than K; at most MaxDepth.
 	Depth int
 	// RRFK is RRF's k (> 0); 0 means DefaultRRFK.
 	RRFK float64
@@ -224,7 +224,7 @@ func (ix *state) search(ctx context.Context, query string, opts *SearchOptions) 
 	}
 	if opts != nil && opts.Reranker != nil && len(hits) > 0 {
 		if hits, err = rerankHits(ctx, opts.Reranker, query, hits, opts.Explain); err != nil {
-			return nil, fmt.Errorf("search %q: %w", query, err)
+			return nil, fmt.Errorf("search %s: %w", echoQuery(query), err)
 		}
 	}
 	return hits, nil
@@ -284,7 +284,7 @@ func (ix *Index) Rank(ctx context.Context, query string, opts *SearchOptions) ([
 // rank is Index.Rank on one generation.
 func (ix *state) rank(ctx context.Context, query string, opts *SearchOptions) ([]Ranked, error) {
 	if opts != nil && opts.Reranker != nil {
-		return nil, fmt.Errorf("rank %q: a reranker reads the hits' rows; use Search", query)
+		return nil, fmt.Errorf("rank %s: a reranker reads the hits' rows; use Search", echoQuery(query))
 	}
 	out := []Ranked{}
 	err := ix.ranked(ctx, query, opts, func(tx querier, ranked []candidate, _ []string) error {

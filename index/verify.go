@@ -59,6 +59,9 @@ type Verification struct {
 	// or deleted document, kept because content-addressed blobs may be
 	// shared. They are garbage, not drift, and do not fail OK.
 	OrphanBlobs []string `json:"orphan_blobs"`
+	// DamagedBlobs are stored blobs whose bytes no longer hash to their
+	// id, by source (checked with VerifyOptions.Deep only).
+	DamagedBlobs []DamagedBlob `json:"damaged_blobs,omitempty"`
 }
 
 // OK reports whether the rows derive exactly from the blob store: every
@@ -66,7 +69,7 @@ type Verification struct {
 // postings and (with an embedder) its vector.
 func (v *Verification) OK() bool {
 	return len(v.RecordsWithoutRows)+len(v.RowsWithoutRecords)+len(v.BlocksWithoutPostings)+
-		len(v.BlocksWithoutVectors)+len(v.RecordsWithoutBlobs)+v.DuplicatePostings == 0
+		len(v.BlocksWithoutVectors)+len(v.RecordsWithoutBlobs)+v.DuplicatePostings+len(v.DamagedBlobs) == 0
 }
 
 // digester writes length-prefixed fields into a hash, so that no two row
@@ -93,6 +96,9 @@ type VerifyOptions struct {
 	Records []*blobstore.Record
 	// SkipOrphans leaves out the listing of blobs for OrphanBlobs.
 	SkipOrphans bool
+	// Deep reads every blob a record names and checks that its bytes hash
+	// to its id (DamagedBlobs): a read of the whole blob store.
+	Deep bool
 }
 
 // Verify computes the digest of the index's derived rows and checks them
@@ -227,6 +233,11 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 			}
 		}
 		sort.Strings(v.RecordsWithoutBlobs)
+	}
+	if opts.Deep {
+		if v.DamagedBlobs, err = damagedBlobs(ctx, ix.blobs, recs); err != nil {
+			return fail("blobs", err)
+		}
 	}
 
 	// The kept text of HTML, DOCX and PDF documents.

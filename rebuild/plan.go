@@ -43,6 +43,10 @@ type Plan struct {
 	Dropped []string
 	// Keep is how many generations stay afterwards.
 	Keep int
+	// Damaged, when not "", is why the live generation (or CURRENT) could
+	// not be read (index.ErrDamaged): the rebuild derives everything from
+	// the blob store, with the settings given or the defaults.
+	Damaged string
 
 	reembed  bool
 	hasLive  bool
@@ -60,6 +64,9 @@ func (p *Plan) String() string {
 	}
 	fmt.Fprintf(&b, "%s %s from %s\n", p.Kind, p.Dir, p.BlobURL)
 	fmt.Fprintf(&b, "live generation: %s\n", from)
+	if p.Damaged != "" {
+		fmt.Fprintf(&b, "damaged: %s (rebuilt from the blob store; settings not given are the defaults)\n", p.Damaged)
+	}
 	fmt.Fprintf(&b, "documents: %d\n", p.Documents)
 	if len(p.Dropped) > 0 {
 		fmt.Fprintf(&b, "dropped (no record): %d, first %s\n", len(p.Dropped), p.Dropped[0])
@@ -166,8 +173,13 @@ func plan(ctx context.Context, d *layout.Dir, opts Options, reembed bool) (*Plan
 			p.From, _, _ = d.Current()
 		case errors.Is(err, fs.ErrNotExist):
 			p.hasLive = false
+		case errors.Is(err, index.ErrDamaged) && !reembed:
+			// Everything derived comes from the blob store: rebuild from
+			// it, with the settings given or the defaults, and leave the
+			// damaged generation to the cleaner.
+			p.hasLive, p.Damaged = false, err.Error()
 		default:
-			return nil, fmt.Errorf("%s: %w (to rebuild a damaged generation, run escurel rollback or move it away first)", what, err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 	}
 	if reembed && !p.hasLive {

@@ -448,7 +448,8 @@ func fill(ctx context.Context, ix *index.Index, recs []*blobstore.Record, opts O
 			g.Go(func() error {
 				var err error
 				if data[j], err = opts.Blobs.Get(gctx, rec.BlobID); err != nil {
-					return fmt.Errorf("rebuild: document %s (%s): %w", rec.DocID, rec.Source, err)
+					return fmt.Errorf("rebuild: document %s (%s): %w; the live index was kept; repair: escurel ingest %s (its original bytes), or escurel delete %s",
+						rec.DocID, rec.Source, err, rec.Source, rec.Source)
 				}
 				return nil
 			})

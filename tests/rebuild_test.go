@@ -114,7 +114,7 @@ func TestRebuildAfterLosingTheIndexFile(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := index.Open(context.Background(), e.dir, &e.opts); err == nil || !strings.Contains(err.Error(), "run escurel rollback or escurel rebuild") {
+	if _, err := index.Open(context.Background(), e.dir, &e.opts); err == nil || !strings.Contains(err.Error(), "run escurel rebuild") {
 		t.Fatalf("open without the live file: %v", err)
 	}
 	sum, err := rebuild.Run(context.Background(), rebuild.Options{Dir: e.dir, Blobs: blobsOf(e)})

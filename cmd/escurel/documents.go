@@ -64,7 +64,7 @@ func (c *DocumentsCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 		n++
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", d.DocID, shownName(d.Source), shownName(snippet(d.Title, 40)), d.MediaType, d.Sensitivity,
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", d.DocID, shown(d.Source, false), shown(snippet(d.Title, 40), false), d.MediaType, d.Sensitivity,
 			d.Status, d.Blocks, d.Bytes, d.IngestedAt.Format(time.RFC3339))
 		if d.Status == index.StatusFailed {
 			failed = append(failed, d)
@@ -77,7 +77,7 @@ func (c *DocumentsCommand) Run(ctx context.Context, args []string) error {
 	if len(failed) > 0 {
 		fmt.Fprintf(c.m.Stdout, "\nfailed (no blocks):\n")
 		for _, d := range failed {
-			fmt.Fprintf(c.m.Stdout, "  %s: %s\n", shownName(d.Source), d.Reason)
+			fmt.Fprintf(c.m.Stdout, "  %s: %s\n", shown(d.Source, false), shown(d.Reason, false))
 		}
 	}
 	if withheld > 0 {

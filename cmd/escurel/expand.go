@@ -56,20 +56,20 @@ func (c *ExpandCommand) Run(ctx context.Context, args []string) error {
 	}
 	w := c.m.Stdout
 	b := x.Block
-	fmt.Fprintf(w, "block %s  %s:%d-%d\n", b.BlockID, b.Source, b.ByteStart, b.ByteEnd)
+	fmt.Fprintf(w, "block %s  %s:%d-%d\n", b.BlockID, shown(b.Source, false), b.ByteStart, b.ByteEnd)
 	if b.Context != "" {
-		fmt.Fprintf(w, "%s\n", b.Context)
+		fmt.Fprintf(w, "%s\n", shown(b.Context, false))
 	}
 	for _, h := range x.Before {
-		fmt.Fprintf(w, "\n[before, block %s]\n%s\n", h.BlockID, h.Body)
+		fmt.Fprintf(w, "\n[before, block %s]\n%s\n", h.BlockID, shown(h.Body, true))
 	}
-	fmt.Fprintf(w, "\n[block %s]\n%s\n", b.BlockID, b.Body)
+	fmt.Fprintf(w, "\n[block %s]\n%s\n", b.BlockID, shown(b.Body, true))
 	for _, h := range x.After {
-		fmt.Fprintf(w, "\n[after, block %s]\n%s\n", h.BlockID, h.Body)
+		fmt.Fprintf(w, "\n[after, block %s]\n%s\n", h.BlockID, shown(h.Body, true))
 	}
 	if b.PromptText != "" {
 		l := b.ParentLocator
-		fmt.Fprintf(w, "\n[window, bytes %d-%d, paragraphs %d-%d]\n%s\n", l.ByteStart, l.ByteEnd, l.ParagraphStart, l.ParagraphEnd, b.PromptText)
+		fmt.Fprintf(w, "\n[window, bytes %d-%d, paragraphs %d-%d]\n%s\n", l.ByteStart, l.ByteEnd, l.ParagraphStart, l.ParagraphEnd, shown(b.PromptText, true))
 	}
 	if x.Truncated {
 		fmt.Fprintf(w, "\n(cut to %d bytes; --max-bytes raises the bound)\n", *maxBytes)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/cheggaaa/pb/v3"
 	"golang.org/x/term"
 
+	"github.com/escurel/escurel/analysis"
 	"github.com/escurel/escurel/index"
 )
 
@@ -25,22 +27,26 @@ type IngestCommand struct {
 }
 
 // Run ingests the paths in args. It returns errFailed, after printing each
-// failure and the summary, when any file could not be ingested.
-func (c *IngestCommand) Run(ctx context.Context, args []string) error {
+// failure and the summary, when any file could not be ingested, and the
+// error of closing the index (its final checkpoint: a full disk) when that
+// fails, so an ingest whose writes did not reach the file never exits 0.
+func (c *IngestCommand) Run(ctx context.Context, args []string) (err error) {
 	fs := c.m.newFlagSet("ingest", &c.g)
 	lang := fs.String("lang", "", "language of documents without front-matter lang (default en)")
 	sens := fs.String("sensitivity", "", "public, internal or restricted, for documents without front-matter sensitivity (default public)")
 	maxBytes := fs.Int64("max-file-bytes", index.DefaultMaxFileBytes, "size cap of a file; a larger one is recorded as failed, unread")
-	args, err := c.m.parse(fs, args)
+	args, err = c.m.parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(args) == 0 {
 		return usageError("ingest: no PATH given")
 	}
-	if *lang != "" {
-		if err := index.CheckLanguage(*lang); err != nil {
-			return usageError("ingest: --lang: %v", err)
+	if *lang != "" && !index.Exists(c.m.abs(c.g.indexDir)) {
+		// A new index analyzes with the default analyzer: refuse a
+		// language it does not know before the index is created.
+		if err := checkLanguage(*lang, analysis.Standard{}.ID()); err != nil {
+			return err
 		}
 	}
 	if *sens != "" {
@@ -73,7 +79,17 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	defer c.m.closeIndex(ix)
+	defer func() {
+		if cerr := c.m.closeIndex(ix); cerr != nil && (err == nil || errors.Is(err, errFailed)) {
+			err = fmt.Errorf("ingest: %w", cerr)
+		}
+	}()
+	if *lang != "" {
+		// The index's own analyzer decides, before any file is read.
+		if err := checkLanguage(*lang, ix.Manifest().Analyzer); err != nil {
+			return err
+		}
+	}
 	iopts := index.IngestOptions{Language: *lang, Sensitivity: *sens, MaxFileBytes: *maxBytes}
 	// On a terminal, a progress bar, and the failures after it; elsewhere
 	// each failure as it happens.
@@ -84,7 +100,7 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 	} else {
 		iopts.Progress = func(fr index.FileResult) {
 			if fr.Err != nil {
-				fmt.Fprintf(c.m.Stderr, "escurel: ingest: %v\n", fr.Err)
+				fmt.Fprintf(c.m.Stderr, "escurel: ingest: %s\n", shown(fr.Err.Error(), true))
 			}
 		}
 	}
@@ -92,7 +108,7 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 	if bar != nil {
 		bar.Finish()
 		for _, fr := range sum.Failed {
-			fmt.Fprintf(c.m.Stderr, "escurel: ingest: %v\n", fr.Err)
+			fmt.Fprintf(c.m.Stderr, "escurel: ingest: %s\n", shown(fr.Err.Error(), true))
 		}
 	}
 	total := sum.Added + sum.Replaced + sum.Unchanged + len(sum.Failed)
@@ -110,20 +126,20 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 	if len(sum.Textless) > 0 {
 		var names []string
 		for _, f := range sum.Textless {
-			names = append(names, fmt.Sprintf("%s (%d of %d pages)", shownName(filepath.Base(f.Path)), f.TextlessPages, f.Pages))
+			names = append(names, fmt.Sprintf("%s (%d of %d pages)", shown(filepath.Base(f.Path), false), f.TextlessPages, f.Pages))
 		}
 		fmt.Fprintf(c.m.Stderr, "escurel: warning: %s with pages without text (scanned: escurel does no OCR; their words cannot be found; escurel status --textless lists them): %s\n",
 			plural(len(names), "document", "documents"), strings.Join(names, ", "))
 	}
 	if len(sum.Skipped) > 0 {
 		fmt.Fprintf(c.m.Stdout, "skipped %s: hidden, symlinked directories, or not .md, .markdown, .txt, .html, .htm, .xhtml, .pdf or .docx (first: %s)\n",
-			plural(len(sum.Skipped), "entry", "entries"), shownName(sum.Skipped[0]))
+			plural(len(sum.Skipped), "entry", "entries"), shown(sum.Skipped[0], false))
 	}
 	if len(sum.Failed) > 0 {
 		var names []string
 		stored := 0
 		for _, f := range sum.Failed {
-			names = append(names, shownName(filepath.Base(f.Path)))
+			names = append(names, shown(filepath.Base(f.Path), false))
 			if f.Status == index.Failed {
 				stored++
 			}
@@ -135,6 +151,23 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.m.Stderr, "escurel: %d of %s failed%s: %s\n",
 			len(sum.Failed), plural(total, "file", "files"), kept, strings.Join(names, ", "))
 		return errFailed
+	}
+	return nil
+}
+
+// checkLanguage is a usage error unless lang is a language tag that the
+// analyzer with ID analyzerID supports (an unsupported one would fail every
+// file).
+func checkLanguage(lang, analyzerID string) error {
+	if err := index.CheckLanguage(lang); err != nil {
+		return usageError("ingest: --lang: %v", err)
+	}
+	a, err := analysis.ByID(analyzerID)
+	if err != nil {
+		return err
+	}
+	if err := a.CheckLanguage(lang); err != nil {
+		return usageError("ingest: --lang: %v", err)
 	}
 	return nil
 }
@@ -159,12 +192,49 @@ func (c *IngestCommand) formats(sum index.Summary) {
 	w.Flush()
 }
 
-// shownName is a file name as a terminal may show it: as it is, or quoted
-// (Go syntax, escapes visible) when it is not valid UTF-8 or holds control
-// characters.
-func shownName(name string) string {
-	if !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl) {
-		return strconv.Quote(name)
+// shown is s as a terminal may show it, so that what a document controls
+// (its file name, headings, text) cannot forge output lines or send
+// terminal sequences. A name or other one-line field (text false) is shown
+// as it is, or quoted in Go syntax (escapes visible) when it is not valid
+// UTF-8 or holds a control character: C0 (newline, CR, ESC…), DEL or C1.
+// Text (text true) keeps its newlines and tabs and has every other control
+// character and invalid byte escaped in place (\x1b, \u0085, \xff).
+func shown(s string, text bool) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
 	}
-	return name
+	if !text {
+		return strconv.Quote(s)
+	}
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[0])
+		case r == '\n' || r == '\t' || !unicode.IsControl(r):
+			b.WriteString(s[:n])
+		default:
+			q := strconv.QuoteRune(r) // '\x1b', '\u0085', '\r'
+			b.WriteString(q[1 : len(q)-1])
+		}
+		s = s[n:]
+	}
+	return b.String()
 }
+
+// echo is a query as output quotes it: Go syntax, cut to maxEcho bytes
+// with its length when longer (a megabyte query is not echoed whole).
+func echo(query string) string {
+	if len(query) <= maxEcho {
+		return strconv.Quote(query)
+	}
+	cut := maxEcho
+	for cut > 0 && !utf8.RuneStart(query[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(query[:cut]), len(query))
+}
+
+// maxEcho is how many bytes of a query output quotes.
+const maxEcho = 200

@@ -89,10 +89,10 @@ func exitCode(stderr io.Writer, err error) int {
 	case errors.Is(err, errFailed):
 		return 1
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "escurel: %s\nTry: escurel help\n", strings.TrimPrefix(err.Error(), "usage: "))
+		fmt.Fprintf(stderr, "escurel: %s\nTry: escurel help\n", shown(strings.TrimPrefix(err.Error(), "usage: "), true))
 		return 2
 	}
-	fmt.Fprintf(stderr, "escurel: %v\n", err)
+	fmt.Fprintf(stderr, "escurel: %s\n", shown(err.Error(), true))
 	if a := advice(err); a != "" {
 		fmt.Fprintf(stderr, "Fix: %s\n", a)
 	}
@@ -220,6 +220,10 @@ func (m *Main) openExisting(ctx context.Context, g globals) (*index.Index, error
 		return nil, err // CURRENT damaged or naming a lost generation: say so
 	}
 	if !index.Exists(g.indexDir) {
+		if gens, _ := layout.Generations(g.indexDir); len(gens) > 0 {
+			return nil, fmt.Errorf("%s has generations (%s) but no CURRENT naming the live one: %w",
+				g.indexDir, strings.Join(gens, ", "), index.ErrDamaged)
+		}
 		return nil, fmt.Errorf("no index in %s (create one with: escurel --index %s ingest PATH...)", g.indexDir, g.indexDir)
 	}
 	opts, err := m.options(g)
@@ -439,8 +443,11 @@ Commands:
                           when documents changed in the blob store since it
                           was built, unless --force; refused past a purge,
                           even with --force
-  verify [--json]         digest of every derived row, and coverage checks
-                          against the blob store; exit 1 on drift
+  verify [--json] [--deep]
+                          digest of every derived row, and coverage checks
+                          against the blob store; --deep also re-hashes
+                          every blob; each damaged or missing one is named
+                          with its document and repair; exit 1 on drift
   serve [--listen ADDR] [--tokens FILE] [--request-timeout D]
   serve --stdio [--clearance LEVEL]
                           own the index and serve it read-only: HTTP JSON
@@ -523,6 +530,9 @@ func (m *Main) rerankFlags(fs *flag.FlagSet) *rerankOptions {
 
 // reranker returns the configured reranker, nil when none.
 func (r *rerankOptions) reranker() (rerank.Reranker, error) {
+	if r.timeout < 0 {
+		return nil, fmt.Errorf("--rerank-timeout %s: want a positive duration such as 30s (0: the default)", r.timeout)
+	}
 	if r.url == "" {
 		return nil, nil
 	}

@@ -233,6 +233,7 @@ type VerifyCommand struct {
 func (c *VerifyCommand) Run(ctx context.Context, args []string) error {
 	fs := c.m.newFlagSet("verify", &c.g)
 	asJSON := fs.Bool("json", false, "print the verification as one JSON object")
+	deep := fs.Bool("deep", false, "also read every blob and check that its bytes hash to its id")
 	args, err := c.m.parse(fs, args)
 	if err != nil {
 		return err
@@ -245,7 +246,7 @@ func (c *VerifyCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer c.m.closeIndex(ix)
-	v, err := ix.Verify(ctx, nil)
+	v, err := ix.Verify(ctx, &index.VerifyOptions{Deep: *deep})
 	if err != nil {
 		return err
 	}
@@ -268,7 +269,17 @@ func (c *VerifyCommand) Run(ctx context.Context, args []string) error {
 		list("rows without records", len(v.RowsWithoutRecords), v.RowsWithoutRecords)
 		list("blocks without postings", len(v.BlocksWithoutPostings), v.BlocksWithoutPostings)
 		list("blocks without vectors", len(v.BlocksWithoutVectors), v.BlocksWithoutVectors)
-		list("records without blobs (cannot be rebuilt)", len(v.RecordsWithoutBlobs), v.RecordsWithoutBlobs)
+		if n := len(v.RecordsWithoutBlobs); n > 0 {
+			fmt.Fprintf(w, "records without blobs (cannot be rebuilt): %d\n", n)
+		}
+		for _, src := range v.RecordsWithoutBlobs {
+			fmt.Fprintf(w, "  missing blob of %s; repair: escurel ingest %s (its original bytes), or escurel delete %s\n",
+				shown(src, false), shown(src, false), shown(src, false))
+		}
+		for _, b := range v.DamagedBlobs {
+			fmt.Fprintf(w, "damaged blob %s of %s: %s; repair: escurel ingest %s (its original bytes), or escurel delete %s\n",
+				b.BlobID, shown(b.Source, false), shown(b.Reason, false), shown(b.Source, false), shown(b.Source, false))
+		}
 		if v.DuplicatePostings > 0 {
 			fmt.Fprintf(w, "duplicate postings: %d\n", v.DuplicatePostings)
 		}

@@ -43,8 +43,11 @@ func (c *SearchCommand) Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return usageError("search: no QUERY given")
 	}
-	if *k < 1 {
-		return usageError("search: -k %d: want at least 1", *k)
+	if *k < 1 || *k > index.MaxK {
+		return usageError("search: -k %d: want 1 to %d", *k, index.MaxK)
+	}
+	if *depth < 0 || *depth > index.MaxDepth {
+		return usageError("search: --depth %d: want 0 to %d", *depth, index.MaxDepth)
 	}
 	query := strings.Join(args, " ")
 	reranker, err := rr.reranker()
@@ -67,13 +70,13 @@ func (c *SearchCommand) Run(ctx context.Context, args []string) error {
 		return enc.Encode(searchOutput{Query: query, Hits: hits})
 	}
 	if len(hits) == 0 {
-		fmt.Fprintf(c.m.Stdout, "no hits for %q\n", query)
+		fmt.Fprintf(c.m.Stdout, "no hits for %s\n", echo(query))
 		return nil
 	}
 	for i, h := range hits {
-		fmt.Fprintf(c.m.Stdout, "%2d. %7.4f  %s:%d-%d  block %v\n", i+1, h.Score, h.Source, h.ByteStart, h.ByteEnd, h.BlockID)
+		fmt.Fprintf(c.m.Stdout, "%2d. %7.4f  %s:%d-%d  block %v\n", i+1, h.Score, shown(h.Source, false), h.ByteStart, h.ByteEnd, h.BlockID)
 		if h.Context != "" {
-			fmt.Fprintf(c.m.Stdout, "    %s\n", h.Context)
+			fmt.Fprintf(c.m.Stdout, "    %s\n", shown(h.Context, false))
 		}
 		if e := h.Explain; e != nil {
 			line := fmt.Sprintf("    bm25 %s  dense %s", legText(e.BM25), legText(e.Dense))
@@ -82,7 +85,7 @@ func (c *SearchCommand) Run(ctx context.Context, args []string) error {
 			}
 			fmt.Fprintln(c.m.Stdout, line)
 		}
-		fmt.Fprintf(c.m.Stdout, "    %s\n\n", snippet(h.Body, 240))
+		fmt.Fprintf(c.m.Stdout, "    %s\n\n", shown(snippet(h.Body, 240), true))
 	}
 	return nil
 }

@@ -135,13 +135,13 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	if len(textlessDocs) > 0 {
 		fmt.Fprintf(c.m.Stdout, "\ndocuments with pages without text (no text layer: their words cannot be found):\n")
 		for _, d := range textlessDocs {
-			fmt.Fprintf(c.m.Stdout, "  %s: %d of %d pages\n", d.Source, d.TextlessPages, d.Pages)
+			fmt.Fprintf(c.m.Stdout, "  %s: %d of %d pages\n", shown(d.Source, false), d.TextlessPages, d.Pages)
 		}
 	}
 	if len(failed) > 0 || withheld > 0 {
 		fmt.Fprintf(c.m.Stdout, "\nfailed documents (no blocks; escurel rebuild extracts them again, except those never read):\n")
 		for _, f := range failed {
-			fmt.Fprintf(c.m.Stdout, "  %s: %s\n", f.Source, f.Reason)
+			fmt.Fprintf(c.m.Stdout, "  %s: %s\n", shown(f.Source, false), shown(f.Reason, false))
 		}
 		if withheld > 0 {
 			fmt.Fprintf(c.m.Stdout, "  and %s above clearance %s, not listed (escurel status --clearance restricted lists them)\n",

@@ -117,14 +117,14 @@ func (c *SyncCommand) printPlan(p index.SyncPlan, dryRun bool) {
 		if len(k.sources) == 0 {
 			continue
 		}
-		shown := make([]string, 0, syncShown)
+		names := make([]string, 0, syncShown)
 		for _, s := range k.sources[:min(len(k.sources), syncShown)] {
-			shown = append(shown, shownName(filepath.FromSlash(s)))
+			names = append(names, shown(filepath.FromSlash(s), false))
 		}
 		more := ""
 		if len(k.sources) > syncShown {
 			more = fmt.Sprintf(", … and %d more", len(k.sources)-syncShown)
 		}
-		fmt.Fprintf(c.m.Stdout, "  %-7s%s%s\n", k.name, strings.Join(shown, ", "), more)
+		fmt.Fprintf(c.m.Stdout, "  %-7s%s%s\n", k.name, strings.Join(names, ", "), more)
 	}
 }

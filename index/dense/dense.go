@@ -154,7 +154,7 @@ func (ix *Index) Search(ctx context.Context, q []float32, k int, maxLevel uint8)
 
 // scan scores rows [from, to) and keeps the best k.
 func (ix *Index) scan(q []float32, k int, maxLevel uint8, from, to int) topK {
-	t := topK{h: make([]Hit, 0, k)}
+	t := topK{h: make([]Hit, 0, min(k, to-from))} // k may be far beyond the rows
 	d := ix.dim
 	for i := from; i < to; i++ {
 		if ix.levels[i] > maxLevel {

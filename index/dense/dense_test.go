@@ -136,3 +136,17 @@ func BenchmarkSearch(b *testing.B) {
 		}
 	}
 }
+
+// A k far beyond the vectors allocates for the vectors: the largest int
+// once panicked in make (cap out of range), a large one ran the process
+// out of memory.
+func TestHugeKAllocatesForCandidates(t *testing.T) {
+	ix := New(3)
+	ix.Apply([]Entry{{Block: 1, Vector: []float32{1, 0, 0}}, {Block: 2, Vector: []float32{0, 1, 0}}}, nil)
+	for _, k := range []int{math.MaxInt, 1 << 40} {
+		h, err := ix.Search(context.Background(), []float32{1, 0, 0}, k, 0)
+		if err != nil || len(h) != 2 {
+			t.Errorf("k=%d: %v, %v; want 2 hits", k, h, err)
+		}
+	}
+}

@@ -342,3 +342,21 @@ func TestStatisticsPerLevel(t *testing.T) {
 	full = reloaded
 	compare("after Load")
 }
+
+// A K far beyond the candidates allocates for the candidates: the largest
+// int once panicked in make (cap out of range), a large one ran the
+// process out of memory.
+func TestHugeKAllocatesForCandidates(t *testing.T) {
+	db := newDB(t)
+	ix, err := Load(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, ix, db, []Block{blk(1, "apple banana", ""), blk(2, "banana", "")}, nil)
+	for _, k := range []int{math.MaxInt, 1 << 40} {
+		hits := search(t, ix, db, Query{Terms: []string{"banana"}, K: k, Params: DefaultParams, MaxLevel: 2})
+		if len(hits) != 2 {
+			t.Errorf("K=%d: %d hits, want 2", k, len(hits))
+		}
+	}
+}

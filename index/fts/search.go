@@ -299,7 +299,7 @@ func (a *accumulator) add(id int64, s float64) {
 // top returns the k best touched blocks; with all set, only blocks that
 // matched every one of n terms.
 func (a *accumulator) top(k int, all bool, n int) []Hit {
-	h := make(hitHeap, 0, k)
+	h := make(hitHeap, 0, min(k, len(a.touched))) // k may be far beyond the candidates
 	for _, id := range a.touched {
 		if all && int(a.matched[id]) < n {
 			continue

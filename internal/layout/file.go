@@ -9,12 +9,13 @@ import (
 	"path/filepath"
 )
 
-// writeFile replaces dir/name with data durably: written to name.tmp,
+// writeFile replaces dir/name with data durably, private to the owner
+// (0600): written to name.tmp,
 // fsynced, renamed over name, and the directory fsynced. After a crash at
 // any step dir/name holds the old content or the new; a leftover name.tmp
 // is removed by Clean.
 func writeFile(dir, name string, data []byte) error {
-	return writeFileMode(dir, name, data, 0o644)
+	return writeFileMode(dir, name, data, 0o600)
 }
 
 // writeFileMode is writeFile creating the file with mode perm (before the
@@ -86,15 +87,15 @@ func hook(step string) error {
 }
 
 // CopyFile copies the file src to dst (created or truncated) and fsyncs
-// dst: how a generation's file is copied into a new generation (a
-// re-embed starts from a copy of the live one).
+// dst, private to the owner (0600): how a generation's file is copied
+// into a new generation (a re-embed starts from a copy of the live one).
 func CopyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := os.Create(dst)
+	out, err := os.OpenFile(dst, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}

@@ -134,7 +134,7 @@ func Current(dir string) (gen string, ok bool, err error) {
 		return "", false, err
 	}
 	if _, err := os.Stat(GenerationPath(dir, gen)); err != nil {
-		return "", false, fmt.Errorf("%s names %s, which has no index file (%w); run escurel rollback or escurel rebuild", filepath.Join(dir, CurrentName), gen, err)
+		return "", false, fmt.Errorf("%s names %s, which has no index file (%w): %w (or escurel rollback)", filepath.Join(dir, CurrentName), gen, err, ErrDamaged)
 	}
 	return gen, true, nil
 }
@@ -154,7 +154,7 @@ func currentName(dir string) (gen string, ok bool, err error) {
 	}
 	gen = strings.TrimSpace(string(b))
 	if !IsGeneration(gen) {
-		return "", false, fmt.Errorf("%s: %q is not a generation name (gen-NNNNNN)", filepath.Join(dir, CurrentName), gen)
+		return "", false, fmt.Errorf("%s: %q is not a generation name (gen-NNNNNN): %w", filepath.Join(dir, CurrentName), gen, ErrDamaged)
 	}
 	return gen, true, nil
 }
@@ -244,7 +244,7 @@ func (d *Dir) NewGeneration() (string, error) {
 	d.building[gen] = true
 	d.mu.Unlock()
 	genDir := filepath.Join(d.path, gen)
-	if err := os.Mkdir(genDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := os.Mkdir(genDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("new generation: %w", err)
 	}
 	if err := writeFile(genDir, UnfinishedName, nil); err != nil {
@@ -282,6 +282,12 @@ func (d *Dir) Abandon(gen string) error {
 // ErrPublished is returned, wrapped, by Abandon for the generation CURRENT
 // names: it is live and stays.
 var ErrPublished = errors.New("layout: generation is live")
+
+// ErrDamaged marks a derived file that cannot be read: a CURRENT that
+// names no generation or a lost one, a generation's database that does not
+// open. Everything derived is rebuilt from the blob store by escurel
+// rebuild, whatever state it is in.
+var ErrDamaged = errors.New("damaged; run escurel rebuild to re-derive the index from the blob store")
 
 // Hold marks gen as open in this process until the returned function is
 // called (once): Clean does not remove it meanwhile.
@@ -449,7 +455,7 @@ func (d *Dir) Resolve() (gen string, created bool, err error) {
 	legacy := filepath.Join(d.path, FileName)
 	if _, err := os.Stat(legacy); err == nil {
 		gen = genName(1)
-		if err := os.MkdirAll(filepath.Join(d.path, gen), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(d.path, gen), 0o700); err != nil {
 			return "", false, err
 		}
 		for _, suffix := range []string{".wal", ""} { // the log first: a crash between leaves the main file where it was
@@ -492,9 +498,12 @@ func (d *Dir) Resolve() (gen string, created bool, err error) {
 
 // UpgradeLayout moves an index file of the one-file layout into
 // gen-000001 and publishes it; a no-op for a directory with a CURRENT or
-// without an index.
+// without an index, and for a damaged CURRENT (ErrDamaged: a rebuild
+// replaces it).
 func (d *Dir) UpgradeLayout() error {
-	if _, ok, err := currentName(d.path); err != nil || ok {
+	if _, ok, err := currentName(d.path); errors.Is(err, ErrDamaged) || ok {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	if _, err := os.Stat(filepath.Join(d.path, FileName)); err != nil {

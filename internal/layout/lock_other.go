@@ -15,6 +15,6 @@ var ErrLocked = errors.New("index: directory in use")
 // lock is the only guard there.
 type dirLock struct{}
 
-func lockDir(dir string) (*dirLock, error) { return &dirLock{}, os.MkdirAll(dir, 0o755) }
+func lockDir(dir string) (*dirLock, error) { return &dirLock{}, os.MkdirAll(dir, 0o700) }
 
 func (l *dirLock) unlock() error { return nil }

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// Out-of-range numbers are usage errors before anything runs (issue 19,
+// items 1 and 11): -k and --depth past the library's limits once ended the
+// process (out of memory, or a panic in make).
+func TestOutOfRangeFlags(t *testing.T) {
+	idx := filepath.Join(t.TempDir(), "idx")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"search", "-k", "9223372036854775807", "x"}, "-k 9223372036854775807"},
+		{[]string{"search", "-k", "10000000000", "x"}, "-k 10000000000"},
+		{[]string{"search", "--mode", "hybrid", "--depth", "9223372036854775807", "x"}, "--depth 9223372036854775807"},
+		{[]string{"search", "--mode", "hybrid", "--depth", "-1", "x"}, "--depth -1"},
+	} {
+		_, errOut, code := run(t, nil, append([]string{"--index", idx}, c.args...)...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 naming %s", c.args, code, errOut, c.want)
+		}
+	}
+}
+
+// A language the analyzer does not support, and a negative duration, are
+// usage errors before anything runs: --lang xx once failed every file, and
+// --rerank-timeout -1s was accepted (issue 19, item 11).
+func TestUnsupportedLanguageAndNegativeDurations(t *testing.T) {
+	src := goodDocs(t)
+	idx := filepath.Join(t.TempDir(), "idx")
+	for _, args := range [][]string{
+		{"ingest", "--lang", "xx", src},
+		{"search", "--rerank-timeout", "-1s", "--rerank", "http://127.0.0.1:1/rerank", "x"},
+		{"--extract-timeout", "-1s", "ingest", src},
+		{"--embedder", "openai:m?url=http://127.0.0.1:1&dim=8&timeout=-1s", "ingest", src},
+	} {
+		_, errOut, code := run(t, nil, append([]string{"--index", idx}, args...)...)
+		if code != 2 {
+			t.Errorf("%q: exit %d, stderr %q; want 2", args, code, errOut)
+		}
+		if _, err := os.Stat(idx); err == nil {
+			t.Fatalf("%q created the index", args)
+		}
+	}
+	// On an existing index, before any file is read.
+	if _, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 0 {
+		t.Fatalf("ingest: %d %s", code, errOut)
+	}
+	out, errOut, code := run(t, nil, "--index", idx, "ingest", "--lang", "xx", src)
+	if code != 2 || !strings.Contains(errOut, `--lang: language "xx"`) || out != "" {
+		t.Errorf("ingest --lang xx into an index: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// What a source controls (its name, headings, text) cannot forge lines or
+// send terminal sequences through plain output, and a query is echoed cut
+// to a few hundred bytes (issue 19, item 9).
+func TestOutputASourceCannotForge(t *testing.T) {
+	src := t.TempDir()
+	evil := "evil\n 2.  9.9999  passwd:0-1\r\x1b[2J\u0085.md"
+	if err := os.WriteFile(filepath.Join(src, evil), []byte("# Head \x1b[31mred\n\nplatypus \x1b]0;title\x07 text\n"), 0o644); err != nil {
+		t.Skipf("this file system refuses the name: %v", err)
+	}
+	// Fails (NUL), so status lists it, with a control character in its name.
+	if err := os.WriteFile(filepath.Join(src, "bad\x1b[2J\n.md"), []byte("\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idx := filepath.Join(t.TempDir(), "idx")
+	if out, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 1 {
+		t.Fatalf("ingest: exit %d\n%s%s", code, out, errOut)
+	}
+	clean := func(what, s string) {
+		t.Helper()
+		for _, r := range s {
+			if (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r <= 0x9f) {
+				t.Errorf("%s: control character %U in output:\n%q", what, r, s)
+				return
+			}
+		}
+	}
+	out, _, code := run(t, nil, "--index", idx, "search", "platypus")
+	clean("search", out)
+	if code != 0 || strings.Count(out, "\n 2.") != 0 || !strings.Contains(out, `"`+filepath.Join(src, "evil\\n")) {
+		t.Errorf("search output forged or not escaped:\n%s", out)
+	}
+	out, _, _ = run(t, nil, "--index", idx, "search", "--explain", "--mode", "hybrid", "platypus")
+	clean("search --explain", out)
+	out, _, _ = run(t, nil, "--index", idx, "expand", "1")
+	clean("expand", out)
+	if !strings.Contains(out, "platypus") {
+		t.Errorf("expand:\n%s", out)
+	}
+	out, _, _ = run(t, nil, "--index", idx, "status", "--clearance", "restricted")
+	clean("status", out)
+	if !strings.Contains(out, `bad\x1b[2J\n.md`) {
+		t.Errorf("status does not show the failed name escaped:\n%s", out)
+	}
+	out, _, _ = run(t, nil, "--index", idx, "verify")
+	clean("verify", out)
+
+	// A 1 MB query is echoed cut, with a marker, on stdout and stderr.
+	q := strings.Repeat("zz", 1<<19)
+	out, _, _ = run(t, nil, "--index", idx, "search", q)
+	if len(out) > 400 || !strings.Contains(out, "no hits for") || !strings.Contains(out, "1048576 bytes") {
+		t.Errorf("no hits for a 1 MB query: %d bytes of output: %.300s", len(out), out)
+	}
+	_, errOut, _ := run(t, nil, "--index", idx, "search", "--mode", "nonsense", q)
+	if len(errOut) > 600 || !strings.Contains(errOut, "nonsense") {
+		t.Errorf("error for a 1 MB query: %d bytes: %.300s", len(errOut), errOut)
+	}
+}
+
+// A full disk (a small tmpfs; skipped without the privilege to mount
+// one): an ingest whose blobs, records and log fit but whose checkpoint
+// does not once exited 0, and then every command, search included, failed
+// with DuckDB's checkpoint error (issue 19, item 3). Now the ingest exits
+// 1 naming the failure, searches and status work on the full disk, and
+// once space is freed nothing was lost.
+func TestFullDisk(t *testing.T) {
+	mnt := t.TempDir()
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=12m"); err != nil {
+		t.Skipf("cannot mount a tmpfs to fill (needs CAP_SYS_ADMIN): %v", err)
+	}
+	defer syscall.Unmount(mnt, syscall.MNT_DETACH)
+	src1, src2 := t.TempDir(), t.TempDir()
+	for i := range 50 {
+		os.WriteFile(filepath.Join(src1, fmt.Sprintf("a%d.md", i)), []byte(fmt.Sprintf("# Doc %d\n\nplatypus words number %d\n", i, i)), 0o644)
+		os.WriteFile(filepath.Join(src2, fmt.Sprintf("b%d.md", i)), []byte(fmt.Sprintf("# Other %d\n\nwombat text %d lorem ipsum\n", i, i)), 0o644)
+	}
+	idx := filepath.Join(mnt, "idx")
+	if _, errOut, code := run(t, nil, "--index", idx, "ingest", src1); code != 0 {
+		t.Fatalf("first ingest: %d %s", code, errOut)
+	}
+	// Leave 1 MB: room for the blobs, records and log, not the checkpoint.
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(mnt, &st); err != nil {
+		t.Fatal(err)
+	}
+	filler := filepath.Join(mnt, "filler")
+	if err := os.WriteFile(filler, make([]byte, int64(st.Bavail)*st.Bsize-1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := run(t, nil, "--index", idx, "ingest", src2)
+	if code == 0 {
+		t.Errorf("ingest on a full disk: exit 0\n%s%s", out, errOut)
+	} else {
+		t.Logf("ingest on a full disk: exit %d: %s", code, errOut)
+	}
+	for _, args := range [][]string{{"search", "platypus"}, {"status"}, {"search", "wombat"}} {
+		out, errOut, code := run(t, nil, append([]string{"--index", idx}, args...)...)
+		if code != 0 || strings.Contains(out, "no hits") {
+			t.Errorf("%q on a full disk: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = run(t, nil, "--index", idx, "verify")
+	if code != 0 || !strings.Contains(out, "100 documents") {
+		t.Errorf("verify once space is freed: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, _, _ := run(t, nil, "--index", idx, "ingest", src2); !strings.Contains(out, "50 unchanged") {
+		t.Errorf("the ingest on the full disk was not all committed:\n%s", out)
+	}
+}
+
+// blobFile returns the file of the blob of the document at source, as
+// its record names it.
+func blobFile(t *testing.T, idx, source string) string {
+	t.Helper()
+	recs, _ := filepath.Glob(filepath.Join(idx, "blobs", "documents", "*.json"))
+	for _, r := range recs {
+		data, err := os.ReadFile(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec struct {
+			Source string `json:"source"`
+			BlobID string `json:"blob_id"`
+		}
+		if json.Unmarshal(data, &rec) == nil && rec.Source == source {
+			return filepath.Join(idx, "blobs", "blobs", "sha256", strings.TrimPrefix(rec.BlobID, "sha256:"))
+		}
+	}
+	t.Fatalf("no record of %s", source)
+	return ""
+}
+
+// A damaged blob (one byte flipped) or a missing one: verify --deep names
+// the document, the blob and the repair; rebuild names the document and
+// the repair; ingesting the original bytes repairs it, though the index
+// holds them unchanged (issue 19, item 4: verify saw nothing, every
+// rebuild failed, and re-ingest said "unchanged" and wrote nothing).
+func TestDamagedBlobIsFoundAndRepaired(t *testing.T) {
+	src := goodDocs(t)
+	idx := filepath.Join(t.TempDir(), "idx")
+	if _, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 0 {
+		t.Fatal(errOut)
+	}
+	guide := filepath.Join(src, "guide.md")
+	for _, damage := range []string{"flip", "remove"} {
+		blob := blobFile(t, idx, guide)
+		if damage == "flip" {
+			data, _ := os.ReadFile(blob)
+			data[3] ^= 0x20
+			if err := os.WriteFile(blob, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.Remove(blob); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := run(t, nil, "--index", idx, "verify", "--deep")
+		if code != 1 || !strings.Contains(out, guide) || !strings.Contains(out, "escurel ingest "+guide) {
+			t.Errorf("%s: verify --deep: exit %d\n%s%s", damage, code, out, errOut)
+		}
+		if damage == "flip" && !strings.Contains(out, filepath.Base(blob)) {
+			t.Errorf("verify --deep does not name the blob:\n%s", out)
+		}
+		out, errOut, code = run(t, nil, "--index", idx, "rebuild")
+		if code != 1 || !strings.Contains(errOut, guide) || !strings.Contains(errOut, "escurel ingest "+guide) {
+			t.Errorf("%s: rebuild: exit %d\n%s%s", damage, code, out, errOut)
+		}
+		if out, errOut, code := run(t, nil, "--index", idx, "ingest", guide); code != 0 {
+			t.Errorf("%s: re-ingest: exit %d\n%s%s", damage, code, out, errOut)
+		}
+		if out, errOut, code := run(t, nil, "--index", idx, "verify", "--deep"); code != 0 {
+			t.Errorf("%s: verify --deep after the repair: exit %d\n%s%s", damage, code, out, errOut)
+		}
+		if out, errOut, code := run(t, nil, "--index", idx, "rebuild"); code != 0 {
+			t.Errorf("%s: rebuild after the repair: exit %d\n%s%s", damage, code, out, errOut)
+		}
+	}
+}
+
+// Whatever state the derived files are in, rebuild re-derives the index
+// from the blob store with no hand edit, and other commands point to it
+// (issue 19, item 6: a truncated index.duckdb, an empty or garbage
+// CURRENT, or none beside a generation of documents, had no way out).
+func TestRebuildRepairsDamagedDerivedFiles(t *testing.T) {
+	src := goodDocs(t)
+	for _, c := range []struct {
+		name   string
+		damage func(idx string) error
+	}{
+		{"truncated index.duckdb", func(idx string) error {
+			return os.Truncate(filepath.Join(idx, "gen-000001", "index.duckdb"), 4096)
+		}},
+		{"garbage index.duckdb", func(idx string) error {
+			return os.WriteFile(filepath.Join(idx, "gen-000001", "index.duckdb"), []byte("not a database"), 0o600)
+		}},
+		{"empty CURRENT", func(idx string) error { return os.WriteFile(filepath.Join(idx, "CURRENT"), nil, 0o600) }},
+		{"garbage CURRENT", func(idx string) error {
+			return os.WriteFile(filepath.Join(idx, "CURRENT"), []byte("\x00\xffgarbage\n"), 0o600)
+		}},
+		{"CURRENT naming a lost generation", func(idx string) error {
+			return os.WriteFile(filepath.Join(idx, "CURRENT"), []byte("gen-000009\n"), 0o600)
+		}},
+		{"no CURRENT", func(idx string) error { return os.Remove(filepath.Join(idx, "CURRENT")) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			idx := filepath.Join(t.TempDir(), "idx")
+			if _, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 0 {
+				t.Fatal(errOut)
+			}
+			if err := c.damage(idx); err != nil {
+				t.Fatal(err)
+			}
+			out, errOut, code := run(t, nil, "--index", idx, "search", "platypus")
+			if code == 0 || !strings.Contains(errOut, "escurel rebuild") {
+				t.Errorf("search on the damage: exit %d, want a pointer to escurel rebuild\n%s%s", code, out, errOut)
+			}
+			if out, errOut, code := run(t, nil, "--index", idx, "rebuild"); code != 0 {
+				t.Fatalf("rebuild: exit %d\n%s%s", code, out, errOut)
+			}
+			out, errOut, code = run(t, nil, "--index", idx, "verify")
+			if code != 0 || !strings.Contains(out, "2 documents") {
+				t.Errorf("verify after the rebuild: exit %d\n%s%s", code, out, errOut)
+			}
+			if out, _, code := run(t, nil, "--index", idx, "search", "platypus"); code != 0 || strings.Contains(out, "no hits") {
+				t.Errorf("search after the rebuild: exit %d\n%s", code, out)
+			}
+		})
+	}
+}
