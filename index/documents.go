@@ -60,6 +60,8 @@ type ListOptions struct {
 	After string
 	// PageSize is how many documents one query reads; 0 means 500.
 	PageSize int
+
+	docID string // Document: this document only
 }
 
 func (o *ListOptions) check() error {
@@ -128,6 +130,16 @@ func (ix *Index) ListDocuments(ctx context.Context, opts *ListOptions) iter.Seq2
 	}
 }
 
+// Document returns the record of one document, as ListDocuments gives it,
+// when clearance may see it; an error wrapping ErrNotFound when there is
+// no such document or it lies above clearance, alike.
+func (ix *Index) Document(ctx context.Context, docID, clearance string) (DocumentInfo, error) {
+	for d, err := range ix.ListDocuments(ctx, &ListOptions{Clearance: clearance, PageSize: 1, docID: docID}) {
+		return d, err
+	}
+	return DocumentInfo{}, fmt.Errorf("document %s: %w", docID, ErrNotFound)
+}
+
 // where returns the conditions of o (clearance, source prefix, status) and
 // their arguments.
 func (o *ListOptions) where(withClearance bool) (string, []any) {
@@ -146,6 +158,10 @@ func (o *ListOptions) where(withClearance bool) (string, []any) {
 	if o.Status != "" {
 		cond += ` AND d.status = ?`
 		args = append(args, o.Status)
+	}
+	if o.docID != "" {
+		cond += ` AND d.doc_id = ?`
+		args = append(args, o.docID)
 	}
 	return cond, args
 }

@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +102,18 @@ func TestListDocuments(t *testing.T) {
 	for i := range all {
 		if all[i] != paged[i] {
 			t.Errorf("page %d: %+v, want %+v", i, paged[i], all[i])
+		}
+	}
+	// One record by id, within the clearance only.
+	if d, err := ix.Document(ctx, all[2].DocID, Restricted); err != nil || d != all[2] {
+		t.Errorf("Document(%s): %+v, %v; want %+v", all[2].DocID, d, err, all[2])
+	}
+	for _, id := range []string{all[2].DocID, strings.Repeat("0", 32)} {
+		if all[2].Sensitivity == Public {
+			t.Fatal("the fixture's third document must not be public")
+		}
+		if _, err := ix.Document(ctx, id, Public); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Document(%s) at public: %v, want ErrNotFound", id, err)
 		}
 	}
 	// A cursor: the documents after a source, as the pages above.

@@ -23,6 +23,11 @@ var ErrNoVectors = errors.New("index: no vectors (embedder none)")
 // ModeBM25 needs no embedder and still answers.
 var ErrEmbedder = errors.New("index: the embedder failed to embed the query")
 
+// ErrReranker is returned, wrapped with the reranker's own error, by a
+// Search whose SearchOptions.Reranker failed; the same search without it
+// still works.
+var ErrReranker = errors.New("index: the reranker failed")
+
 // DefaultK is the number of hits Search returns when SearchOptions.K is 0.
 const DefaultK = 10
 
@@ -224,7 +229,7 @@ func (ix *state) search(ctx context.Context, query string, opts *SearchOptions) 
 	}
 	if opts != nil && opts.Reranker != nil && len(hits) > 0 {
 		if hits, err = rerankHits(ctx, opts.Reranker, query, hits, opts.Explain); err != nil {
-			return nil, fmt.Errorf("search %s: %w", echoQuery(query), err)
+			return nil, fmt.Errorf("search %s: %w: %w", echoQuery(query), ErrReranker, err)
 		}
 	}
 	return hits, nil

@@ -42,6 +42,14 @@ type documentsResponse struct {
 	Body *DocumentsOutput
 }
 
+type documentRequest struct {
+	DocID string `path:"doc_id" maxLength:"64" doc:"the document's id, from a hit or the document list"`
+}
+
+type documentResponse struct {
+	Body *index.DocumentInfo
+}
+
 type textRequest struct {
 	DocID string `path:"doc_id" maxLength:"64" doc:"the document's id, from a hit or the document list"`
 }
@@ -112,6 +120,20 @@ func (s *Server) routes(api huma.API) {
 			return nil, s.httpError(ctx, err, "query")
 		}
 		return &documentsResponse{Body: out}, nil
+	})
+	huma.Register(api, huma.Operation{
+		OperationID: "get-document",
+		Method:      http.MethodGet,
+		Path:        "/v1/documents/{doc_id}",
+		Summary:     "A document's record",
+		Description: "A document as the document list gives it (source, title, media type, sensitivity, status and reason, blocks, bytes, ingested_at…). A document that does not exist or is above the caller's clearance answers 404 alike.",
+		Errors:      []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusServiceUnavailable},
+	}, func(ctx context.Context, in *documentRequest) (*documentResponse, error) {
+		d, err := s.ix.Document(ctx, in.DocID, callerFrom(ctx).Clearance)
+		if err != nil {
+			return nil, s.httpError(ctx, err, "path")
+		}
+		return &documentResponse{Body: &d}, nil
 	})
 	huma.Register(api, huma.Operation{
 		OperationID: "get-document-text",
@@ -191,6 +213,9 @@ func (s *Server) httpError(ctx context.Context, err error, where string) error {
 	case errors.Is(err, index.ErrEmbedder):
 		s.log.WarnContext(ctx, "embedder failed", "err", err)
 		return huma.Error503ServiceUnavailable(embedderDown)
+	case errors.Is(err, index.ErrReranker):
+		s.log.WarnContext(ctx, "reranker failed", "err", err)
+		return huma.Error503ServiceUnavailable(rerankerDown)
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 		return huma.Error503ServiceUnavailable(fmt.Sprintf("the request took longer than the server's limit of %s", s.opts.RequestTimeout))
 	case errors.Is(err, index.ErrClosed):
@@ -199,6 +224,9 @@ func (s *Server) httpError(ctx context.Context, err error, where string) error {
 	s.log.ErrorContext(ctx, "request failed", "err", err)
 	return huma.Error500InternalServerError("internal error (the server's log has the details)")
 }
+
+// rerankerDown says what to do when the reranker fails.
+const rerankerDown = "the reranker is unreachable (or failing); the same search without \"rerank\" still works"
 
 // embedderDown says what to do when the embedder cannot embed a query.
 const embedderDown = "the embedder is unreachable (or failing), so modes dense and hybrid cannot answer now; mode bm25 still works (\"mode\": \"bm25\")"

@@ -125,6 +125,9 @@ func tool[In, Out any](s *Server, name string, fn func(context.Context, In) (Out
 		case errors.Is(err, index.ErrEmbedder):
 			s.log.WarnContext(ctx, "embedder failed", "tool", name, "err", err)
 			err = errors.New(embedderDown)
+		case errors.Is(err, index.ErrReranker):
+			s.log.WarnContext(ctx, "reranker failed", "tool", name, "err", err)
+			err = errors.New(rerankerDown)
 		case errors.Is(err, context.DeadlineExceeded):
 			err = fmt.Errorf("the call took longer than the server's limit of %s", s.opts.RequestTimeout)
 		default:

@@ -21,6 +21,8 @@ import (
 	_ "gocloud.dev/blob/fileblob"
 
 	"github.com/escurel/escurel/index"
+	"github.com/escurel/escurel/internal/modelserver"
+	"github.com/escurel/escurel/rerank"
 	"github.com/escurel/escurel/serve"
 )
 
@@ -297,6 +299,7 @@ func TestOpenAPI(t *testing.T) {
 		"GET /v1/blocks/{id}/expand":      "/v1/blocks/0000000000000001/expand",
 		"GET /v1/documents":               "/v1/documents",
 		"GET /v1/documents/{doc_id}/text": "/v1/documents/x/text",
+		"GET /v1/documents/{doc_id}":      "/v1/documents/x",
 		"GET /v1/status":                  "/v1/status",
 		"GET /v1/verify":                  "/v1/verify",
 		"POST /v1/ingest":                 "/v1/ingest",
@@ -655,6 +658,21 @@ func TestDocumentsAndVerify(t *testing.T) {
 		}
 	}
 
+	// One record: within the clearance, or 404 as a missing one.
+	var rec index.DocumentInfo
+	f.get(t, "GET", "/v1/documents/"+all.Documents[0].DocID, restrictedToken, nil, &rec)
+	if rec != all.Documents[0] {
+		t.Errorf("record: %+v, want %+v", rec, all.Documents[0])
+	}
+	for _, d := range all.Documents {
+		if d.Sensitivity == index.Public {
+			continue
+		}
+		code, body := f.do(t, "GET", "/v1/documents/"+d.DocID, "", nil)
+		if code != http.StatusNotFound || strings.Contains(string(body), secret) {
+			t.Errorf("record of a %s document at public: %d %s", d.Sensitivity, code, body)
+		}
+	}
 	var v index.Verification
 	f.get(t, "GET", "/v1/verify", restrictedToken, nil, &v)
 	if v.Digest == "" || v.Documents != 4 {
@@ -665,5 +683,40 @@ func TestDocumentsAndVerify(t *testing.T) {
 		if code != http.StatusForbidden || strings.Contains(string(body), secret) {
 			t.Errorf("verify with %q: %d %s, want 403", token, code, body)
 		}
+	}
+}
+
+// A search may ask for the server's reranker, never name one; a server
+// without one refuses the field, and a reranker that is down answers 503
+// saying the search without it works.
+func TestServeRerank(t *testing.T) {
+	ms := modelserver.Start(t)
+	rr, err := rerank.NewHTTP(ms.URL+"/rerank", rerank.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, serve.Options{Reranker: rr})
+	var out serve.SearchOutput
+	f.get(t, "POST", "/v1/search", "", map[string]any{"query": "lentil soup", "mode": "bm25", "rerank": true, "explain": true}, &out)
+	if len(out.Hits) == 0 || out.Hits[0].Explain == nil || out.Hits[0].Explain.Rerank == nil {
+		t.Fatalf("reranked search: %+v", out)
+	}
+	for _, r := range ms.Requests() {
+		if strings.Contains(strings.Join(r.Passages, " "), secret) {
+			t.Errorf("the reranker saw restricted text for a public caller: %v", r.Passages)
+		}
+	}
+	if code, body := f.do(t, "POST", "/v1/search", "", map[string]any{"query": "lentil", "rerank_url": "http://evil"}); code != http.StatusUnprocessableEntity {
+		t.Errorf("a reranker URL in the request: %d %s, want 422", code, body)
+	}
+	ms.Close()
+	code, body := f.do(t, "POST", "/v1/search", "", map[string]any{"query": "lentil", "mode": "bm25", "rerank": true})
+	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "without") {
+		t.Errorf("reranker down: %d %s", code, body)
+	}
+	g := newFixture(t, serve.Options{})
+	code, body = g.do(t, "POST", "/v1/search", "", map[string]any{"query": "lentil", "rerank": true})
+	if code != http.StatusUnprocessableEntity || !strings.Contains(string(body), "rerank") {
+		t.Errorf("no reranker: %d %s", code, body)
 	}
 }

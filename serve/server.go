@@ -37,6 +37,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/escurel/escurel/index"
+	"github.com/escurel/escurel/rerank"
 )
 
 // Defaults of Options.
@@ -76,6 +77,9 @@ type Options struct {
 	// MaxQueue bounds the write jobs waiting behind the running one;
 	// past it a write answers 429. Default DefaultMaxQueue.
 	MaxQueue int
+	// Reranker, when not nil, reorders the hits of a search that asks
+	// for it (SearchInput.Rerank); nil refuses such a search.
+	Reranker rerank.Reranker
 	// LocalToken and LocalCommand, both set, let the escurel CLI of this
 	// machine run its commands in the server (LocalCommandPath): a
 	// request bearing LocalToken runs LocalCommand. escurel serve records
@@ -123,6 +127,7 @@ func New(ix *index.Index, opts *Options) (*Server, error) {
 	if opts != nil {
 		s.opts = *opts
 	}
+	s.sv.reranker = s.opts.Reranker
 	if s.opts.RequestTimeout <= 0 {
 		s.opts.RequestTimeout = DefaultRequestTimeout
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/escurel/escurel/index"
+	"github.com/escurel/escurel/rerank"
 )
 
 // Limits of a request, the same over HTTP and MCP.
@@ -21,8 +22,9 @@ const (
 )
 
 // SearchInput is a search request: index.SearchOptions less Clearance,
-// which comes from the caller's token, and Reranker, which the server
-// does not offer yet.
+// which comes from the caller's token, and with Rerank for Reranker: a
+// caller may ask for the server's reranker, never name one (a URL in a
+// request would let a caller make the server call anywhere).
 type SearchInput struct {
 	Query       string  `json:"query" minLength:"1" maxLength:"4096" doc:"the question or keywords; at most 4096 bytes" jsonschema:"the question or keywords; at most 4096 bytes"`
 	K           int     `json:"k,omitempty" minimum:"0" maximum:"1000" doc:"hits to return, at most 1000; 0 or absent: 10" jsonschema:"hits to return, at most 1000; 0 or absent: 10"`
@@ -33,6 +35,7 @@ type SearchInput struct {
 	Explain     bool    `json:"explain,omitempty" doc:"add each leg's rank and score to every hit" jsonschema:"add each leg's rank and score to every hit"`
 	Language    string  `json:"language,omitempty" maxLength:"35" doc:"analyze the query as this language (BCP 47, e.g. en, fr); absent: as every language of the documents" jsonschema:"analyze the query as this language (e.g. en, fr); absent: as every language of the documents"`
 	Conjunctive bool    `json:"conjunctive,omitempty" doc:"require every query term in the bm25 leg" jsonschema:"require every query term in the bm25 leg"`
+	Rerank      bool    `json:"rerank,omitempty" doc:"reorder the k hits with the server's reranker (escurel serve --rerank); refused when it has none" jsonschema:"reorder the k hits with the server's reranker; refused when it has none"`
 }
 
 // SearchOutput is a search's answer.
@@ -122,6 +125,8 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
 // go through it, so the limits and the clearance gate are written once.
 type service struct {
 	ix *index.Index
+	// reranker is Options.Reranker: nil when the server has none.
+	reranker rerank.Reranker
 	// embedDown is when (Unix nanoseconds) the embedder last failed a
 	// query: for EmbedderBackoff after it, dense and hybrid searches fail
 	// at once instead of each waiting out the client's retries.
@@ -177,6 +182,13 @@ func (sv *service) search(ctx context.Context, clearance string, in *SearchInput
 			}
 		}
 	}
+	var reranker rerank.Reranker
+	if in.Rerank {
+		if sv.reranker == nil {
+			return nil, &FieldError{"rerank", "this server has no reranker (start it with escurel serve --rerank URL); search without rerank", true}
+		}
+		reranker = sv.reranker
+	}
 	setMode(ctx, mode)
 	if mode != index.ModeBM25 {
 		if t := sv.embedDown.Load(); t != 0 && time.Since(time.Unix(0, t)) < EmbedderBackoff {
@@ -192,6 +204,7 @@ func (sv *service) search(ctx context.Context, clearance string, in *SearchInput
 		Alpha:       in.Alpha,
 		Explain:     in.Explain,
 		Conjunctive: in.Conjunctive,
+		Reranker:    reranker,
 		Language:    in.Language,
 	})
 	if errors.Is(err, index.ErrEmbedder) && ctx.Err() == nil {

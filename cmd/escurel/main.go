@@ -448,12 +448,15 @@ Commands:
                           against the blob store; --deep also re-hashes
                           every blob; each damaged or missing one is named
                           with its document and repair; exit 1 on drift
-  serve [--listen ADDR] [--tokens FILE] [--request-timeout D]
-  serve --stdio [--clearance LEVEL]
-                          own the index and serve it read-only: HTTP JSON
-                          under /v1 (OpenAPI at /v1/openapi.json), MCP at
-                          /mcp or over stdio, /metrics; a caller's clearance
-                          comes from its bearer token (default public)
+  serve [--listen ADDR] [--tokens FILE] [--allow-write] [--allow-paths DIR]
+        [--max-upload N] [--rerank URL] [--request-timeout D]
+  serve --stdio [--clearance LEVEL] [--allow-write --stdio-write]
+                          own the index and serve it: HTTP JSON under /v1
+                          (OpenAPI at /v1/openapi.json), MCP at /mcp or
+                          over stdio, /metrics; a caller's clearance comes
+                          from its bearer token (default public); writes
+                          as jobs, one at a time, with --allow-write; while
+                          it serves, the other commands naming DIR run in it
   eval --beir DIR [--split test] [--mode MODE] [--fusion F] [--rerank URL]
        [--json] [--per-query FILE] [--k1 X] [--b X] [--b-context X]
        [--context-weight X] [--and]

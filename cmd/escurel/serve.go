@@ -41,6 +41,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	allowPaths := fs.String("allow-paths", "", "with --allow-write: a directory whose files writers of restricted clearance may ingest by path (symbolic links resolved; nothing outside it)")
 	maxUpload := fs.Int64("max-upload", serve.DefaultMaxUploadBytes, "with --allow-write: bytes of one ingested document")
 	stdioWrite := fs.Bool("stdio-write", false, "with --stdio and --allow-write: the MCP client may write")
+	rr := c.m.rerankFlags(fs)
 	args, err := c.m.parse(fs, args)
 	if err != nil {
 		return err
@@ -57,6 +58,10 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if err := index.CheckSensitivity(*clearance); err != nil {
 		return usageError("serve: --clearance: %v", err)
 	}
+	reranker, err := rr.reranker()
+	if err != nil {
+		return usageError("serve: %v", err)
+	}
 	if *timeout <= 0 {
 		return usageError("serve: --request-timeout %s: want a positive duration", *timeout)
 	}
@@ -70,6 +75,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		return usageError("serve: --max-upload %d: want a positive number of bytes", *maxUpload)
 	}
 	opts := &serve.Options{
+		Reranker:       reranker,
 		RequestTimeout: *timeout,
 		AllowWrite:     *allowWrite,
 		AllowPaths:     *allowPaths,
