@@ -94,7 +94,16 @@ func TestOutputASourceCannotForge(t *testing.T) {
 	}
 	out, _, _ = run(t, nil, "--index", idx, "search", "--explain", "--mode", "hybrid", "platypus")
 	clean("search --explain", out)
-	out, _, _ = run(t, nil, "--index", idx, "expand", "1")
+	js, _, _ := run(t, nil, "--index", idx, "search", "--json", "platypus")
+	var found struct {
+		Hits []struct {
+			BlockID string `json:"block_id"`
+		}
+	}
+	if err := json.Unmarshal([]byte(js), &found); err != nil || len(found.Hits) == 0 {
+		t.Fatalf("search --json: %v %s", err, js)
+	}
+	out, _, _ = run(t, nil, "--index", idx, "expand", found.Hits[0].BlockID)
 	clean("expand", out)
 	if !strings.Contains(out, "platypus") {
 		t.Errorf("expand:\n%s", out)
