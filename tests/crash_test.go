@@ -119,7 +119,7 @@ func TestCrashDuringIngest(t *testing.T) {
 		if st.FullText.Blocks != int(st.Blocks) || st.Embeddings != st.Blocks {
 			t.Fatalf("round %d: %d blocks, %d in the full-text index, %d vectors", round, st.Blocks, st.FullText.Blocks, st.Embeddings)
 		}
-		hits, err := ix.Search(ctx, "crashmarker", &index.SearchOptions{K: 100000})
+		hits, err := ix.Search(ctx, "crashmarker", &index.SearchOptions{K: index.MaxK})
 		if err != nil || len(hits) != docs {
 			t.Fatalf("round %d: %d hits (%v) for %d documents", round, len(hits), err, docs)
 		}
