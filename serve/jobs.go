@@ -284,7 +284,10 @@ func (q *jobQueue) runJob(j *job) {
 	res, err := j.run(q.ctx, j)
 	state := JobSucceeded
 	switch {
-	case err != nil && q.ctx.Err() != nil && errors.Is(err, context.Canceled):
+	case err != nil && q.ctx.Err() != nil:
+		// Canceled by the shutdown, whatever the error says: a DuckDB
+		// query interrupted by the cancellation answers its own error
+		// ("INTERRUPT Error"), not context.Canceled.
 		state = JobCanceled
 		err = errors.New("canceled: the server shut down while it ran; nothing of it was kept")
 	case err != nil:
