@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -19,6 +20,10 @@ import (
 // CommandRequest). It is not part of the /v1 API: its one caller is the
 // escurel CLI, with the local token the server recorded beside the lock.
 const LocalCommandPath = "/local/command"
+
+// maxCommandBytes bounds a forwarded command request: above Linux's
+// ARG_MAX (2 MiB), so that any command line a shell can run fits.
+const maxCommandBytes = 8 << 20
 
 // CommandRequest is an escurel command line forwarded by the CLI to the
 // server that holds the index, so that it runs there, on the open index,
@@ -80,6 +85,12 @@ func (s *Server) localCommand(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusNotFound, "this server takes no forwarded commands")
 		return
 	}
+	// Only this machine's CLI forwards commands: whatever --listen says,
+	// a peer beyond loopback is not answered, token or not.
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err != nil || !net.ParseIP(host).IsLoopback() {
+		writeProblem(w, http.StatusForbidden, "forwarded commands are taken from this machine only")
+		return
+	}
 	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(s.opts.LocalToken)) != 1 {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="escurel-local"`)
@@ -90,7 +101,7 @@ func (s *Server) localCommand(w http.ResponseWriter, r *http.Request) {
 		info.caller = "local"
 	}
 	var req CommandRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxCommandBytes))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		writeProblem(w, http.StatusBadRequest, "want a JSON command request {\"args\", \"dir\", \"env\"}: "+err.Error())

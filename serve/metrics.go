@@ -19,9 +19,9 @@ import (
 // own, so that two servers in one process (tests) do not collide.
 type metrics struct {
 	registry *prometheus.Registry
-	// indexReg holds the index's gauges, served to restricted callers
-	// only: counts of the whole index tell what lies above a lower
-	// clearance.
+	// indexReg holds the index's gauges and the write jobs' counters,
+	// served to restricted callers only: counts of the whole index, and
+	// of writes to it, tell what lies above a lower clearance.
 	indexReg *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
@@ -50,7 +50,7 @@ func newMetrics() *metrics {
 		Name: "escurel_jobs_queued",
 		Help: "Write jobs waiting behind the running one.",
 	})
-	m.registry.MustRegister(m.requests, m.latency, m.jobs, m.queued,
+	m.registry.MustRegister(m.requests, m.latency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -68,7 +68,9 @@ func (m *metrics) setQueued(n int) { m.queued.Set(float64(n)) }
 // live generation's number and the index file's size.
 func (m *metrics) watch(ix *index.Index) {
 	m.indexReg = prometheus.NewRegistry()
-	m.indexReg.MustRegister(&indexCollector{ix: ix})
+	// The write jobs too: restricted writes (and the operator's forwarded
+	// ones) ticking by tell a lower clearance what happens above it.
+	m.indexReg.MustRegister(&indexCollector{ix: ix}, m.jobs, m.queued)
 }
 
 // indexCollector reads the index's counts when Prometheus scrapes.

@@ -63,10 +63,6 @@ type DocumentsInput struct {
 // DocumentsOutput is a page of the documents a caller may see, by source.
 type DocumentsOutput struct {
 	Documents []index.DocumentInfo `json:"documents" doc:"by source"`
-	// Withheld counts the documents above the caller's clearance, of the
-	// status asked for, whatever the source prefix (a prefix would tell
-	// which sources exist above it).
-	Withheld int64 `json:"withheld" doc:"documents above the caller's clearance (of the status asked for), not listed"`
 	// Next is the cursor of the next page (its after); "" on the last.
 	Next string `json:"next,omitempty" doc:"pass as after for the next page; absent on the last page"`
 }
@@ -91,8 +87,9 @@ type DocumentOutput struct {
 	Text   string `json:"text"`
 }
 
-// StatusOutput describes the index to a caller. Failed documents above
-// the caller's clearance are counted, never listed.
+// StatusOutput describes the index to a caller. Below restricted
+// clearance its counts are of what the caller may see: documents above it
+// are neither listed nor counted.
 type StatusOutput struct {
 	Generation      string                 `json:"generation"`
 	SchemaVersion   int                    `json:"schema_version"`
@@ -107,7 +104,6 @@ type StatusOutput struct {
 	FileBytes       int64                  `json:"file_bytes" doc:"size of the index file; 0 below restricted clearance"`
 	Failed          int64                  `json:"failed" doc:"failed documents at or below the caller's clearance"`
 	FailedDocuments []index.FailedDocument `json:"failed_documents" doc:"the failed documents the caller may see"`
-	FailedWithheld  int                    `json:"failed_withheld" doc:"failed documents above the caller's clearance, not listed"`
 	Clearance       string                 `json:"clearance" doc:"the caller's clearance, from its token"`
 }
 
@@ -265,38 +261,31 @@ func (sv *service) documents(ctx context.Context, clearance string, in *Document
 		}
 		out.Documents = append(out.Documents, d)
 	}
-	n, err := sv.ix.DocumentsWithheld(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	out.Withheld = n
+	// No count of what lies above the clearance: how many documents a
+	// caller may not see is itself not its business (as in status).
 	return out, nil
 }
 
-// failed returns the failed documents clearance may see, and how many it
-// may not. index.Failed lists every failed document (an operator's view);
-// a source may itself be confidential, so only documents at or below
-// clearance are shown.
-func (sv *service) failed(ctx context.Context, clearance string) ([]index.FailedDocument, int, error) {
+// failed returns the failed documents clearance may see. index.Failed
+// lists every failed document (an operator's view); a source may itself
+// be confidential, so only documents at or below clearance are shown, and
+// those above are not counted either.
+func (sv *service) failed(ctx context.Context, clearance string) ([]index.FailedDocument, error) {
 	all, err := sv.ix.Failed(ctx, clearance)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	rank := map[string]int{index.Public: 0, index.Internal: 1, index.Restricted: 2}
-	max, ok := rank[clearance]
-	if !ok {
-		return nil, 0, fmt.Errorf("clearance %q", clearance)
+	max := rank(clearance)
+	if max < 0 {
+		return nil, fmt.Errorf("clearance %q", clearance)
 	}
 	out := []index.FailedDocument{}
-	withheld := 0
 	for _, f := range all {
-		if r, ok := rank[f.Sensitivity]; ok && r <= max {
+		if r := rank(f.Sensitivity); r >= 0 && r <= max { // unknown levels fail closed
 			out = append(out, f)
-		} else {
-			withheld++ // unknown levels fail closed
 		}
 	}
-	return out, withheld, nil
+	return out, nil
 }
 
 func nonNil[T any](s []T) []T {
@@ -331,7 +320,7 @@ func (sv *service) status(ctx context.Context, clearance string) (*StatusOutput,
 	if err != nil {
 		return nil, err
 	}
-	failed, withheld, err := sv.failed(ctx, clearance)
+	failed, err := sv.failed(ctx, clearance)
 	if err != nil {
 		return nil, err
 	}
@@ -362,7 +351,6 @@ func (sv *service) status(ctx context.Context, clearance string) (*StatusOutput,
 		FileBytes:       st.FileBytes,
 		Failed:          st.Failed,
 		FailedDocuments: failed,
-		FailedWithheld:  withheld,
 		Clearance:       clearance,
 	}, nil
 }

@@ -366,16 +366,41 @@ func (s *Server) mayIngest(ctx context.Context, c Caller, in *index.Input) error
 			return &AccessError{fmt.Sprintf("sensitivity: the document's front matter sets %s, above your clearance (%s)", doc.Sensitivity, c.Clearance)}
 		}
 	}
-	rec, err := s.ix.Blobs().GetRecord(ctx, blobstore.DocID(in.Source))
+	level, exists, err := s.level(ctx, blobstore.DocID(in.Source))
 	switch {
-	case errors.Is(err, blobstore.ErrNotFound):
-		return nil
 	case err != nil:
 		return err
-	case rank(rec.Sensitivity) < 0 || rank(rec.Sensitivity) > max:
+	case !exists:
+		return nil
+	case rank(level) < 0 || rank(level) > max:
 		return &AccessError{"source: not writable at your clearance; choose another source"}
 	}
 	return nil
+}
+
+// level returns the sensitivity of document id as a reader would meet
+// it: the higher of its record's and its row's (derivation may raise a
+// level above the record's, never lower it), an unknown level winning
+// over both (rank < 0: fail closed). exists is false when neither the
+// record nor the row is there.
+func (s *Server) level(ctx context.Context, id string) (level string, exists bool, err error) {
+	rec, err := s.ix.Blobs().GetRecord(ctx, id)
+	switch {
+	case errors.Is(err, blobstore.ErrNotFound):
+	case err != nil:
+		return "", false, err
+	default:
+		level, exists = rec.Sensitivity, true
+	}
+	d, err := s.ix.Document(ctx, id, index.Restricted)
+	switch {
+	case errors.Is(err, index.ErrNotFound):
+	case err != nil:
+		return "", false, err
+	case !exists || rank(d.Sensitivity) < 0 || rank(level) >= 0 && rank(d.Sensitivity) > rank(level):
+		level, exists = d.Sensitivity, true
+	}
+	return level, exists, nil
 }
 
 // delete makes a delete job for c.
@@ -422,11 +447,11 @@ func (s *Server) mayDelete(ctx context.Context, c Caller, names []string) error 
 		if !docIDPattern(name) {
 			id = blobstore.DocID(name)
 		}
-		rec, err := s.ix.Blobs().GetRecord(ctx, id)
-		if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
+		level, exists, err := s.level(ctx, id)
+		if err != nil {
 			return err
 		}
-		if err != nil || rank(rec.Sensitivity) < 0 || rank(rec.Sensitivity) > rank(c.Clearance) {
+		if !exists || rank(level) < 0 || rank(level) > rank(c.Clearance) {
 			missing = append(missing, fmt.Sprintf("documents[%d]", i))
 		}
 	}

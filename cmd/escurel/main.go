@@ -288,8 +288,12 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		m.usage()
 		return usageError("no command")
 	}
-	if err := pdf.SetCacheDir(m.Getenv("ESCUREL_CACHE_DIR")); err != nil {
-		return err
+	// Process-wide: a server (m.live) set it when it started, and a
+	// forwarded command must not change it under the server's feet.
+	if m.live == nil {
+		if err := pdf.SetCacheDir(m.Getenv("ESCUREL_CACHE_DIR")); err != nil {
+			return err
+		}
 	}
 	cmd, rest := fs.Arg(0), fs.Args()[1:]
 	if m.live != nil {

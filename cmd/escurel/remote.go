@@ -106,6 +106,18 @@ func (m *Main) forward(ctx context.Context, dir string, args []string) (bool, er
 	if err := json.Unmarshal(data, &rec); err != nil || rec.URL == "" || rec.Token == "" {
 		return false, fmt.Errorf("%s: not a server record (%v); remove it if no escurel serve holds %s", filepath.Join(dir, layout.ServerName), err, dir)
 	}
+	// The record may be stale: a server killed by SIGKILL leaves it, and
+	// another process may listen at its port since. Send the token and the
+	// command line only while the recorded server holds the lock.
+	if d, err := layout.Lock(dir); err == nil {
+		d.Unlock() // free: no server (Lock removed its record); direct mode
+		return false, nil
+	} else if !errors.Is(err, layout.ErrLocked) {
+		return false, err
+	}
+	if pid, ok := layout.LockHolder(dir); !ok || pid != rec.PID {
+		return false, nil // another process holds it: direct mode says so
+	}
 	wd, err := os.Getwd()
 	if err != nil {
 		return false, err

@@ -191,6 +191,32 @@ func TestServerRefusesForeignCommands(t *testing.T) {
 	}
 }
 
+// A server record whose process no longer holds the lock is never
+// trusted, even when something answers at its address now (a port taken
+// by another server): the command runs directly, or meets the lock of
+// whoever holds it.
+func TestCLIStaleServerRecordPortReused(t *testing.T) {
+	a := filepath.Join(t.TempDir(), "a")
+	b := filepath.Join(t.TempDir(), "b")
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "a.md"), []byte("# A\n\nLentil.\n"), 0o644)
+	for _, idx := range []string{a, b} {
+		if _, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 0 {
+			t.Fatalf("ingest: %s", errOut)
+		}
+	}
+	addr := startServe(t, b) // b's server, at the port a's dead server had
+	rec := `{"url":"http://` + addr + `","pid":999999999,"dir":"` + a + `","token":"stale-token"}`
+	os.WriteFile(filepath.Join(a, layout.ServerName), []byte(rec), 0o600)
+	out, errOut, code := run(t, nil, "--index", a, "search", "lentil")
+	if code != 0 || !strings.Contains(out, "a.md") {
+		t.Fatalf("search a with a stale SERVER naming b's port: exit %d %s%s", code, out, errOut)
+	}
+	if _, ok, _ := layout.Server(a); ok {
+		t.Error("the stale SERVER of a survived")
+	}
+}
+
 // A server record left by a server that died (no one answers there)
 // does not stand in the way: the command runs directly, and the lock,
 // free, clears the record.

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 )
 
 // ServerName is the file in which the process that holds the lock and
@@ -47,4 +49,15 @@ func Server(dir string) (data []byte, ok bool, err error) {
 		return nil, false, fmt.Errorf("read the server record of %s: %w", dir, err)
 	}
 	return data, true, nil
+}
+
+// LockHolder returns the process id that DIR/LOCK names: the process that
+// holds the lock, or held it last. ok is false when there is none to read.
+func LockHolder(dir string) (pid int, ok bool) {
+	data, err := os.ReadFile(filepath.Join(dir, LockName))
+	if err != nil {
+		return 0, false
+	}
+	pid, err = strconv.Atoi(strings.TrimSpace(string(data)))
+	return pid, err == nil && pid > 0
 }
