@@ -369,7 +369,7 @@ func TestDamagedRecordsAreListedAndRepaired(t *testing.T) {
 			t.Fatal(err)
 		}
 		os.WriteFile(recordFile(idx, guide), data[:len(data)/2], 0o600) // truncated
-		os.WriteFile(recordFile(idx, other), nil, 0o600)                 // empty
+		os.WriteFile(recordFile(idx, other), nil, 0o600)                // empty
 		data, _ = os.ReadFile(recordFile(idx, secret))
 		os.WriteFile(recordFile(idx, secret), []byte(strings.Replace(string(data), `"restricted"`, `"r\u00e9stricted"`, 1)), 0o600)
 	}
