@@ -192,5 +192,9 @@ func encodeRecord(rec *Record) (string, []byte, error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("put record %s: %w", rec.DocID, err)
 	}
+	// Store only what reads back as a record.
+	if _, err := decodeRecordOf(rec.DocID, data); err != nil {
+		return "", nil, fmt.Errorf("put record %s: %w", rec.DocID, err)
+	}
 	return key, append(data, '\n'), nil
 }

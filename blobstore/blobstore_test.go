@@ -131,7 +131,7 @@ func TestFileLayout(t *testing.T) {
 	if b, err := os.ReadFile(blobPath); err != nil || string(b) != "hello" {
 		t.Fatalf("blob file %s = %q, %v", blobPath, b, err)
 	}
-	rec := &Record{DocID: DocID("/x"), Source: "/x", BlobID: id, IngestedAt: time.Unix(0, 0).UTC()}
+	rec := &Record{DocID: DocID("/x"), Source: "/x", Sensitivity: "public", BlobID: id, IngestedAt: time.Unix(0, 0).UTC()}
 	if err := s.PutRecord(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestBatch(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rec := &Record{DocID: DocID(string(data)), Source: string(data), BlobID: id, IngestedAt: time.Unix(1, 0).UTC()}
+				rec := &Record{DocID: DocID(string(data)), Source: string(data), Sensitivity: "public", BlobID: id, IngestedAt: time.Unix(1, 0).UTC()}
 				if err := b.PutRecord(ctx, rec); err != nil {
 					t.Fatal(err)
 				}

@@ -2,11 +2,13 @@ package blobstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -39,7 +41,7 @@ func TestListingDuringWrites(t *testing.T) {
 					data := []byte(fmt.Sprintf("writer %d batch %d file %d", w, i, j))
 					id, err := b.Put(ctx, data)
 					if err == nil {
-						err = b.PutRecord(ctx, &Record{DocID: DocID(string(data)), Source: string(data), BlobID: id, IngestedAt: time.Unix(1, 0).UTC()})
+						err = b.PutRecord(ctx, &Record{DocID: DocID(string(data)), Source: string(data), Sensitivity: "public", BlobID: id, IngestedAt: time.Unix(1, 0).UTC()})
 					}
 					if err != nil {
 						t.Error(err)
@@ -54,7 +56,7 @@ func TestListingDuringWrites(t *testing.T) {
 				data := []byte(fmt.Sprintf("writer %d single %d", w, i))
 				id, err := s.Put(ctx, data)
 				if err == nil {
-					err = s.PutRecord(ctx, &Record{DocID: DocID(string(data)), Source: string(data), BlobID: id, IngestedAt: time.Unix(1, 0).UTC()})
+					err = s.PutRecord(ctx, &Record{DocID: DocID(string(data)), Source: string(data), Sensitivity: "public", BlobID: id, IngestedAt: time.Unix(1, 0).UTC()})
 				}
 				if err != nil {
 					t.Error(err)
@@ -100,10 +102,10 @@ func TestFileStoreIsPrivate(t *testing.T) {
 	}
 	defer s.Close()
 	id, _ := s.Put(ctx, []byte("single"))
-	s.PutRecord(ctx, &Record{DocID: DocID("a"), Source: "a", BlobID: id, IngestedAt: time.Unix(1, 0).UTC()})
+	s.PutRecord(ctx, &Record{DocID: DocID("a"), Source: "a", Sensitivity: "public", BlobID: id, IngestedAt: time.Unix(1, 0).UTC()})
 	b := s.NewBatch()
 	id, _ = b.Put(ctx, []byte("batched"))
-	b.PutRecord(ctx, &Record{DocID: DocID("b"), Source: "b", BlobID: id, IngestedAt: time.Unix(1, 0).UTC()})
+	b.PutRecord(ctx, &Record{DocID: DocID("b"), Source: "b", Sensitivity: "public", BlobID: id, IngestedAt: time.Unix(1, 0).UTC()})
 	if err := b.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -125,5 +127,90 @@ func TestFileStoreIsPrivate(t *testing.T) {
 	})
 	if n != 8 { // root, blobs, blobs/sha256, 2 blobs, documents, 2 records
 		t.Errorf("%d entries checked, want 8", n)
+	}
+}
+
+// Damaged records (issue 19, item 5): empty, truncated, binary, a source
+// that no longer hashes to the doc id, an unreadable sensitivity. Each is
+// listed by ScanRecords with its key and, when the damaged bytes still
+// hold it, its source, while the intact records are returned; Records
+// refuses with all of them; GetRecord names the key and the source.
+func TestDamagedRecordsAreListed(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, (&url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "blobs")}).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	id, _ := s.Put(ctx, []byte("bytes"))
+	names := []string{"/docs/ok.md", "/docs/empty.md", "/docs/truncated.md", "/docs/binary.md", "/docs/source.md", "/docs/sensitivity.md"}
+	for _, src := range names {
+		if err := s.PutRecord(ctx, &Record{DocID: DocID(src), Source: src, Sensitivity: "restricted", BlobID: id, IngestedAt: time.Unix(1, 0).UTC()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := func(src string) string { return filepath.Join(s.localDir, "documents", DocID(src)+".json") }
+	damage := map[string]func([]byte) []byte{
+		"/docs/empty.md":       func([]byte) []byte { return nil },
+		"/docs/truncated.md":   func(b []byte) []byte { return b[:len(b)*2/3] },
+		"/docs/binary.md":      func([]byte) []byte { return []byte{0x00, 0xff, 0x13, 0x37} },
+		"/docs/source.md":      func(b []byte) []byte { return []byte(strings.Replace(string(b), "source.md", "sourcf.md", 1)) },
+		"/docs/sensitivity.md": func(b []byte) []byte { return []byte(strings.Replace(string(b), `"restricted"`, `"restrictea"`, 1)) },
+	}
+	for src, f := range damage {
+		data, err := os.ReadFile(file(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file(src), f(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, damaged, err := s.ScanRecords(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Source != "/docs/ok.md" {
+		t.Errorf("intact records: %+v", recs)
+	}
+	if len(damaged) != len(damage) {
+		t.Fatalf("damaged: %+v, want %d", damaged, len(damage))
+	}
+	for _, d := range damaged {
+		var src string
+		for s := range damage {
+			if DocID(s) == d.DocID {
+				src = s
+			}
+		}
+		if d.Key != "documents/"+d.DocID+".json" || d.Reason == "" {
+			t.Errorf("%+v", d)
+		}
+		// The source is known when the damaged bytes still name it.
+		wantSrc := src
+		if src == "/docs/empty.md" || src == "/docs/binary.md" || src == "/docs/source.md" {
+			wantSrc = ""
+		}
+		if d.Source != wantSrc {
+			t.Errorf("%s: salvaged source %q, want %q (%s)", d.Key, d.Source, wantSrc, d.Reason)
+		}
+	}
+	_, err = s.Records(ctx)
+	var de *DamagedRecordsError
+	if !errors.As(err, &de) || !errors.Is(err, ErrCorrupt) || len(de.Records) != len(damage) {
+		t.Fatalf("Records: %v", err)
+	}
+	for src := range damage {
+		if !strings.Contains(err.Error(), DocID(src)) {
+			t.Errorf("Records' error does not name %s: %v", src, err)
+		}
+	}
+	_, err = s.GetRecord(ctx, DocID("/docs/truncated.md"))
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "documents/"+DocID("/docs/truncated.md")+".json") || !strings.Contains(err.Error(), "/docs/truncated.md") {
+		t.Errorf("GetRecord of a truncated record: %v", err)
+	}
+	// A record that could not be read back is never stored.
+	if err := s.PutRecord(ctx, &Record{DocID: DocID("/x"), Source: "/x", Sensitivity: "secret", BlobID: id}); err == nil {
+		t.Error("PutRecord stored an unknown sensitivity")
 	}
 }

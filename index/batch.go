@@ -249,9 +249,10 @@ func (ix *state) ensureRecord(ctx context.Context, rec *blobstore.Record) error 
 	if err == nil && sameDocument(got, rec) && got.IngestedAt.Equal(rec.IngestedAt) {
 		return nil
 	}
-	if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
+	if err != nil && !errors.Is(err, blobstore.ErrNotFound) && !errors.Is(err, blobstore.ErrCorrupt) {
 		return fmt.Errorf("ingest %s: %w", rec.Source, err)
 	}
+	// Lost, another's, or damaged: this ingest writes it anew.
 	if err := ix.blobs.PutRecord(ctx, rec); err != nil {
 		return fmt.Errorf("ingest %s: %w", rec.Source, err)
 	}

@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/escurel/escurel/blobstore"
@@ -34,6 +35,7 @@ func init() {
 		}
 		return s.copyTo(ctx, dst)
 	}
+	hooks.RowRecords = rowRecords
 	hooks.Inspect = func(ctx context.Context, dir string) (any, map[string]string, map[string]bool, error) {
 		return inspect(ctx, dir)
 	}
@@ -64,4 +66,36 @@ func rederive(ctx context.Context, x any, recs []*blobstore.Record, data [][]byt
 		failed[i] = res[i].Status == Failed
 	}
 	return failed, errs, nil
+}
+
+// rowRecords returns the records the documents rows of ids copy (see
+// hooks.RowRecords).
+func rowRecords(ctx context.Context, live any, dir string, ids []string) (map[string]*blobstore.Record, error) {
+	var s *state
+	if x, ok := live.(*Index); ok && x != nil {
+		var err error
+		if s, err = x.live(); err != nil {
+			return nil, err
+		}
+	} else {
+		path, err := layout.LivePath(dir)
+		if err != nil {
+			return nil, err
+		}
+		db, err := sql.Open("duckdb", dsn(path))
+		if err != nil {
+			return nil, err
+		}
+		defer db.Close()
+		s = &state{db: db, path: path}
+	}
+	docs, err := s.currentDocs(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*blobstore.Record, len(docs))
+	for id, d := range docs {
+		out[id] = d.rec
+	}
+	return out, nil
 }

@@ -62,6 +62,13 @@ type Verification struct {
 	// DamagedBlobs are stored blobs whose bytes no longer hash to their
 	// id, by source (checked with VerifyOptions.Deep only).
 	DamagedBlobs []DamagedBlob `json:"damaged_blobs,omitempty"`
+	// DamagedRecords are records of the blob store that cannot be read
+	// (empty, truncated, not JSON, a source or sensitivity that is not
+	// theirs), by key, each with its source when the damaged bytes or the
+	// document's row name it. Their rows are not in RowsWithoutRecords.
+	// Repair: escurel rebuild restores each from the live row (or
+	// escurel ingest SOURCE, or escurel delete DOC_ID).
+	DamagedRecords []blobstore.DamagedRecord `json:"damaged_records,omitempty"`
 }
 
 // OK reports whether the rows derive exactly from the blob store: every
@@ -69,7 +76,7 @@ type Verification struct {
 // postings and (with an embedder) its vector.
 func (v *Verification) OK() bool {
 	return len(v.RecordsWithoutRows)+len(v.RowsWithoutRecords)+len(v.BlocksWithoutPostings)+
-		len(v.BlocksWithoutVectors)+len(v.RecordsWithoutBlobs)+v.DuplicatePostings+len(v.DamagedBlobs) == 0
+		len(v.BlocksWithoutVectors)+len(v.RecordsWithoutBlobs)+v.DuplicatePostings+len(v.DamagedBlobs)+len(v.DamagedRecords) == 0
 }
 
 // digester writes length-prefixed fields into a hash, so that no two row
@@ -142,9 +149,13 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	// Documents, against the records.
 	recs := opts.Records
 	if recs == nil {
-		if recs, err = ix.blobs.Records(ctx); err != nil {
+		if recs, v.DamagedRecords, err = ix.blobs.ScanRecords(ctx); err != nil {
 			return fail("records", err)
 		}
+	}
+	damagedAt := map[string]int{}
+	for i, r := range v.DamagedRecords {
+		damagedAt[r.DocID] = i
 	}
 	byID := make(map[string]bool, len(recs))
 	referenced := map[string]bool{}
@@ -200,6 +211,12 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 		// raise a level (a sensitivity the document declares but escurel
 		// cannot read fails closed, whatever the record says); a row below
 		// its record's level is drift, and would leak.
+		if i, ok := damagedAt[id]; ok {
+			if v.DamagedRecords[i].Source == "" && blobstore.DocID(src) == id {
+				v.DamagedRecords[i].Source = src
+			}
+			continue
+		}
 		if recOf[id] != key(src, mt, title, from == titleFromInput, blobID, "", lang, stamp, failure) || level(sens) < level(recSens[id]) {
 			v.RowsWithoutRecords = append(v.RowsWithoutRecords, src)
 		}

@@ -274,6 +274,11 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string
 				missing = append(missing, name)
 				continue
 			}
+			if errors.Is(err, blobstore.ErrCorrupt) {
+				// A damaged record without rows: deleting it is its
+				// repair; its blob, if any, is left to gc.
+				rec, err = &blobstore.Record{DocID: id, Source: name}, nil
+			}
 			if err != nil {
 				return done, recs, fmt.Errorf("delete %s: %w", name, err)
 			}

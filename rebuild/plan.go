@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/escurel/escurel/blobstore"
@@ -41,6 +42,13 @@ type Plan struct {
 	// Dropped lists the sources of live documents without a record,
 	// dropped under Options.AllowMissing.
 	Dropped []string
+	// Restored lists the sources of damaged records (see
+	// blobstore.DamagedRecord) that the rebuild writes anew from the live
+	// generation's copy of them (its documents row) before deriving.
+	Restored []string
+	// Left lists the damaged records no live row restores, left out
+	// under Options.AllowMissing (their documents are not served).
+	Left []blobstore.DamagedRecord
 	// Keep is how many generations stay afterwards.
 	Keep int
 	// Damaged, when not "", is why the live generation (or CURRENT) could
@@ -51,6 +59,7 @@ type Plan struct {
 	reembed  bool
 	hasLive  bool
 	recs     []*blobstore.Record
+	restore  []*blobstore.Record
 	liveDocs map[string]string
 	liveFail map[string]bool
 }
@@ -69,7 +78,13 @@ func (p *Plan) String() string {
 	}
 	fmt.Fprintf(&b, "documents: %d\n", p.Documents)
 	if len(p.Dropped) > 0 {
-		fmt.Fprintf(&b, "dropped (no record): %d, first %s\n", len(p.Dropped), p.Dropped[0])
+		fmt.Fprintf(&b, "dropped (no record): %d, first %s\n", len(p.Dropped), strconv.Quote(p.Dropped[0]))
+	}
+	for _, src := range p.Restored {
+		fmt.Fprintf(&b, "restore damaged record of %s from the live generation's row\n", strconv.Quote(src))
+	}
+	for _, d := range p.Left {
+		fmt.Fprintf(&b, "leave out damaged record %s (%s): %s\n", d.Key, sourceOf(d), d.Reason)
 	}
 	s := p.Settings
 	fmt.Fprintf(&b, "settings: embedder %s, chunker %s, analyzer %s, contextualize %s\n",
@@ -203,8 +218,14 @@ func plan(ctx context.Context, d *layout.Dir, opts Options, reembed bool) (*Plan
 		change("contextualize", p.Live.Contextualize, settings.Contextualize)
 	}
 	p.Settings = settings
-	if p.recs, err = opts.Blobs.Records(ctx); err != nil {
+	var damaged []blobstore.DamagedRecord
+	if p.recs, damaged, err = opts.Blobs.ScanRecords(ctx); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if len(damaged) > 0 {
+		if err := p.restoreDamaged(ctx, opts, damaged); err != nil {
+			return nil, err
+		}
 	}
 	// The coverage check guards against a mistyped blob store; the live
 	// index's own store is right by construction, and with writers running
@@ -259,4 +280,83 @@ func checkCoverage(recs []*blobstore.Record, live map[string]string, opts Option
 	}
 	sort.Strings(missing)
 	return missing, nil
+}
+
+// restoreDamaged works out what becomes of damaged records: each whose
+// document the live generation holds is restored from that row (the
+// index's copy of the record: a row's sensitivity is its record's or
+// higher, never lower); the others refuse the rebuild with
+// *DamagedRecordsError, or are left out under Options.AllowMissing, their
+// documents then unserved (never served at a level read from nowhere).
+func (p *Plan) restoreDamaged(ctx context.Context, opts Options, damaged []blobstore.DamagedRecord) error {
+	rows := map[string]*blobstore.Record{}
+	if p.hasLive {
+		ids := make([]string, len(damaged))
+		for i, d := range damaged {
+			ids[i] = d.DocID
+		}
+		var live any
+		if opts.Live != nil {
+			live = opts.Live
+		}
+		var err error
+		if rows, err = hooks.RowRecords(ctx, live, opts.Dir, ids); err != nil {
+			return fmt.Errorf("%s: read the live rows of %d damaged records: %w", p.Kind, len(damaged), err)
+		}
+	}
+	var left []blobstore.DamagedRecord
+	for _, d := range damaged {
+		r := rows[d.DocID]
+		if r == nil || blobstore.DocID(r.Source) != d.DocID || index.CheckSensitivity(r.Sensitivity) != nil {
+			if r != nil && d.Source == "" && blobstore.DocID(r.Source) == d.DocID {
+				d.Source = r.Source
+			}
+			left = append(left, d)
+			continue
+		}
+		p.restore = append(p.restore, r)
+		p.Restored = append(p.Restored, r.Source)
+	}
+	if len(left) > 0 && !opts.AllowMissing {
+		return &DamagedRecordsError{Records: left}
+	}
+	p.Left = left
+	p.recs = append(p.recs, p.restore...)
+	sort.Slice(p.recs, func(i, j int) bool { return p.recs[i].DocID < p.recs[j].DocID })
+	sort.Strings(p.Restored)
+	return nil
+}
+
+// DamagedRecordsError is a rebuild refused because records of the blob
+// store are damaged and the live generation holds no row to restore them
+// from (Records: each with its key, its source when known, and why). It
+// wraps blobstore.ErrCorrupt. Repair each by ingesting its source again,
+// or deleting the document (escurel delete DOC_ID), or rebuild with
+// Options.AllowMissing to leave their documents out.
+type DamagedRecordsError struct {
+	Records []blobstore.DamagedRecord
+}
+
+func (e *DamagedRecordsError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "rebuild: %d damaged document records that no live row restores; the live index was kept:", len(e.Records))
+	for _, d := range e.Records {
+		fmt.Fprintf(&b, "\n  %s (%s): %s; repair: ", d.Key, sourceOf(d), d.Reason)
+		if d.Source != "" {
+			fmt.Fprintf(&b, "escurel ingest %s (re-ingest the source), or ", strconv.Quote(d.Source))
+		}
+		fmt.Fprintf(&b, "escurel delete %s, or escurel rebuild --allow-missing (leaves the document out)", d.DocID)
+	}
+	return b.String()
+}
+
+// Unwrap returns blobstore.ErrCorrupt.
+func (e *DamagedRecordsError) Unwrap() error { return blobstore.ErrCorrupt }
+
+// sourceOf is a damaged record's source as messages show it.
+func sourceOf(d blobstore.DamagedRecord) string {
+	if d.Source == "" {
+		return "source unknown"
+	}
+	return "source " + strconv.Quote(d.Source)
 }

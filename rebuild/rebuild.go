@@ -32,7 +32,10 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -91,6 +94,11 @@ type Summary struct {
 	Blocks     int
 	CaughtUp   int // documents written or deleted in Live during the rebuild, applied before the swap
 	Dropped    int // live documents without a record, dropped under AllowMissing
+	// Restored counts damaged records written anew from the live rows
+	// (Plan.Restored); RepairedBlobs, damaged or missing blobs written
+	// anew from their source file, whose bytes still hash to the blob id.
+	Restored      int
+	RepairedBlobs int
 	// Failed counts the documents whose bytes still fail extraction:
 	// kept as failed, with their reasons (index.Index.Failed). Documents
 	// that failed before and extract now are searchable again.
@@ -211,6 +219,14 @@ func run(ctx context.Context, opts Options, reembed bool) (sum Summary, err erro
 	}
 	sum.Previous, sum.Dropped = p.From, len(p.Dropped)
 	recs := p.recs
+	// Damaged records the live rows restore are written anew first: the
+	// blob store stays the source of truth of what is derived.
+	for _, r := range p.restore {
+		if err := opts.Blobs.PutRecord(ctx, r); err != nil {
+			return sum, fmt.Errorf("%s: restore the damaged record of %s: %w", what, strconv.Quote(r.Source), err)
+		}
+	}
+	sum.Restored = len(p.restore)
 	// Generations newer than the live one are unfinished rebuilds: the
 	// cleaner removes them (never one this process is building). When the
 	// live generation itself is lost they may be the intact ones (after a
@@ -391,7 +407,9 @@ func checkFailures(ctx context.Context, ix *index.Index, liveDocs map[string]str
 // deleted. The caller holds back the live index's writes. It returns the
 // records as of now and how many documents changed.
 func catchUp(ctx context.Context, ix *index.Index, recs []*blobstore.Record, opts Options, sum *Summary) (now []*blobstore.Record, changes int, err error) {
-	if now, err = opts.Blobs.Records(ctx); err != nil {
+	// Damaged records were restored or, under AllowMissing, left out
+	// (the plan refused otherwise): left out here too.
+	if now, _, err = opts.Blobs.ScanRecords(ctx); err != nil {
 		return nil, 0, fmt.Errorf("rebuild: catch up: %w", err)
 	}
 	before := make(map[string]blobstore.Record, len(recs))
@@ -433,9 +451,32 @@ func catchUp(ctx context.Context, ix *index.Index, recs []*blobstore.Record, opt
 	return now, len(changed) + len(gone), nil
 }
 
+// repairBlob writes anew the damaged or missing blob of rec from its
+// source, when that is a local file whose bytes hash to the blob id, and
+// returns the bytes; else nil.
+func repairBlob(ctx context.Context, blobs *blobstore.Store, rec *blobstore.Record) []byte {
+	if !filepath.IsAbs(rec.Source) {
+		return nil
+	}
+	fi, err := os.Stat(rec.Source)
+	if err != nil || !fi.Mode().IsRegular() || (rec.Bytes > 0 && fi.Size() != rec.Bytes) {
+		return nil
+	}
+	data, err := os.ReadFile(rec.Source)
+	if err != nil || blobstore.BlobID(data) != rec.BlobID {
+		return nil
+	}
+	if _, err := blobs.Put(ctx, data); err != nil {
+		return nil
+	}
+	return data
+}
+
 // fill derives every record's blob into ix.
 func fill(ctx context.Context, ix *index.Index, recs []*blobstore.Record, opts Options, sum *Summary) error {
 	var failed []error
+	var repaired atomic.Int64
+	defer func() { sum.RepairedBlobs += int(repaired.Load()) }()
 	for i := 0; i < len(recs); i += opts.Batch {
 		part := recs[i:min(i+opts.Batch, len(recs))]
 		data := make([][]byte, len(part))
@@ -448,8 +489,15 @@ func fill(ctx context.Context, ix *index.Index, recs []*blobstore.Record, opts O
 			g.Go(func() error {
 				var err error
 				if data[j], err = opts.Blobs.Get(gctx, rec.BlobID); err != nil {
+					if errors.Is(err, blobstore.ErrCorrupt) || errors.Is(err, blobstore.ErrNotFound) {
+						if data[j] = repairBlob(gctx, opts.Blobs, rec); data[j] != nil {
+							repaired.Add(1)
+							return nil
+						}
+					}
+					src := strconv.Quote(rec.Source)
 					return fmt.Errorf("rebuild: document %s (%s): %w; the live index was kept; repair: escurel ingest %s (its original bytes), or escurel delete %s",
-						rec.DocID, rec.Source, err, rec.Source, rec.Source)
+						rec.DocID, src, err, src, src)
 				}
 				return nil
 			})

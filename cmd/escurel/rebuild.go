@@ -124,6 +124,12 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 	if sum.Dropped > 0 {
 		fmt.Fprintf(c.m.Stdout, "dropped %d documents that have no record in %s\n", sum.Dropped, blobURL)
 	}
+	if sum.Restored > 0 {
+		fmt.Fprintf(c.m.Stdout, "restored %s from the live generation's rows\n", plural(sum.Restored, "damaged record", "damaged records"))
+	}
+	if sum.RepairedBlobs > 0 {
+		fmt.Fprintf(c.m.Stdout, "repaired %s from their source files\n", plural(sum.RepairedBlobs, "damaged or missing blob", "damaged or missing blobs"))
+	}
 	secs := sum.Elapsed.Seconds()
 	fmt.Fprintf(c.m.Stdout, "%s: %s, %s from %s in %.2fs (%.0f docs/s, %.1f MB/s)\n",
 		name, plural(sum.Documents, "document", "documents"), plural(sum.Blocks, "block", "blocks"), blobURL, secs, float64(sum.Documents)/secs, float64(sum.Bytes)/1e6/secs)
@@ -260,9 +266,13 @@ func (c *VerifyCommand) Run(ctx context.Context, args []string) error {
 		w := c.m.Stdout
 		fmt.Fprintf(w, "generation %s\ndigest %s\n", v.Generation, v.Digest)
 		fmt.Fprintf(w, "%d documents, %d blocks, %d postings, %d vectors\n", v.Documents, v.Blocks, v.Postings, v.Vectors)
-		list := func(what string, n int, items any) {
+		list := func(what string, n int, items []string) {
 			if n > 0 {
-				fmt.Fprintf(w, "%s: %d: %v\n", what, n, items)
+				shownItems := make([]string, len(items))
+				for i, s := range items {
+					shownItems[i] = shown(s, false)
+				}
+				fmt.Fprintf(w, "%s: %d: %v\n", what, n, shownItems)
 			}
 		}
 		list("records without rows", len(v.RecordsWithoutRows), v.RecordsWithoutRows)
@@ -279,6 +289,18 @@ func (c *VerifyCommand) Run(ctx context.Context, args []string) error {
 		for _, b := range v.DamagedBlobs {
 			fmt.Fprintf(w, "damaged blob %s of %s: %s; repair: escurel ingest %s (its original bytes), or escurel delete %s\n",
 				b.BlobID, shown(b.Source, false), shown(b.Reason, false), shown(b.Source, false), shown(b.Source, false))
+		}
+		if n := len(v.DamagedRecords); n > 0 {
+			fmt.Fprintf(w, "damaged records: %d\n", n)
+		}
+		for _, d := range v.DamagedRecords {
+			src, repair := "source unknown", ""
+			if d.Source != "" {
+				src = "source " + shown(d.Source, false)
+				repair = "escurel ingest " + shown(d.Source, false) + " (re-ingest the source), or "
+			}
+			fmt.Fprintf(w, "  damaged record %s (%s): %s; repair: escurel rebuild (restores it from the live row), or %sescurel delete %s\n",
+				d.Key, src, shown(d.Reason, false), repair, d.DocID)
 		}
 		if v.DuplicatePostings > 0 {
 			fmt.Fprintf(w, "duplicate postings: %d\n", v.DuplicatePostings)

@@ -49,4 +49,10 @@ var (
 	// in dir, its documents (doc id → source) and the failed ones, without
 	// migrating or locking it.
 	Inspect func(ctx context.Context, dir string) (manifest any, docs map[string]string, failed map[string]bool, err error)
+
+	// RowRecords returns the index's copies of the records of ids (doc
+	// id → record, read from the documents rows; absent when there is no
+	// row): of live (an *index.Index) when not nil, else of the live
+	// generation of dir, read without migrating or locking it.
+	RowRecords func(ctx context.Context, live any, dir string, ids []string) (map[string]*blobstore.Record, error)
 )
