@@ -46,6 +46,7 @@ type FileResult struct {
 // Summary totals an IngestFiles call.
 type Summary struct {
 	Added, Replaced, Unchanged int
+	MetaUpdated                int // same bytes, other metadata (Status MetaUpdated)
 	// Failed lists the files that are not searchable, in walk order: those
 	// stored as failed (Result.Status Failed) and those of which nothing
 	// was stored (Status "").
@@ -325,8 +326,10 @@ func (ix *Index) ingestFileBatch(ctx context.Context, files []fileEntry, opts In
 				sum.Replaced++
 			case Unchanged:
 				sum.Unchanged++
+			case MetaUpdated:
+				sum.MetaUpdated++
 			}
-			if fr.Status != Unchanged {
+			if fr.Status != Unchanged && fr.Status != MetaUpdated {
 				sum.Blocks += fr.Blocks
 			}
 		}
