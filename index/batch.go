@@ -66,7 +66,7 @@ func (ix *state) prepareBatch(ctx context.Context, ins []input) (*batch, error) 
 				res[i].Status, errs[i] = "", &DocumentError{Source: in.Source, Err: err}
 				continue
 			}
-			if m := recordMeta(metaJSON(given)); m != old.rec.Meta {
+			if m := recordMeta(metaJSON(given)); in.Meta != nil && m != old.rec.Meta {
 				// A metadata-only update: a new record, the same rows.
 				rec := *old.rec
 				rec.Meta = m

@@ -209,10 +209,14 @@ func (ix *state) derive(ctx context.Context, in input, old *blobstore.Record) (p
 	if err != nil {
 		return bad(err)
 	}
+	meta := recordMeta(metaJSON(given))
+	if in.Meta == nil && old != nil {
+		meta = old.Meta // as language and sensitivity: kept unless given
+	}
 	rec := &blobstore.Record{
 		DocID: blobstore.DocID(in.Source), Source: in.Source, MediaType: mediaType, Title: title, TitleGiven: in.Title != "",
 		Sensitivity: sens, Language: lang, IngestedAt: at.UTC().Truncate(time.Microsecond), Error: in.failure,
-		Bytes: int64(len(in.Data)), SourceMTime: in.mtime, Meta: recordMeta(metaJSON(given)),
+		Bytes: int64(len(in.Data)), SourceMTime: in.mtime, Meta: meta,
 	}
 	p := pending{rec: rec, status: statusOK, extractor: ext.ID(), took: took}
 	if in.failure == "" {

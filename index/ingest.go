@@ -50,8 +50,10 @@ type Input struct {
 	Sensitivity string
 	// Meta is the document's metadata, over its front matter's key by key
 	// (see CheckMeta for keys and values; Filter for searching by it). The
-	// record keeps it. Ingesting the same bytes with other Meta is a
-	// metadata-only update: nothing is extracted or embedded again.
+	// record keeps it. nil keeps what a document already in the index was
+	// given (as Language and Sensitivity); an empty map clears it.
+	// Ingesting the same bytes with other Meta is a metadata-only update:
+	// nothing is extracted or embedded again.
 	Meta map[string]any
 	// IngestedAt, when not zero, is recorded instead of the current time
 	// (rebuild passes the record's time, so rebuilt rows equal ingested ones).
