@@ -79,6 +79,42 @@ type Record struct {
 	// existed.
 	Bytes       int64 `json:"bytes,omitempty"`
 	SourceMTime int64 `json:"source_mtime_ns,omitempty"`
+	// Meta is the metadata the ingest caller gave (index.Input.Meta), as
+	// canonical JSON; "" when none. Metadata read from the document's
+	// front matter is derived, not recorded.
+	Meta Meta `json:"meta,omitempty"`
+}
+
+// Meta is a JSON object of metadata in canonical form (keys sorted, as
+// encoding/json writes a map[string]any), so that records stay comparable
+// with ==; "" is no metadata. In a record it is the object itself, not a
+// string.
+type Meta string
+
+// MarshalJSON writes the object ("null" for none).
+func (m Meta) MarshalJSON() ([]byte, error) {
+	if m == "" {
+		return []byte("null"), nil
+	}
+	return []byte(m), nil
+}
+
+// UnmarshalJSON reads an object (or null) into canonical form.
+func (m *Meta) UnmarshalJSON(b []byte) error {
+	var v map[string]any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return fmt.Errorf("record meta: %w", err)
+	}
+	if len(v) == 0 {
+		*m = ""
+		return nil
+	}
+	c, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("record meta: %w", err)
+	}
+	*m = Meta(c)
+	return nil
 }
 
 // checkBlobRef accepts a record's BlobID: a blob id, or "" when the

@@ -25,6 +25,10 @@ type batch struct {
 	records []*blobstore.Record // to store at commit, in order
 	staged  []string            // their doc ids, once each
 	ensure  []*blobstore.Record // records of unchanged documents, put back at commit if lost
+	// meta are the new records of documents whose metadata alone changed
+	// (same bytes, other Input.Meta): stored, then copied into their
+	// rows, with nothing derived or embedded again.
+	meta []*blobstore.Record
 }
 
 // prepareBatch reads the batch's documents from the index, derives and
@@ -57,6 +61,22 @@ func (ix *state) prepareBatch(ctx context.Context, ins []input) (*batch, error) 
 			res[i].Title, res[i].Status, res[i].MediaType = old.rec.Title, Unchanged, old.rec.MediaType
 			res[i].Blocks, res[i].Pages, res[i].Extractor = old.blocks, old.pages, old.extractor
 			res[i].TextlessPages = old.textless
+			given, err := CheckMeta(in.Meta)
+			if err != nil {
+				res[i].Status, errs[i] = "", &DocumentError{Source: in.Source, Err: err}
+				continue
+			}
+			if m := recordMeta(metaJSON(given)); in.Meta != nil && m != old.rec.Meta {
+				// A metadata-only update: a new record, the same rows.
+				rec := *old.rec
+				rec.Meta = m
+				b.meta = append(b.meta, &rec)
+				res[i].Status = MetaUpdated
+				if rec.BlobID != "" {
+					blobs = append(blobs, in.Data)
+				}
+				continue
+			}
 			b.keep(in.Data, old.rec, &blobs)
 			continue
 		}
@@ -181,6 +201,9 @@ func (ix *state) commitBatch(ctx context.Context, b *batch) error {
 			return err
 		}
 	}
+	if err := ix.updateMeta(ctx, b.meta, b.current); err != nil {
+		return err
+	}
 	if len(b.writes) == 0 {
 		return nil
 	}
@@ -218,6 +241,40 @@ func (ix *state) commitBatch(ctx context.Context, b *batch) error {
 			return fmt.Errorf("ingest: %w", err)
 		}
 	}
+	return nil
+}
+
+// updateMeta stores the records of a batch's metadata-only updates, then
+// copies their metadata into the rows, in one transaction: the blocks, the
+// full-text index and the vectors are not touched. If the transaction
+// fails the records are taken back. The caller holds writeMu.
+func (ix *state) updateMeta(ctx context.Context, recs []*blobstore.Record, current map[string]*storedDoc) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	ids, given := make([]string, len(recs)), make([]string, len(recs))
+	up := ix.blobs.NewBatch()
+	defer up.Abort() // a no-op once synced
+	for i, rec := range recs {
+		if err := up.PutRecord(ctx, rec); err != nil {
+			return fmt.Errorf("ingest: %w", err)
+		}
+		ids[i], given[i] = rec.DocID, givenJSON(rec.Meta)
+	}
+	if err := up.Sync(ctx); err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+	_, err := ix.db.ExecContext(ctx, `UPDATE documents SET meta_given = t.given
+		FROM (SELECT unnest(?::VARCHAR[]) AS doc_id, unnest(?::VARCHAR[]) AS given) t
+		WHERE documents.doc_id = t.doc_id`, ids, given)
+	if err != nil {
+		err = fmt.Errorf("ingest: metadata: %w", err)
+		if uerr := ix.restoreRecords(context.WithoutCancel(ctx), ids, current); uerr != nil {
+			err = fmt.Errorf("%w; and the records could not be taken back (escurel verify lists them): %v", err, uerr)
+		}
+		return err
+	}
+	ix.metaChanged()
 	return nil
 }
 

@@ -205,10 +205,18 @@ func (ix *state) derive(ctx context.Context, in input, old *blobstore.Record) (p
 		at = ix.now()
 	}
 	title := firstNonEmpty(in.Title, docTitle, extract.BaseTitle(name))
+	given, err := CheckMeta(in.Meta)
+	if err != nil {
+		return bad(err)
+	}
+	meta := recordMeta(metaJSON(given))
+	if in.Meta == nil && old != nil {
+		meta = old.Meta // as language and sensitivity: kept unless given
+	}
 	rec := &blobstore.Record{
 		DocID: blobstore.DocID(in.Source), Source: in.Source, MediaType: mediaType, Title: title, TitleGiven: in.Title != "",
 		Sensitivity: sens, Language: lang, IngestedAt: at.UTC().Truncate(time.Microsecond), Error: in.failure,
-		Bytes: int64(len(in.Data)), SourceMTime: in.mtime,
+		Bytes: int64(len(in.Data)), SourceMTime: in.mtime, Meta: meta,
 	}
 	p := pending{rec: rec, status: statusOK, extractor: ext.ID(), took: took}
 	if in.failure == "" {
@@ -222,7 +230,7 @@ func (ix *state) derive(ctx context.Context, in input, old *blobstore.Record) (p
 		return p, nil
 	}
 	doc.Title = title
-	p.pages = doc.Pages
+	p.pages, p.meta = doc.Pages, doc.Meta
 	if !textIsBlob(mediaType) || doc.Text != string(in.Data) {
 		p.text = doc.Text // not the blob: HTML, DOCX, PDF, transcoded UTF-16
 	}

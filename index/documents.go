@@ -31,6 +31,10 @@ type DocumentInfo struct {
 	Extractor  string    `json:"extractor"`   // e.g. "pdf/2"; "" when extraction never ran
 	Language   string    `json:"language"`    // BCP 47 tag
 	Pages      int       `json:"pages"`       // pages of a paged format (PDF), else 0
+	// Meta is the document's metadata (front matter, over which
+	// Input.Meta wins key by key), without the built-in fields, as a JSON
+	// object; absent when none.
+	Meta MetaJSON `json:"meta,omitempty"`
 }
 
 // Document statuses for ListOptions.Status and DocumentInfo.Status.
@@ -177,7 +181,7 @@ func (ix *state) documentPage(ctx context.Context, o *ListOptions, after string,
 	args = append(args, o.PageSize)
 	rows, err := ix.db.QueryContext(ctx, `WITH page AS (
 			SELECT d.doc_id, d.source, d.title, d.media_type, d.sensitivity, d.status, d.reason, d.bytes, d.ingested_at,
-				d.extractor, d.language, d.pages
+				d.extractor, d.language, d.pages, d.meta, d.meta_given
 			FROM documents d WHERE `+cond+` ORDER BY d.source LIMIT ?)
 		SELECT p.*, coalesce(n.blocks, 0) FROM page p
 		LEFT JOIN (SELECT b.doc_id, count(*) AS blocks FROM blocks b WHERE b.doc_id IN (SELECT doc_id FROM page) GROUP BY b.doc_id) n
@@ -191,9 +195,17 @@ func (ix *state) documentPage(ctx context.Context, o *ListOptions, after string,
 	for rows.Next() {
 		var d DocumentInfo
 		var pages int32
+		var meta, given string
 		if err := rows.Scan(&d.DocID, &d.Source, &d.Title, &d.MediaType, &d.Sensitivity, &d.Status, &d.Reason, &d.Bytes, &d.IngestedAt,
-			&d.Extractor, &d.Language, &pages, &d.Blocks); err != nil {
+			&d.Extractor, &d.Language, &pages, &meta, &given, &d.Blocks); err != nil {
 			return nil, fmt.Errorf("list documents: %w", err)
+		}
+		m, err := storedMeta(meta, given)
+		if err != nil {
+			return nil, fmt.Errorf("list documents: %s: %w", d.Source, err)
+		}
+		if m != nil {
+			d.Meta = MetaJSON(metaJSON(m))
 		}
 		d.Pages = int(pages)
 		d.IngestedAt = d.IngestedAt.UTC()

@@ -24,6 +24,9 @@ type IngestOptions struct {
 	// not set them (Input.Language, Input.Sensitivity).
 	Language    string
 	Sensitivity string
+	// Meta is every file's Input.Meta: nil keeps what documents already
+	// in the index were given.
+	Meta map[string]any
 	// MaxFileBytes caps a file's size; a larger file fails unread.
 	// 0 means DefaultMaxFileBytes.
 	MaxFileBytes int64
@@ -46,6 +49,7 @@ type FileResult struct {
 // Summary totals an IngestFiles call.
 type Summary struct {
 	Added, Replaced, Unchanged int
+	MetaUpdated                int // same bytes, other metadata (Status MetaUpdated)
 	// Failed lists the files that are not searchable, in walk order: those
 	// stored as failed (Result.Status Failed) and those of which nothing
 	// was stored (Status "").
@@ -262,8 +266,8 @@ func (ix *Index) ingestFileBatch(ctx context.Context, files []fileEntry, opts In
 		if out[i].Err = f.err; f.err != nil {
 			continue
 		}
-		in := input{Input: Input{Source: filepath.ToSlash(f.real), Name: filepath.Base(f.real), Language: opts.Language, Sensitivity: opts.Sensitivity},
-			size: f.size, mtime: f.mtime}
+		in := input{Input: Input{Source: filepath.ToSlash(f.real), Name: filepath.Base(f.real), Language: opts.Language, Sensitivity: opts.Sensitivity,
+			Meta: opts.Meta}, size: f.size, mtime: f.mtime}
 		data, err := readFile(f, opts.MaxFileBytes)
 		switch {
 		case errors.Is(err, errTooLarge):
@@ -325,8 +329,10 @@ func (ix *Index) ingestFileBatch(ctx context.Context, files []fileEntry, opts In
 				sum.Replaced++
 			case Unchanged:
 				sum.Unchanged++
+			case MetaUpdated:
+				sum.MetaUpdated++
 			}
-			if fr.Status != Unchanged {
+			if fr.Status != Unchanged && fr.Status != MetaUpdated {
 				sum.Blocks += fr.Blocks
 			}
 		}

@@ -56,6 +56,13 @@ func rederive(ctx context.Context, x any, recs []*blobstore.Record, data [][]byt
 		if rec.TitleGiven {
 			ins[i].Title = rec.Title
 		}
+		if rec.Meta != "" {
+			m, err := parseMetaJSON(string(rec.Meta))
+			if err != nil {
+				return nil, nil, fmt.Errorf("record of %s: %w", rec.Source, err)
+			}
+			ins[i].Meta = m
+		}
 	}
 	res, errs, err := ix.ingest(ctx, ins)
 	if err != nil {

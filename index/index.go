@@ -164,6 +164,7 @@ type state struct {
 	fts    *fts.Index
 	langMu sync.RWMutex
 	langs  map[string][3]int // documents per language and sensitivity level: how a caller's queries are analyzed
+	meta   metaCache         // the documents' metadata for filters (metastore.go)
 
 	// closeErr is close's error: its checkpoint's or the database's; set
 	// before closed runs, read after the Index's states.Wait.

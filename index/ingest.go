@@ -48,6 +48,13 @@ type Input struct {
 	// DefaultLanguage and Public.
 	Language    string
 	Sensitivity string
+	// Meta is the document's metadata, over its front matter's key by key
+	// (see CheckMeta for keys and values; Filter for searching by it). The
+	// record keeps it. nil keeps what a document already in the index was
+	// given (as Language and Sensitivity); an empty map clears it.
+	// Ingesting the same bytes with other Meta is a metadata-only update:
+	// nothing is extracted or embedded again.
+	Meta map[string]any
 	// IngestedAt, when not zero, is recorded instead of the current time
 	// (rebuild passes the record's time, so rebuilt rows equal ingested ones).
 	IngestedAt time.Time
@@ -89,6 +96,10 @@ const (
 	Added     Status = "added"     // a new document
 	Replaced  Status = "replaced"  // a changed document: its old blocks are gone
 	Unchanged Status = "unchanged" // same bytes and settings: nothing written
+	// MetaUpdated: the same bytes with other metadata (Input.Meta): the
+	// record and the document's row changed, nothing was extracted or
+	// embedded again.
+	MetaUpdated Status = "meta_updated"
 	// Failed: the bytes could not be extracted (corrupt, encrypted, over a
 	// limit, …). The blob and the record are stored and the document is
 	// listed with its reason (Index.Failed), but it has no blocks until a
@@ -188,6 +199,7 @@ type pending struct {
 	textless  int    // pages without a block (textlessPages)
 	text      string // the extracted text to keep, for formats whose text is not the blob
 	took      time.Duration
+	meta      map[string]any // the front matter's metadata (derived)
 }
 
 // reason is what documents.reason holds: the failure, or "".
@@ -358,7 +370,7 @@ func (ix *state) currentDocs(ctx context.Context, docIDs []string) (map[string]*
 		return out, nil
 	}
 	rows, err := ix.db.QueryContext(ctx, `SELECT doc_id, source, media_type, title, title_from, sensitivity, blob_id, language, ingested_at,
-		bytes, source_mtime, status, reason, extractor, pages, (SELECT count(*) FROM blocks b WHERE b.doc_id = d.doc_id), `+textlessSQL+`
+		bytes, source_mtime, status, reason, extractor, pages, (SELECT count(*) FROM blocks b WHERE b.doc_id = d.doc_id), `+textlessSQL+`, meta_given
 		FROM documents d WHERE doc_id IN (SELECT unnest(?::VARCHAR[]))`, docIDs)
 	if err != nil {
 		return nil, fmt.Errorf("read documents: %w", err)
@@ -367,11 +379,12 @@ func (ix *state) currentDocs(ctx context.Context, docIDs []string) (map[string]*
 	for rows.Next() {
 		var r blobstore.Record
 		var d storedDoc
-		var titleFrom, reason string
+		var titleFrom, reason, given string
 		if err := rows.Scan(&r.DocID, &r.Source, &r.MediaType, &r.Title, &titleFrom, &r.Sensitivity, &r.BlobID, &r.Language, &r.IngestedAt,
-			&r.Bytes, &r.SourceMTime, &d.status, &reason, &d.extractor, &d.pages, &d.blocks, &d.textless); err != nil {
+			&r.Bytes, &r.SourceMTime, &d.status, &reason, &d.extractor, &d.pages, &d.blocks, &d.textless, &given); err != nil {
 			return nil, fmt.Errorf("read documents: %w", err)
 		}
+		r.Meta = recordMeta(given)
 		r.TitleGiven = titleFrom == titleFromInput
 		r.IngestedAt = r.IngestedAt.UTC()
 		if r.BlobID == "" {

@@ -113,6 +113,8 @@ var schemaColumns = []column{
 	{"blocks", "public_id", "VARCHAR", "''"},
 	{"documents", "bytes", "BIGINT", "0"},
 	{"documents", "source_mtime", "BIGINT", "0"},
+	{"documents", "meta", "VARCHAR", "'{}'"},
+	{"documents", "meta_given", "VARCHAR", "'{}'"},
 }
 
 // migrate brings the database up to SchemaVersion: it applies each missing

@@ -54,6 +54,7 @@ type plan struct {
 	terms       []string  // the BM25 leg's query terms
 	vector      []float32 // the dense leg's query vector
 	bm25        fts.Query
+	filter      *Filter
 }
 
 // plan validates opts and analyzes and embeds the query. The embedding
@@ -63,6 +64,9 @@ func (ix *state) plan(ctx context.Context, query string, opts *SearchOptions) (*
 		opts = &SearchOptions{}
 	}
 	p := &plan{k: DefaultK, mode: opts.Mode, fusion: opts.Fusion, depth: opts.Depth, rrfK: opts.RRFK, alpha: opts.Alpha, explain: opts.Explain}
+	if opts.Filter != nil && opts.Filter.root.op != "" {
+		p.filter = opts.Filter
+	}
 	if opts.K != 0 {
 		p.k = opts.K
 	}
@@ -158,6 +162,21 @@ func (ix *state) ranked(ctx context.Context, query string, opts *SearchOptions, 
 		defer tx.rollback()
 		var lex []fts.Hit
 		var den []dense.Hit
+		maxLevel := uint8(len(p.levels) - 1)
+		var allowed *allowedSet
+		if p.filter != nil {
+			// Before the transaction begins (metaStore reads the version
+			// first): the filter as a bitmap of allowed blocks, within
+			// the clearance.
+			st, err := ix.metaStore(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if allowed = st.allowed(p.filter, maxLevel); allowed.n == 0 {
+				return use(tx, nil, p.levels)
+			}
+			p.bm25.Allowed = allowed.bits
+		}
 		if p.mode != ModeDense && len(p.terms) > 0 {
 			if lex, err = ix.fts.Search(ctx, tx, p.bm25); err != nil {
 				return err
@@ -172,7 +191,12 @@ func (ix *state) ranked(ctx context.Context, query string, opts *SearchOptions, 
 			if p.mode == ModeHybrid {
 				n = p.depth
 			}
-			if den, err = d.Search(ctx, p.vector, n, uint8(len(p.levels)-1)); err != nil {
+			if allowed != nil {
+				den, err = d.SearchAllowed(ctx, p.vector, n, maxLevel, allowed.bits, allowed.n)
+			} else {
+				den, err = d.Search(ctx, p.vector, n, maxLevel)
+			}
+			if err != nil {
 				return err
 			}
 		}

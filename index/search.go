@@ -102,6 +102,12 @@ type SearchOptions struct {
 	// Language analyzes the query as this language. Default: as each
 	// language of the index's documents, the terms united.
 	Language string
+	// Filter, when not nil, keeps the search to the documents whose
+	// metadata satisfy it (ParseFilter). It is applied inside each leg,
+	// before ranking, like the clearance and only within it: K hits come
+	// back when K blocks match, and scores are those of the search
+	// without the filter.
+	Filter *Filter
 }
 
 // DefaultMode is the mode of a search that names none: ModeHybrid when the
@@ -186,6 +192,9 @@ type Hit struct {
 	PromptText string `json:"prompt_text,omitempty"`
 	// ParentLocator is where PromptText lies in the document.
 	ParentLocator *Locator `json:"parent_locator,omitempty"`
+	// Meta is the document's metadata (DocumentInfo.Meta); absent when
+	// none.
+	Meta map[string]any `json:"meta,omitempty"`
 }
 
 // Search ranks blocks for query in the mode opts asks for and returns the
@@ -402,6 +411,7 @@ func (ix *state) setLanguages(langs map[string][3]int) {
 	ix.langMu.Lock()
 	ix.langs = langs
 	ix.langMu.Unlock()
+	ix.metaChanged() // every write that commits calls setLanguages
 }
 
 // fillHits reads the stored fields of the blocks ids (internal numbers),
@@ -419,7 +429,7 @@ func fillHits(ctx context.Context, q querier, ids []int64, levels []string) (hit
 	// A list parameter joined, not an IN list of placeholders: binding
 	// 1,000 placeholders costs DuckDB ~50 ms, the list ~3 ms.
 	rows, err := q.QueryContext(ctx, `SELECT b.block_id, b.public_id, b.doc_id, d.source, d.title, b.body, b.context,
-		b.heading_path, b.page, b.byte_start, b.byte_end, d.sensitivity, b.window_text, b.parent_locator
+		b.heading_path, b.page, b.byte_start, b.byte_end, d.sensitivity, b.window_text, b.parent_locator, d.meta, d.meta_given
 		FROM blocks b JOIN documents d ON d.doc_id = b.doc_id JOIN (SELECT unnest(?::BIGINT[]) AS id) r ON r.id = b.block_id`, ids)
 	if err != nil {
 		return nil, nil, err
@@ -430,9 +440,9 @@ func fillHits(ctx context.Context, q querier, ids []int64, levels []string) (hit
 	visible := make([]bool, len(ids))
 	for rows.Next() {
 		var id int64
-		var path, sens, window, locator string
+		var path, sens, window, locator, meta, given string
 		var h Hit
-		if err := rows.Scan(&id, &h.BlockID, &h.DocID, &h.Source, &h.Title, &h.Body, &h.Context, &path, &h.Page, &h.ByteStart, &h.ByteEnd, &sens, &window, &locator); err != nil {
+		if err := rows.Scan(&id, &h.BlockID, &h.DocID, &h.Source, &h.Title, &h.Body, &h.Context, &path, &h.Page, &h.ByteStart, &h.ByteEnd, &sens, &window, &locator, &meta, &given); err != nil {
 			return nil, nil, err
 		}
 		found++
@@ -450,6 +460,9 @@ func fillHits(ctx context.Context, q querier, ids []int64, levels []string) (hit
 		}
 		if h.HeadingPath, err = decodeHeadingPath(h.BlockID, path); err != nil {
 			return nil, nil, err
+		}
+		if h.Meta, err = storedMeta(meta, given); err != nil {
+			return nil, nil, fmt.Errorf("block %s: %w", h.BlockID, err)
 		}
 		all[pos[id]], visible[pos[id]] = h, true
 	}

@@ -22,7 +22,8 @@ import (
 type SyncOptions struct {
 	// IngestOptions apply to the files read, as in IngestFiles. A
 	// Language or Sensitivity given here also makes a file whose document
-	// has another one be read again (its front matter still wins).
+	// has another one be read again (its front matter still wins); Meta
+	// given here (not nil) updates the metadata of documents given other.
 	IngestOptions
 	// DryRun makes the plan and changes nothing (it still reads the
 	// files whose size or time changed, to compare their bytes).
@@ -148,8 +149,8 @@ type touched struct {
 
 // syncDoc is a document as a sync plan compares it with its file.
 type syncDoc struct {
-	docID, source, blobID, status, sensitivity, language string
-	bytes, mtime                                         int64
+	docID, source, blobID, status, sensitivity, language, given string
+	bytes, mtime                                                int64
 }
 
 // planSync lists the files under dirs and compares them with the
@@ -191,6 +192,7 @@ func (ix *state) planSync(ctx context.Context, dirs []string, o *SyncOptions, su
 					plan.Change = append(plan.Change, src)
 				}
 			case o.Language != "" && o.Language != d.language, o.Sensitivity != "" && o.Sensitivity != d.sensitivity,
+				o.Meta != nil && metaJSON(o.Meta) != d.given,
 				d.status == statusFailed && d.blobID == "" && f.size <= o.MaxFileBytes: // over a cap since raised
 				w.ingest = append(w.ingest, f)
 				plan.Change = append(plan.Change, src)
@@ -290,7 +292,7 @@ func (ix *state) syncDocs(ctx context.Context, prefix string, sources []string) 
 	if sources == nil {
 		sources = []string{}
 	}
-	rows, err := ix.db.QueryContext(ctx, `SELECT doc_id, source, blob_id, status, sensitivity, language, bytes, source_mtime
+	rows, err := ix.db.QueryContext(ctx, `SELECT doc_id, source, blob_id, status, sensitivity, language, bytes, source_mtime, meta_given
 		FROM documents WHERE starts_with(source, ?) OR source IN (SELECT unnest(?::VARCHAR[]))`, prefix, sources)
 	if err != nil {
 		return nil, fmt.Errorf("sync: read documents: %w", err)
@@ -299,7 +301,7 @@ func (ix *state) syncDocs(ctx context.Context, prefix string, sources []string) 
 	out := map[string]*syncDoc{}
 	for rows.Next() {
 		var d syncDoc
-		if err := rows.Scan(&d.docID, &d.source, &d.blobID, &d.status, &d.sensitivity, &d.language, &d.bytes, &d.mtime); err != nil {
+		if err := rows.Scan(&d.docID, &d.source, &d.blobID, &d.status, &d.sensitivity, &d.language, &d.bytes, &d.mtime, &d.given); err != nil {
 			return nil, fmt.Errorf("sync: read documents: %w", err)
 		}
 		out[d.source] = &d

@@ -163,22 +163,22 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	// not give is derived (the extractor's), like the rest of the row,
 	// and may change with the extractor: a rebuild that reads a PDF that
 	// failed before gets its title.
-	key := func(src, mt, title string, given bool, blobID, sens, lang, stamp, failure string) string {
+	key := func(src, mt, title string, given bool, blobID, sens, lang, stamp, failure, meta string) string {
 		if !given {
 			title = ""
 		}
-		return strings.Join([]string{src, mt, title, blobID, sens, lang, stamp, failure}, "\x00")
+		return strings.Join([]string{src, mt, title, blobID, sens, lang, stamp, failure, meta}, "\x00")
 	}
 	recOf := map[string]string{}
 	recSens := map[string]string{} // compared apart: see below
 	for _, r := range recs {
 		byID[r.DocID] = true
 		referenced[r.BlobID] = true
-		recOf[r.DocID] = key(r.Source, r.MediaType, r.Title, r.TitleGiven, r.BlobID, "", r.Language, r.IngestedAt.UTC().Format(time.RFC3339Nano), r.Error)
+		recOf[r.DocID] = key(r.Source, r.MediaType, r.Title, r.TitleGiven, r.BlobID, "", r.Language, r.IngestedAt.UTC().Format(time.RFC3339Nano), r.Error, givenJSON(r.Meta))
 		recSens[r.DocID] = r.Sensitivity
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT doc_id, source, media_type, title, title_from, sensitivity, blob_id, language, ingested_at,
-		status, reason, extractor, pages
+		status, reason, extractor, pages, meta, meta_given
 		FROM documents ORDER BY doc_id`)
 	if err != nil {
 		return fail("documents", err)
@@ -186,15 +186,15 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	seen := map[string]bool{}
 	d.str("documents")
 	for rows.Next() {
-		var id, src, mt, title, from, sens, blobID, lang, status, reason, extractor string
+		var id, src, mt, title, from, sens, blobID, lang, status, reason, extractor, meta, given string
 		var at time.Time
 		var pages int64
-		if err := rows.Scan(&id, &src, &mt, &title, &from, &sens, &blobID, &lang, &at, &status, &reason, &extractor, &pages); err != nil {
+		if err := rows.Scan(&id, &src, &mt, &title, &from, &sens, &blobID, &lang, &at, &status, &reason, &extractor, &pages, &meta, &given); err != nil {
 			rows.Close()
 			return fail("documents", err)
 		}
 		stamp := at.UTC().Format(time.RFC3339Nano)
-		for _, f := range []string{id, src, mt, title, from, sens, blobID, lang, stamp, status, reason, extractor} {
+		for _, f := range []string{id, src, mt, title, from, sens, blobID, lang, stamp, status, reason, extractor, meta, given} {
 			d.str(f)
 		}
 		d.int(pages)
@@ -217,7 +217,7 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 			}
 			continue
 		}
-		if recOf[id] != key(src, mt, title, from == titleFromInput, blobID, "", lang, stamp, failure) || level(sens) < level(recSens[id]) {
+		if recOf[id] != key(src, mt, title, from == titleFromInput, blobID, "", lang, stamp, failure, given) || level(sens) < level(recSens[id]) {
 			v.RowsWithoutRecords = append(v.RowsWithoutRecords, src)
 		}
 	}

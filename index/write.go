@@ -74,12 +74,12 @@ func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err
 		return false, err
 	}
 	err = duck.Append(ctx, tx.Conn, "documents", []string{"doc_id", "source", "media_type", "title", "title_from", "sensitivity", "blob_id", "language", "ingested_at",
-		"status", "reason", "extractor", "pages", "bytes", "source_mtime"},
+		"status", "reason", "extractor", "pages", "bytes", "source_mtime", "meta", "meta_given"},
 		func(add func(...driver.Value) error) error {
 			for _, d := range docs {
 				r := d.rec
 				if err := add(r.DocID, r.Source, r.MediaType, r.Title, titleFrom(r.TitleGiven), r.Sensitivity, r.BlobID, r.Language, r.IngestedAt,
-					d.status, d.reason(), d.extractor, int32(d.pages), r.Bytes, r.SourceMTime); err != nil {
+					d.status, d.reason(), d.extractor, int32(d.pages), r.Bytes, r.SourceMTime, metaJSON(d.meta), givenJSON(r.Meta)); err != nil {
 					return err
 				}
 			}

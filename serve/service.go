@@ -36,6 +36,7 @@ type SearchInput struct {
 	Language    string  `json:"language,omitempty" maxLength:"35" doc:"analyze the query as this language (BCP 47, e.g. en, fr); absent: as every language of the documents" jsonschema:"analyze the query as this language (e.g. en, fr); absent: as every language of the documents"`
 	Conjunctive bool    `json:"conjunctive,omitempty" doc:"require every query term in the bm25 leg" jsonschema:"require every query term in the bm25 leg"`
 	Rerank      bool    `json:"rerank,omitempty" doc:"reorder the k hits with the server's reranker (escurel serve --rerank); refused when it has none" jsonschema:"reorder the k hits with the server's reranker; refused when it has none"`
+	Filter      string  `json:"filter,omitempty" maxLength:"4096" doc:"keep to documents whose metadata match, applied inside each leg before ranking, e.g. product = \"api\" and version >= 2 and folder ^= \"/docs/\" and not draft (operators = != < <= > >= ^= in exists, and or not)" jsonschema:"keep to documents whose metadata match, applied before ranking, e.g. product = \"api\" and version >= 2 and not draft (operators = != < <= > >= ^= in exists, and or not)"`
 }
 
 // SearchOutput is a search's answer.
@@ -163,6 +164,10 @@ func (sv *service) search(ctx context.Context, clearance string, in *SearchInput
 			return nil, &FieldError{"language", err.Error(), in.Language}
 		}
 	}
+	filter, err := index.ParseFilter(in.Filter)
+	if err != nil {
+		return nil, &FieldError{"filter", err.Error(), in.Filter}
+	}
 	mode := in.Mode
 	if mode == "" {
 		mode = sv.ix.DefaultMode()
@@ -202,6 +207,7 @@ func (sv *service) search(ctx context.Context, clearance string, in *SearchInput
 		Conjunctive: in.Conjunctive,
 		Reranker:    reranker,
 		Language:    in.Language,
+		Filter:      filter,
 	})
 	if errors.Is(err, index.ErrEmbedder) && ctx.Err() == nil {
 		sv.embedDown.Store(time.Now().UnixNano())

@@ -55,7 +55,7 @@ func (c *DocumentsCommand) Run(ctx context.Context, args []string) error {
 		return c.printJSON(ctx, ix, opts, withheld)
 	}
 	w := tabwriter.NewWriter(c.m.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "DOC ID\tSOURCE\tTITLE\tTYPE\tSENSITIVITY\tSTATUS\tBLOCKS\tBYTES\tINGESTED\n")
+	fmt.Fprintf(w, "DOC ID\tSOURCE\tTITLE\tTYPE\tSENSITIVITY\tSTATUS\tBLOCKS\tBYTES\tINGESTED\tMETA\n")
 	var failed []index.DocumentInfo
 	n := 0
 	for d, err := range ix.ListDocuments(ctx, opts) {
@@ -64,8 +64,8 @@ func (c *DocumentsCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 		n++
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", d.DocID, shown(d.Source, false), shown(snippet(d.Title, 40), false), d.MediaType, d.Sensitivity,
-			d.Status, d.Blocks, d.Bytes, d.IngestedAt.Format(time.RFC3339))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", d.DocID, shown(d.Source, false), shown(snippet(d.Title, 40), false), d.MediaType, d.Sensitivity,
+			d.Status, d.Blocks, d.Bytes, d.IngestedAt.Format(time.RFC3339), shown(snippet(string(d.Meta), 80), false))
 		if d.Status == index.StatusFailed {
 			failed = append(failed, d)
 		}

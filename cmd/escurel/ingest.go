@@ -35,6 +35,8 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) (err error) {
 	lang := fs.String("lang", "", "language of documents without front-matter lang (default en)")
 	sens := fs.String("sensitivity", "", "public, internal or restricted, for documents without front-matter sensitivity (default public)")
 	maxBytes := fs.Int64("max-file-bytes", index.DefaultMaxFileBytes, "size cap of a file; a larger one is recorded as failed, unread")
+	var metaArgs metaFlag
+	fs.Var(&metaArgs, "meta", "key=value metadata of every file, over its front matter (repeatable; a key repeated is a list; --meta= clears)")
 	args, err = c.m.parse(fs, args)
 	if err != nil {
 		return err
@@ -56,6 +58,10 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) (err error) {
 	}
 	if *maxBytes <= 0 {
 		return usageError("ingest: --max-file-bytes %d: want a positive number of bytes", *maxBytes)
+	}
+	meta, err := metaArgs.meta()
+	if err != nil {
+		return usageError("ingest: --meta: %v", err)
 	}
 	for i, p := range args { // before the index exists: a typo creates nothing
 		if _, err := os.Stat(c.m.abs(p)); err != nil {
@@ -90,7 +96,7 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) (err error) {
 			return err
 		}
 	}
-	iopts := index.IngestOptions{Language: *lang, Sensitivity: *sens, MaxFileBytes: *maxBytes}
+	iopts := index.IngestOptions{Language: *lang, Sensitivity: *sens, MaxFileBytes: *maxBytes, Meta: meta}
 	// On a terminal, a progress bar, and the failures after it; elsewhere
 	// each failure as it happens.
 	var bar *pb.ProgressBar
@@ -111,7 +117,7 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) (err error) {
 			fmt.Fprintf(c.m.Stderr, "escurel: ingest: %s\n", shown(fr.Err.Error(), true))
 		}
 	}
-	total := sum.Added + sum.Replaced + sum.Unchanged + len(sum.Failed)
+	total := sum.Added + sum.Replaced + sum.Unchanged + sum.MetaUpdated + len(sum.Failed)
 	if err != nil {
 		if total > 0 {
 			fmt.Fprintf(c.m.Stdout, "stopped after %d files (%d added, %d replaced, %d unchanged, %d failed); what they wrote is committed\n",
@@ -119,8 +125,12 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) (err error) {
 		}
 		return err
 	}
-	fmt.Fprintf(c.m.Stdout, "%s into %s: %d added, %d replaced, %d unchanged, %d failed; %s written, %.1f MB in %.2fs\n",
-		plural(total, "file", "files"), ix.Path(), sum.Added, sum.Replaced, sum.Unchanged, len(sum.Failed), plural(sum.Blocks, "block", "blocks"),
+	unchanged := fmt.Sprintf("%d unchanged", sum.Unchanged)
+	if sum.MetaUpdated > 0 {
+		unchanged += fmt.Sprintf(", %d metadata updated", sum.MetaUpdated)
+	}
+	fmt.Fprintf(c.m.Stdout, "%s into %s: %d added, %d replaced, %s, %d failed; %s written, %.1f MB in %.2fs\n",
+		plural(total, "file", "files"), ix.Path(), sum.Added, sum.Replaced, unchanged, len(sum.Failed), plural(sum.Blocks, "block", "blocks"),
 		float64(sum.Bytes)/1e6, sum.Elapsed.Seconds())
 	c.formats(sum)
 	if len(sum.Textless) > 0 {
@@ -238,3 +248,32 @@ func echo(query string) string {
 
 // maxEcho is how many bytes of a query output quotes.
 const maxEcho = 200
+
+// metaFlag collects --meta key=value arguments.
+type metaFlag struct {
+	args []string
+	set  bool
+}
+
+func (f *metaFlag) String() string { return strings.Join(f.args, " ") }
+
+func (f *metaFlag) Set(v string) error {
+	f.set = true
+	if v != "" {
+		f.args = append(f.args, v)
+	}
+	return nil
+}
+
+// meta returns the metadata given: nil without --meta (documents keep
+// theirs), empty with only --meta= (clear).
+func (f *metaFlag) meta() (map[string]any, error) {
+	if !f.set {
+		return nil, nil
+	}
+	m, err := index.ParseMetaArgs(f.args)
+	if m == nil && err == nil {
+		m = map[string]any{}
+	}
+	return m, err
+}

@@ -35,6 +35,7 @@ func (c *SearchCommand) Run(ctx context.Context, args []string) error {
 	alpha := fs.Float64("alpha", 0, "weight of the dense leg in fusion, in (0, 1] (default 0.5)")
 	depth := fs.Int("depth", 0, "candidates per leg in hybrid mode (default 100)")
 	explain := fs.Bool("explain", false, "show each leg's rank and score for every hit")
+	filter := fs.String("filter", "", `keep to documents whose metadata match, e.g. 'product = "api" and version >= 2' (see README)`)
 	rr := c.m.rerankFlags(fs)
 	args, err := c.m.parse(fs, args)
 	if err != nil {
@@ -50,6 +51,10 @@ func (c *SearchCommand) Run(ctx context.Context, args []string) error {
 		return usageError("search: --depth %d: want 0 to %d", *depth, index.MaxDepth)
 	}
 	query := strings.Join(args, " ")
+	f, err := index.ParseFilter(*filter)
+	if err != nil {
+		return usageError("search: --filter: %v", err)
+	}
 	reranker, err := rr.reranker()
 	if err != nil {
 		return usageError("search: %v", err)
@@ -60,7 +65,7 @@ func (c *SearchCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer c.m.closeIndex(ix)
 	hits, err := ix.Search(ctx, query, &index.SearchOptions{K: *k, Clearance: *clearance, Conjunctive: *and, Language: *lang,
-		Mode: *mode, Fusion: *fusion, Alpha: *alpha, Depth: *depth, Explain: *explain, Reranker: reranker})
+		Mode: *mode, Fusion: *fusion, Alpha: *alpha, Depth: *depth, Explain: *explain, Reranker: reranker, Filter: f})
 	if err != nil {
 		return err
 	}

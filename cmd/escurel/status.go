@@ -68,6 +68,12 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	// Metadata keys of the documents the clearance may see: a key only
+	// documents above it have is not named.
+	metaKeys, err := ix.MetaKeys(ctx, *clearance)
+	if err != nil {
+		return err
+	}
 	var textlessDocs []index.TextlessDocument
 	if *textless {
 		if textlessDocs, err = ix.TextlessDocuments(ctx); err != nil {
@@ -83,7 +89,8 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 			FailedWithheld    int                      `json:"failed_withheld"`
 			TextlessDocuments []index.TextlessDocument `json:"textless_documents_list,omitempty"`
 			Reclaimable       *index.Reclaimable       `json:"reclaimable,omitempty"`
-		}{st, failed, withheld, textlessDocs, reclaim})
+			MetaKeys          map[string]int           `json:"meta_keys"`
+		}{st, failed, withheld, textlessDocs, reclaim, metaKeys})
 	}
 	m := st.Manifest
 	w := tabwriter.NewWriter(c.m.Stdout, 0, 0, 2, ' ', 0)
@@ -110,6 +117,9 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(w, "\tdocuments read by older extractors (%s): run escurel rebuild to read them again\n", strings.Join(st.StaleExtractors, ", "))
 	}
 	fmt.Fprintf(w, "blocks\t%d\n", st.Blocks)
+	if line := metaKeysLine(metaKeys); line != "" {
+		fmt.Fprintf(w, "metadata keys\t%s\n", line)
+	}
 	if st.TextlessPages > 0 {
 		fmt.Fprintf(w, "pages without text\t%d in %s (scanned; escurel status --textless lists them)\n",
 			st.TextlessPages, plural(int(st.TextlessDocuments), "document", "documents"))
@@ -168,4 +178,28 @@ func orPublic(clearance string) string {
 		return index.Public
 	}
 	return clearance
+}
+
+// metaKeysLine lists metadata keys with their document counts, most
+// common first, built-in fields (which every document has) left out.
+func metaKeysLine(keys map[string]int) string {
+	builtin := map[string]bool{index.MetaSource: true, index.MetaMediaType: true, index.MetaLanguage: true,
+		index.MetaTitle: true, index.MetaIngestedAt: true, index.MetaFolder: true}
+	var names []string
+	for k := range keys {
+		if !builtin[k] {
+			names = append(names, k)
+		}
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if keys[names[i]] != keys[names[j]] {
+			return keys[names[i]] > keys[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = fmt.Sprintf("%s (%d)", shown(k, false), keys[k])
+	}
+	return strings.Join(parts, ", ")
 }

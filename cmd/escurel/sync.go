@@ -31,6 +31,8 @@ func (c *SyncCommand) Run(ctx context.Context, args []string) error {
 	sens := fs.String("sensitivity", "", "public, internal or restricted, for documents without front-matter sensitivity (default: the document's, public for a new one)")
 	maxBytes := fs.Int64("max-file-bytes", index.DefaultMaxFileBytes, "size cap of a file; a larger one is recorded as failed, unread")
 	dryRun := fs.Bool("dry-run", false, "print the plan and change nothing")
+	var metaArgs metaFlag
+	fs.Var(&metaArgs, "meta", "key=value metadata of every file, over its front matter (repeatable; a key repeated is a list; --meta= clears)")
 	allowDeleteAll := fs.Bool("allow-delete-all", false, "allow deleting every document under a directory that is missing or holds no file")
 	args, err := c.m.parse(fs, args)
 	if err != nil {
@@ -70,7 +72,11 @@ func (c *SyncCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	defer c.m.closeIndex(ix)
-	so := &index.SyncOptions{IngestOptions: index.IngestOptions{Language: *lang, Sensitivity: *sens, MaxFileBytes: *maxBytes},
+	meta, err := metaArgs.meta()
+	if err != nil {
+		return usageError("sync: --meta: %v", err)
+	}
+	so := &index.SyncOptions{IngestOptions: index.IngestOptions{Language: *lang, Sensitivity: *sens, MaxFileBytes: *maxBytes, Meta: meta},
 		DryRun: *dryRun, AllowDeleteAll: *allowDeleteAll}
 	var bar *pb.ProgressBar
 	if f, ok := c.m.Stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
@@ -89,8 +95,12 @@ func (c *SyncCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	in := sum.Ingest
-	fmt.Fprintf(c.m.Stdout, "synced into %s: %d added, %d replaced, %d unchanged, %d failed, %d deleted; %s written in %.2fs\n",
-		ix.Path(), in.Added, in.Replaced, in.Unchanged+sum.Plan.Unchanged, len(in.Failed), len(sum.Deleted),
+	unchanged := fmt.Sprintf("%d unchanged", in.Unchanged+sum.Plan.Unchanged)
+	if in.MetaUpdated > 0 {
+		unchanged += fmt.Sprintf(", %d metadata updated", in.MetaUpdated)
+	}
+	fmt.Fprintf(c.m.Stdout, "synced into %s: %d added, %d replaced, %s, %d failed, %d deleted; %s written in %.2fs\n",
+		ix.Path(), in.Added, in.Replaced, unchanged, len(in.Failed), len(sum.Deleted),
 		plural(in.Blocks, "block", "blocks"), sum.Elapsed.Seconds())
 	if len(in.Failed) > 0 {
 		return errFailed

@@ -15,6 +15,7 @@ package dense
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"runtime"
 	"sort"
 	"sync"
@@ -109,6 +110,21 @@ const minShard = 4096
 // ordered by block id. q must have Dim() components; a zero q matches
 // nothing (it has no direction), so the result is empty.
 func (ix *Index) Search(ctx context.Context, q []float32, k int, maxLevel uint8) ([]Hit, error) {
+	return ix.SearchAllowed(ctx, q, k, maxLevel, nil, 0)
+}
+
+// prefilterRatio: a filter that allows fewer than one vector in this many
+// is searched by scoring only the allowed blocks (a prefilter); a wider
+// one by the full scan, skipping the others.
+const prefilterRatio = 16
+
+// SearchAllowed is Search among the blocks of allowed, a bitmap by block
+// id (block b is bit b%64 of allowed[b/64]; beyond its length, none) of
+// which n are set; nil allows every block. When n is small against the
+// vectors held, only the allowed blocks are scored; otherwise the scan
+// skips the others. Either way the result is exactly the k best allowed
+// blocks.
+func (ix *Index) SearchAllowed(ctx context.Context, q []float32, k int, maxLevel uint8, allowed []uint64, n int) ([]Hit, error) {
 	if len(q) != ix.dim {
 		return nil, fmt.Errorf("dense: query of %d dimensions, want %d", len(q), ix.dim)
 	}
@@ -124,10 +140,14 @@ func (ix *Index) Search(ctx context.Context, q []float32, k int, maxLevel uint8)
 	}
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	n := len(ix.ids)
-	shards := min(runtime.GOMAXPROCS(0), (n+minShard-1)/minShard)
+	if allowed != nil && n*prefilterRatio < len(ix.ids) {
+		h := ix.scanAllowed(q, k, maxLevel, allowed)
+		return h.sorted(), ctx.Err()
+	}
+	rows := len(ix.ids)
+	shards := min(runtime.GOMAXPROCS(0), (rows+minShard-1)/minShard)
 	if shards <= 1 {
-		h := ix.scan(q, k, maxLevel, 0, n)
+		h := ix.scan(q, k, maxLevel, allowed, 0, rows)
 		return h.sorted(), ctx.Err()
 	}
 	tops := make([]topK, shards)
@@ -136,7 +156,7 @@ func (ix *Index) Search(ctx context.Context, q []float32, k int, maxLevel uint8)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tops[s] = ix.scan(q, k, maxLevel, n*s/shards, n*(s+1)/shards)
+			tops[s] = ix.scan(q, k, maxLevel, allowed, rows*s/shards, rows*(s+1)/shards)
 		}()
 	}
 	wg.Wait()
@@ -152,13 +172,42 @@ func (ix *Index) Search(ctx context.Context, q []float32, k int, maxLevel uint8)
 	return all.sorted(), nil
 }
 
-// scan scores rows [from, to) and keeps the best k.
-func (ix *Index) scan(q []float32, k int, maxLevel uint8, from, to int) topK {
+// scanAllowed scores the allowed blocks that have a vector, by their
+// positions, and keeps the best k.
+func (ix *Index) scanAllowed(q []float32, k int, maxLevel uint8, allowed []uint64) topK {
+	t := topK{h: make([]Hit, 0, min(k, 1024))}
+	d := ix.dim
+	for w, word := range allowed {
+		for word != 0 {
+			id := int64(w*64 + bits.TrailingZeros64(word))
+			word &= word - 1
+			i, ok := ix.pos[id]
+			if !ok || ix.levels[i] > maxLevel {
+				continue
+			}
+			s := float64(dot(q, ix.vecs[i*d:(i+1)*d]))
+			if len(t.h) == k && s < t.h[0].Score {
+				continue
+			}
+			t.push(Hit{Block: id, Score: s}, k)
+		}
+	}
+	return t
+}
+
+// scan scores rows [from, to) of allowed blocks (nil: all) and keeps the
+// best k.
+func (ix *Index) scan(q []float32, k int, maxLevel uint8, allowed []uint64, from, to int) topK {
 	t := topK{h: make([]Hit, 0, min(k, to-from))} // k may be far beyond the rows
 	d := ix.dim
 	for i := from; i < to; i++ {
 		if ix.levels[i] > maxLevel {
 			continue
+		}
+		if allowed != nil {
+			if id := ix.ids[i]; int(id>>6) >= len(allowed) || allowed[id>>6]&(1<<(id&63)) == 0 {
+				continue
+			}
 		}
 		s := float64(dot(q, ix.vecs[i*d:(i+1)*d]))
 		if len(t.h) == k && s < t.h[0].Score {

@@ -120,6 +120,10 @@ type Doc struct {
 	Warnings []string
 	// Pages is the number of pages of a paged format (PDF), else 0.
 	Pages int
+	// Meta is the front matter's other keys (lower case): each value a
+	// string (a date is a string in date or RFC 3339 form), float64, bool,
+	// or []any of those. nil when there are none.
+	Meta map[string]any
 }
 
 // Heading is a section heading. Headings inside lists, block quotes or code

@@ -3,10 +3,12 @@ package extract
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"gopkg.in/yaml.v3"
@@ -39,6 +41,12 @@ import (
 // "Sensitivity: restricted" as the first line). A sensitivity-like line in
 // the body, past the first block, is text. A title or lang key that is
 // misspelled is reported in Doc.Warnings.
+//
+// Every other top-level key whose value is a scalar (YAML string, number,
+// boolean, timestamp; TOML string, number, boolean, date) or, in YAML, a
+// list of scalars is metadata (Doc.Meta), its key lower-cased; other
+// values, and keys that are not metadata keys, are reported in
+// Doc.Warnings.
 
 // Sensitivity levels front matter may declare (package index's Public,
 // Internal and Restricted).
@@ -48,6 +56,111 @@ var sensitivityLevels = map[string]bool{"public": true, "internal": true, "restr
 type frontMatter struct {
 	Title, Lang, Sensitivity string
 	Warnings                 []string
+	Meta                     map[string]any // see Doc.Meta
+}
+
+// metaKey is the form of a metadata key: lower case letters, digits, _, -
+// and ., starting with a letter or _.
+var metaKey = regexp.MustCompile(`^[a-z_][a-z0-9_.-]*$`)
+
+// builtinKeys are metadata keys escurel sets itself (package index's
+// built-in fields); front matter does not set them.
+var builtinKeys = map[string]bool{"source": true, "media_type": true, "language": true, "title": true, "ingested_at": true, "folder": true,
+	"lang": true, "sensitivity": true}
+
+// addMeta records a front-matter key's value as metadata, or warns why
+// it is not: a key escurel sets itself, a key outside metaKey, a value
+// that is neither a scalar nor a list of scalars.
+func (fm *frontMatter) addMeta(n int, key string, v any, ok bool) {
+	name := strings.ToLower(strings.TrimSpace(key))
+	switch {
+	case builtinKeys[name]:
+		return
+	case !metaKey.MatchString(name):
+		fm.Warnings = append(fm.Warnings, fmt.Sprintf("front matter line %d: key %q is not metadata: a key is letters, digits, _, - and ., starting with a letter or _", n, key))
+		return
+	case !ok:
+		fm.Warnings = append(fm.Warnings, fmt.Sprintf("front matter line %d: key %q is not metadata: its value is not a string, number, boolean, date or list of them", n, key))
+		return
+	}
+	if fm.Meta == nil {
+		fm.Meta = map[string]any{}
+	}
+	fm.Meta[name] = v
+}
+
+// yamlScalar returns a YAML scalar as metadata: a string, float64, bool
+// or, for a timestamp, its text (a date is a string in date form).
+func yamlScalar(n *yaml.Node) (any, bool) {
+	if n.Kind != yaml.ScalarNode {
+		return nil, false
+	}
+	switch n.Tag {
+	case "!!str", "!!timestamp":
+		return n.Value, true
+	case "!!bool":
+		var b bool
+		if err := n.Decode(&b); err != nil {
+			return nil, false
+		}
+		return b, true
+	case "!!int", "!!float":
+		var f float64
+		if err := n.Decode(&f); err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			return nil, false
+		}
+		return f, true
+	}
+	return nil, false
+}
+
+// yamlMeta returns a YAML value as metadata: a scalar, or a list of
+// scalars ([]any).
+func yamlMeta(n *yaml.Node) (any, bool) {
+	if n.Kind != yaml.SequenceNode {
+		return yamlScalar(n)
+	}
+	list := make([]any, 0, len(n.Content))
+	for _, c := range n.Content {
+		v, ok := yamlScalar(c)
+		if !ok {
+			return nil, false
+		}
+		list = append(list, v)
+	}
+	return list, true
+}
+
+// tomlScalar reads a TOML string, boolean, number or date as metadata.
+func tomlScalar(v string) (any, bool) {
+	if s, ok := tomlString(v); ok {
+		return s, true
+	}
+	if i := strings.Index(v, " #"); i >= 0 {
+		v = strings.TrimSpace(v[:i])
+	}
+	switch v {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	if f, err := strconv.ParseFloat(strings.ReplaceAll(v, "_", ""), 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+		return f, true
+	}
+	if isDateText(v) {
+		return v, true
+	}
+	return nil, false
+}
+
+// isDateText reports whether s is a date (2006-01-02) or an RFC 3339 time.
+func isDateText(s string) bool {
+	if _, err := time.Parse("2006-01-02", s); err == nil {
+		return true
+	}
+	_, err := time.Parse(time.RFC3339Nano, s)
+	return err == nil
 }
 
 // line is one line of a document: its number (from 1), its text without
@@ -192,6 +305,8 @@ func parseYAML(text []byte, first int) (fm frontMatter, accepted int, isFM bool,
 			fm.Sensitivity, accepted = v, at(key)
 		default:
 			fm.Warnings = appendKeyWarning(fm.Warnings, at(key), key.Value)
+			v, ok := yamlMeta(val)
+			fm.addMeta(at(key), key.Value, v, ok)
 		}
 	}
 	return fm, accepted, true, nil
@@ -266,6 +381,8 @@ func parseTOML(block []line) (fm frontMatter, accepted int, err error) {
 			fm.Sensitivity, accepted = s, l.n
 		default:
 			fm.Warnings = appendKeyWarning(fm.Warnings, l.n, key)
+			v, ok := tomlScalar(strings.TrimSpace(v))
+			fm.addMeta(l.n, key, v, ok)
 		}
 	}
 	return fm, accepted, nil

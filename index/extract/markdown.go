@@ -60,7 +60,7 @@ func Markdown(name string, data []byte) (*Doc, error) {
 		return nil, err
 	}
 	doc.Title, doc.Language, doc.Sensitivity = strings.TrimSpace(fm.Title), strings.TrimSpace(fm.Lang), fm.Sensitivity
-	doc.Warnings = fm.Warnings
+	doc.Warnings, doc.Meta = fm.Warnings, fm.Meta
 
 	src := lf[bodyOff:]
 	root := markdownParser.Parse(text.NewReader(src))

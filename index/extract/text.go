@@ -27,7 +27,7 @@ func Text(name string, data []byte) (*Doc, error) {
 		return nil, err
 	}
 	text, lines := string(data), string(lf)
-	doc := &Doc{Text: text, Title: strings.TrimSpace(fm.Title), Language: strings.TrimSpace(fm.Lang), Sensitivity: fm.Sensitivity, Warnings: fm.Warnings}
+	doc := &Doc{Text: text, Title: strings.TrimSpace(fm.Title), Language: strings.TrimSpace(fm.Lang), Sensitivity: fm.Sensitivity, Warnings: fm.Warnings, Meta: fm.Meta}
 	if doc.Title == "" {
 		doc.Title = baseTitle(name)
 	}

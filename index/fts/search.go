@@ -57,6 +57,12 @@ type Query struct {
 	K           int      // hits to return
 	Params      Params
 	Conjunctive bool // every term must match (default: any term)
+	// Allowed, when not nil, is a bitmap of the blocks that may be
+	// ranked, by id (block b is bit b%64 of Allowed[b/64]; beyond its
+	// length, none): a metadata filter, applied per posting like the
+	// level. Statistics are not changed by it: a block scores as it would
+	// without the filter.
+	Allowed []uint64
 }
 
 // Hit is a ranked block.
@@ -199,6 +205,9 @@ func (ix *Index) Search(ctx context.Context, db Querier, q Query) ([]Hit, error)
 				}
 				b := &ix.blocks[post.Block]
 				if b.state != live || b.level > q.MaxLevel {
+					continue
+				}
+				if q.Allowed != nil && (int(post.Block>>6) >= len(q.Allowed) || q.Allowed[post.Block>>6]&(1<<(post.Block&63)) == 0) {
 					continue
 				}
 				var tf float64
