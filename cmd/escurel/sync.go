@@ -31,7 +31,8 @@ func (c *SyncCommand) Run(ctx context.Context, args []string) error {
 	sens := fs.String("sensitivity", "", "public, internal or restricted, for documents without front-matter sensitivity (default: the document's, public for a new one)")
 	maxBytes := fs.Int64("max-file-bytes", index.DefaultMaxFileBytes, "size cap of a file; a larger one is recorded as failed, unread")
 	dryRun := fs.Bool("dry-run", false, "print the plan and change nothing")
-	allowDeleteAll := fs.Bool("allow-delete-all", false, "allow deleting every document under a directory that is missing or holds no file")
+	allowDeleteAll := fs.Bool("allow-delete-all", false, "allow deleting every document under a directory (DIR or one below it) that is missing or holds no file")
+	allowDowngrade := fs.Bool("allow-downgrade", false, "allow --sensitivity to lower the sensitivity of documents that have a higher one")
 	args, err := c.m.parse(fs, args)
 	if err != nil {
 		return err
@@ -71,7 +72,7 @@ func (c *SyncCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer c.m.closeIndex(ix)
 	so := &index.SyncOptions{IngestOptions: index.IngestOptions{Language: *lang, Sensitivity: *sens, MaxFileBytes: *maxBytes},
-		DryRun: *dryRun, AllowDeleteAll: *allowDeleteAll}
+		DryRun: *dryRun, AllowDeleteAll: *allowDeleteAll, AllowDowngrade: *allowDowngrade}
 	var bar *pb.ProgressBar
 	if f, ok := c.m.Stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		so.Listed = func(n int) { bar = pb.New(n).SetWriter(f).Set("prefix", "sync ").Start() }
@@ -109,11 +110,18 @@ func (c *SyncCommand) printPlan(p index.SyncPlan, dryRun bool) {
 	if p.Touched > 0 {
 		touched = fmt.Sprintf(" (%d with a new time only)", p.Touched)
 	}
-	fmt.Fprintf(c.m.Stdout, "%s: add %d, change %d, delete %d, unchanged %d%s\n", what, len(p.Add), len(p.Change), len(p.Delete), p.Unchanged, touched)
+	kept := ""
+	if len(p.NotFromFiles) > 0 {
+		kept = fmt.Sprintf("; %d not from files, left alone", len(p.NotFromFiles))
+	}
+	fmt.Fprintf(c.m.Stdout, "%s: add %d, change %d, delete %d, unchanged %d%s%s\n", what, len(p.Add), len(p.Change), len(p.Delete), p.Unchanged, touched, kept)
 	for _, k := range []struct {
 		name    string
 		sources []string
-	}{{"add", p.Add}, {"change", p.Change}, {"delete", p.Delete}} {
+	}{{"add", p.Add}, {"change", p.Change}, {"delete", p.Delete},
+		{"raised", p.Raised},     // added at the level of a document with the same bytes (a renamed file)
+		{"kept", p.NotFromFiles}, // no file, but not from a file either: left alone
+	} {
 		if len(k.sources) == 0 {
 			continue
 		}
