@@ -83,10 +83,13 @@ type SyncSummary struct {
 // errors.Is.
 var ErrDeleteAll = errors.New("index: sync would delete every document under a directory")
 
-// ErrDowngrade is returned, wrapped, by Sync when SyncOptions gives a
-// Sensitivity lower than that of a document under a directory, and
-// SyncOptions.AllowDowngrade is not set. Match it with errors.Is.
-var ErrDowngrade = errors.New("index: sync would lower the sensitivity of documents")
+// ErrDowngrade is returned, wrapped, when a change would lower the
+// sensitivity of documents: by Sync when SyncOptions gives a Sensitivity
+// lower than that of a document under a directory and
+// SyncOptions.AllowDowngrade is not set; by Rollback and Index.Rollback,
+// even with Force, for a generation whose rows rank a document below its
+// record. Match it with errors.Is.
+var ErrDowngrade = errors.New("index: would lower the sensitivity of documents")
 
 // Sync makes the documents under each directory in dirs what the files
 // there are now: it ingests the files that are new or changed, as
