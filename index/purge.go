@@ -82,9 +82,12 @@ func (r *PurgeResult) Reclaimed() int64 { return r.BlobBytes + r.DroppedBytes - 
 //
 // It holds writes back until the new generation is live; searches go on.
 // An error before the purge's mark leaves the old generation live with the
-// documents deleted (not erased: Purge again); after it, the directory
-// serves the new generation (a later Open finishes a publish that a crash
-// interrupted), and the error says what is left.
+// documents deleted (not erased: Purge again) and the purge recorded as
+// unfinished (layout's PURGING): until a Purge finishes, no older
+// generation becomes live again, even by a forced Rollback. After the
+// mark, the directory serves the new generation (a later Open finishes a
+// publish that a crash interrupted, and removes the older generations a
+// crash or a cancellation left), and the error says what is left.
 func (ix *Index) Purge(ctx context.Context, names ...string) (*PurgeResult, error) {
 	start := time.Now()
 	res := &PurgeResult{}
@@ -114,6 +117,12 @@ func (ix *Index) purgeLive(ctx context.Context, res *PurgeResult, names []string
 	s, err := ix.live()
 	if err != nil {
 		return nil, err
+	}
+	// The intent first: should the purge stop between its deletes and its
+	// mark (a crash, a full disk), no generation older than the live one,
+	// which holds the documents' text, becomes live again, even forced.
+	if err := ix.layout.BeginPurge(s.gen, ix.cfg.now()); err != nil {
+		return nil, fmt.Errorf("purge: %w", err)
 	}
 	done, _, err := s.deleteDocs(ctx, names...)
 	res.Documents = done

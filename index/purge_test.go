@@ -219,3 +219,62 @@ func TestGCDuringIngestReusingOrphan(t *testing.T) {
 		t.Fatalf("verify: %+v, %v", v, err)
 	}
 }
+
+// A purge that stopped between its deletes and its mark (a crash): the
+// directory records it as unfinished, and no rollback, even forced,
+// serves a generation older than the one live when it began; a Purge
+// that finishes clears the record.
+func TestUnfinishedPurgeRefusesRollback(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix, err := Open(ctx, dir, &Options{Embedder: embed.None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.Ingest(ctx, Input{Source: "/secret.md", Data: []byte("# S\n\nzqsecret\n")}); err != nil {
+		t.Fatal(err)
+	}
+	// A second generation (a copy), so that there is one to roll back to.
+	gen, err := ix.layout.NewGeneration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.writeMu.Lock()
+	err = ix.cur.Load().copyTo(ctx, ix.layout.GenerationPath(gen))
+	ix.writeMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.layout.Publish(gen); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := ix.cur.Load()
+	if err := ix.layout.BeginPurge(s.gen, time.Now()); err != nil { // as Purge does, then "crashes" after its delete
+		t.Fatal(err)
+	}
+	if _, err := ix.Delete(ctx, "/secret.md"); err != nil {
+		t.Fatal(err)
+	}
+	for _, force := range []bool{false, true} {
+		if _, _, err := ix.Rollback(ctx, &RollbackOptions{Force: force}); !errors.Is(err, ErrPurged) {
+			t.Fatalf("live rollback, force %v, during an unfinished purge: %v, want ErrPurged", force, err)
+		}
+	}
+	ix.Close()
+	if _, _, err := Rollback(ctx, dir, &RollbackOptions{Force: true}); !errors.Is(err, ErrPurged) {
+		t.Fatalf("forced rollback after an unfinished purge: %v, want ErrPurged", err)
+	}
+	if ix, err = Open(ctx, dir, &Options{Embedder: embed.None}); err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if _, err := ix.Purge(ctx, "/secret.md"); err == nil {
+		t.Fatal("purge again: want the error naming the already deleted document")
+	}
+	if _, err := os.Stat(filepath.Join(dir, layout.PurgingName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("PURGING after a finished purge: %v", err)
+	}
+}
