@@ -143,6 +143,9 @@ type fileEntry struct {
 	size  int64
 	mtime int64 // modification time, nanoseconds since the Unix epoch
 	err   error // why the file cannot be ingested, found while listing
+	// sensitivity, when not "", replaces the options' (Sync sets it for a
+	// file whose bytes a more sensitive document holds).
+	sensitivity string
 }
 
 // listFiles expands paths into the files to ingest, in order, each once.
@@ -266,7 +269,7 @@ func (ix *Index) ingestFileBatch(ctx context.Context, files []fileEntry, opts In
 		if out[i].Err = f.err; f.err != nil {
 			continue
 		}
-		in := input{Input: Input{Source: filepath.ToSlash(f.real), Name: filepath.Base(f.real), Language: opts.Language, Sensitivity: opts.Sensitivity,
+		in := input{Input: Input{Source: filepath.ToSlash(f.real), Name: filepath.Base(f.real), Language: opts.Language, Sensitivity: firstNonEmpty(f.sensitivity, opts.Sensitivity),
 			Meta: opts.Meta}, size: f.size, mtime: f.mtime}
 		data, err := readFile(f, opts.MaxFileBytes)
 		switch {

@@ -65,6 +65,11 @@ func (ix *Index) GC(ctx context.Context, opts *GCOptions) (*GCResult, error) {
 	}
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
+	return ix.gcLocked(ctx, opts, minAge)
+}
+
+// gcLocked is GC's work; the caller holds writeMu.
+func (ix *Index) gcLocked(ctx context.Context, opts *GCOptions, minAge time.Duration) (*GCResult, error) {
 	if _, err := ix.live(); err != nil {
 		return nil, err
 	}
@@ -73,6 +78,12 @@ func (ix *Index) GC(ctx context.Context, opts *GCOptions) (*GCResult, error) {
 	orphans, err := ix.orphans(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("gc: %w", err)
+	}
+	if !opts.DryRun {
+		// An ingest that found one of these blobs stored prepares again
+		// (MinAge alone does not spare a blob an ingest re-uses: it is not
+		// written again, so its time stays old).
+		defer ix.blobsGone.Add(1)
 	}
 	for _, b := range orphans {
 		if young(b.ModTime) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/internal/layout"
@@ -16,7 +17,9 @@ type RollbackOptions struct {
 	// refused. A document deleted or made restricted since that generation
 	// was built would otherwise be served again as it was.
 	Blobs *blobstore.Store
-	// Force rolls back although the generation does not verify.
+	// Force rolls back although the generation does not verify; never
+	// to one that ranks a document below its record's sensitivity
+	// (ErrDowngrade).
 	Force bool
 }
 
@@ -25,7 +28,10 @@ type RollbackOptions struct {
 // index open; a process that has it open switches with Index.Reload. The
 // generation rolled back from stays on disk until the next rebuild removes
 // it. A generation older than the last Purge is refused, with or without
-// Force, by an error wrapping ErrPurged that says when the purge happened.
+// Force, by an error wrapping ErrPurged that says when the purge happened;
+// so is, by an error wrapping ErrDowngrade, a generation whose rows give a
+// document a lower sensitivity than its record (opts.Blobs', or the
+// directory's own store): Force overrides staleness, never a downgrade.
 func Rollback(ctx context.Context, dir string, opts *RollbackOptions) (from, to string, err error) {
 	if opts == nil {
 		opts = &RollbackOptions{}
@@ -52,21 +58,94 @@ func Rollback(ctx context.Context, dir string, opts *RollbackOptions) (from, to 
 	if !ok {
 		return "", "", fmt.Errorf("rollback %s: no generation older than %s; nothing to roll back to", dir, from)
 	}
-	if opts.Blobs != nil && !opts.Force {
-		ix, err := openIndex(ctx, d, to, &Options{Blobs: opts.Blobs}, false)
-		if err != nil {
-			return "", "", fmt.Errorf("rollback %s to %s: %w", dir, to, err)
-		}
-		v, err := ix.Verify(ctx, &VerifyOptions{SkipOrphans: true})
-		ix.Close()
-		if err != nil {
-			return "", "", fmt.Errorf("rollback %s to %s: %w", dir, to, err)
-		}
-		if !v.OK() {
-			return "", "", &StaleError{Dir: dir, Generation: to, Changed: append(v.RowsWithoutRecords, v.RecordsWithoutRows...)}
-		}
+	// Even with Force, a generation that ranks a document below its
+	// record's sensitivity is refused: Force overrides staleness, never a
+	// downgrade. Without Blobs, the directory's own store is read.
+	ix, err := openIndex(ctx, d, to, &Options{Blobs: opts.Blobs}, false)
+	if err != nil {
+		return "", "", fmt.Errorf("rollback %s to %s: %w", dir, to, err)
+	}
+	err = ix.checkRollbackTo(ctx, opts.Force || opts.Blobs == nil)
+	ix.Close()
+	if err != nil {
+		return "", "", err
 	}
 	return from, to, d.Publish(to)
+}
+
+// checkRollbackTo checks the live generation of ix, one a rollback would
+// make live: no row below its record's sensitivity (ErrDowngrade, even
+// with force), and, unless force, that it verifies against the records
+// (*StaleError).
+func (ix *Index) checkRollbackTo(ctx context.Context, force bool) error {
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	s, err := ix.live()
+	if err != nil {
+		return err
+	}
+	return s.checkRollbackTo(ctx, ix.dir, force)
+}
+
+// checkRollbackTo is Index.checkRollbackTo on the state s of the
+// generation a rollback would make live; the caller holds writeMu.
+func (s *state) checkRollbackTo(ctx context.Context, dir string, force bool) error {
+	recs, err := s.blobs.Records(ctx)
+	if err != nil {
+		return fmt.Errorf("rollback %s to %s: %w", dir, s.gen, err)
+	}
+	levels := map[string]uint8{}
+	for _, r := range recs {
+		l, ok := knownLevel(r.Sensitivity)
+		if !ok {
+			l = math.MaxUint8 // unknown: every row is below it (fail closed)
+		}
+		levels[r.DocID] = l
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT doc_id, source, sensitivity FROM documents ORDER BY source`)
+	if err != nil {
+		return fmt.Errorf("rollback %s to %s: %w", dir, s.gen, err)
+	}
+	var down []string
+	for rows.Next() {
+		var id, src, sens string
+		if err := rows.Scan(&id, &src, &sens); err != nil {
+			rows.Close()
+			return fmt.Errorf("rollback %s to %s: %w", dir, s.gen, err)
+		}
+		rl, ok := levels[id]
+		if l, known := knownLevel(sens); ok && (!known || l < rl) {
+			down = append(down, src)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("rollback %s to %s: %w", dir, s.gen, err)
+	}
+	if len(down) > 0 {
+		return fmt.Errorf("rollback %s to %s: refused, even with force: it ranks %d documents below the sensitivity their records have now (first: %s), and would serve them to callers without clearance; rebuild instead: %w",
+			dir, s.gen, len(down), down[0], ErrDowngrade)
+	}
+	if force {
+		return nil
+	}
+	v, err := s.verify(ctx, &VerifyOptions{SkipOrphans: true, Records: recs})
+	if err != nil {
+		return fmt.Errorf("rollback %s to %s: %w", dir, s.gen, err)
+	}
+	if !v.OK() {
+		return &StaleError{Dir: dir, Generation: s.gen, Changed: append(v.RowsWithoutRecords, v.RecordsWithoutRows...)}
+	}
+	return nil
+}
+
+// knownLevel is level, and whether s is a sensitivity escurel knows.
+func knownLevel(s string) (uint8, bool) {
+	switch s {
+	case Public, Internal, Restricted:
+		return level(s), true
+	}
+	return 0, false
 }
 
 // checkRollback refuses a rollback to generation to ("" when none is

@@ -122,10 +122,16 @@ type Index struct {
 	ownBlobs bool // Close closes the blob store
 	cfg      config
 
-	writeMu sync.Mutex            // one writer; see the locking rules
-	stale   string                // guarded by writeMu: a published generation this process failed to switch to
-	cur     atomic.Pointer[state] // the live generation's state; nil once closed
-	states  sync.WaitGroup        // one count per state not yet closed
+	writeMu sync.Mutex // one writer; see the locking rules
+	stale   string     // guarded by writeMu: a published generation this process failed to switch to
+	// blobsGone counts the removals of blobs (Purge, GC), each added under
+	// writeMu after its last blob is deleted. An ingest reads it before it
+	// uploads its blobs without the lock, and prepares again when it
+	// changed by the time it holds writeMu: a blob it found already stored
+	// (not written again) may be gone.
+	blobsGone atomic.Uint64
+	cur       atomic.Pointer[state] // the live generation's state; nil once closed
+	states    sync.WaitGroup        // one count per state not yet closed
 }
 
 // config is what every state of an Index shares.

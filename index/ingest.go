@@ -247,13 +247,14 @@ func (ix *Index) ingest(ctx context.Context, ins []input) (res []Result, errs []
 		if err != nil {
 			return nil, nil, err
 		}
+		gone := ix.blobsGone.Load()
 		b, err := s.prepareBatch(ctx, ins)
 		if err != nil {
 			s.unref()
 			return b.res, b.errs, err
 		}
 		ix.writeMu.Lock()
-		ok := ix.cur.Load() == s
+		ok := ix.cur.Load() == s && ix.blobsGone.Load() == gone // else a blob the batch found stored may be gone
 		if ok && ix.stale != "" {
 			_, err = ix.live() // says why no write is taken
 			ok = false

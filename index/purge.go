@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/internal/layout"
 )
 
@@ -27,8 +26,10 @@ var ErrPurged = layout.ErrPurged
 type PurgeResult struct {
 	// Documents are the doc ids deleted.
 	Documents []string `json:"documents"`
-	// Blobs are the blob ids removed: those of the deleted documents that
-	// no other record names. BlobBytes is their size.
+	// Blobs are the blob ids removed: every blob that no record and no
+	// document row names (the deleted documents', unless another document
+	// holds the same bytes; their older versions'; those of documents
+	// deleted before). BlobBytes is their size.
 	Blobs     []string `json:"blobs"`
 	BlobBytes int64    `json:"blob_bytes"`
 	// Generation is the new live generation: the live database written
@@ -53,8 +54,10 @@ func (r *PurgeResult) Reclaimed() int64 { return r.BlobBytes + r.DroppedBytes - 
 // Purge deletes documents as Delete does (named by doc id or source) and
 // erases every copy of their text that escurel keeps:
 //
-//   - their records, and each raw blob that no other record (nor any
-//     document row) names; a blob shared with another document stays;
+//   - their records, and every raw blob that no record (nor any
+//     document row) names: their current and older versions, and those
+//     of documents deleted before; a blob shared with another document
+//     stays;
 //   - their rows, then the full-text index compacted, so that its
 //     dictionary keeps no term only they had, and the vectors of their
 //     blocks in every embedding set;
@@ -79,9 +82,12 @@ func (r *PurgeResult) Reclaimed() int64 { return r.BlobBytes + r.DroppedBytes - 
 //
 // It holds writes back until the new generation is live; searches go on.
 // An error before the purge's mark leaves the old generation live with the
-// documents deleted (not erased: Purge again); after it, the directory
-// serves the new generation (a later Open finishes a publish that a crash
-// interrupted), and the error says what is left.
+// documents deleted (not erased: Purge again) and the purge recorded as
+// unfinished (layout's PURGING): until a Purge finishes, no older
+// generation becomes live again, even by a forced Rollback. After the
+// mark, the directory serves the new generation (a later Open finishes a
+// publish that a crash interrupted, and removes the older generations a
+// crash or a cancellation left), and the error says what is left.
 func (ix *Index) Purge(ctx context.Context, names ...string) (*PurgeResult, error) {
 	start := time.Now()
 	res := &PurgeResult{}
@@ -112,14 +118,20 @@ func (ix *Index) purgeLive(ctx context.Context, res *PurgeResult, names []string
 	if err != nil {
 		return nil, err
 	}
-	done, recs, err := s.deleteDocs(ctx, names...)
+	// The intent first: should the purge stop between its deletes and its
+	// mark (a crash, a full disk), no generation older than the live one,
+	// which holds the documents' text, becomes live again, even forced.
+	if err := ix.layout.BeginPurge(s.gen, ix.cfg.now()); err != nil {
+		return nil, fmt.Errorf("purge: %w", err)
+	}
+	done, _, err := s.deleteDocs(ctx, names...)
 	res.Documents = done
 	if errors.Is(err, errNoDocument) {
 		missing = fmt.Errorf("purge: %w", err)
 	} else if err != nil {
 		return nil, fmt.Errorf("purge: %w", err)
 	}
-	if err := s.purgeBlobs(ctx, recs, res); err != nil {
+	if err := ix.purgeBlobs(ctx, s, res); err != nil {
 		return nil, err
 	}
 	if err := s.eraseDerived(ctx); err != nil {
@@ -155,26 +167,28 @@ func (ix *Index) purgeLive(ctx context.Context, res *PurgeResult, names []string
 	return missing, nil
 }
 
-// purgeBlobs removes the blobs of recs that no record and no document row
-// names any more.
-func (ix *state) purgeBlobs(ctx context.Context, recs []*blobstore.Record, res *PurgeResult) error {
-	cand := map[string]bool{}
-	for _, r := range recs {
-		if r.BlobID != "" {
-			cand[r.BlobID] = true
-		}
-	}
-	if len(cand) == 0 {
-		return nil
-	}
+// purgeBlobs removes every orphan blob: each blob that no record and no
+// document row names. That is more than the blobs of recs: the older
+// versions of the purged documents (a version edited to drop a secret),
+// and the blobs of documents deleted earlier (a Purge after a Delete, or
+// again after a failed Purge), which no record names any more either.
+//
+// No orphan is spared for its age (GC's MinAge), and that is safe: the
+// caller holds writeMu, so no record is stored meanwhile, and an ingest
+// that uploaded (or found already stored) its blobs without the lock
+// before this prepares again and uploads them again once it holds
+// writeMu, because ix.blobsGone changes (and, once the purge switches,
+// the live state too).
+func (ix *Index) purgeBlobs(ctx context.Context, s *state, res *PurgeResult) error {
+	named := map[string]bool{}
 	all, err := ix.blobs.Records(ctx)
 	if err != nil {
-		return fmt.Errorf("purge: the documents are deleted, but their blobs were kept: %w (escurel gc removes them)", err)
+		return fmt.Errorf("purge: the documents are deleted, but their blobs were kept: %w (Purge again, or escurel gc removes them)", err)
 	}
 	for _, r := range all {
-		delete(cand, r.BlobID)
+		named[r.BlobID] = true
 	}
-	rows, err := ix.db.QueryContext(ctx, `SELECT DISTINCT blob_id FROM documents`)
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT blob_id FROM documents`)
 	if err != nil {
 		return fmt.Errorf("purge: %w", err)
 	}
@@ -184,25 +198,23 @@ func (ix *state) purgeBlobs(ctx context.Context, recs []*blobstore.Record, res *
 			rows.Close()
 			return fmt.Errorf("purge: %w", err)
 		}
-		delete(cand, id)
+		named[id] = true
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("purge: %w", err)
 	}
-	if len(cand) == 0 {
-		return nil
-	}
 	infos, err := ix.blobs.Blobs(ctx)
 	if err != nil {
 		return fmt.Errorf("purge: %w", err)
 	}
+	defer ix.blobsGone.Add(1)
 	for _, b := range infos {
-		if !cand[b.ID] {
+		if named[b.ID] {
 			continue
 		}
 		if err := ix.blobs.DeleteBlob(ctx, b.ID); err != nil {
-			return fmt.Errorf("purge: the documents are deleted, but not all their blobs: %w (escurel gc removes them)", err)
+			return fmt.Errorf("purge: the documents are deleted, but not all orphan blobs: %w (Purge again, or escurel gc removes them)", err)
 		}
 		res.Blobs = append(res.Blobs, b.ID)
 		res.BlobBytes += b.Size

@@ -4,9 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/embed"
 	"github.com/escurel/escurel/internal/layout"
 )
@@ -74,5 +80,201 @@ func TestPurgeWhileSearching(t *testing.T) {
 	res, err = ix.Purge(ctx, "/never.md")
 	if !errors.Is(err, errNoDocument) || res.Generation == "" {
 		t.Errorf("purge of an unknown name: %+v, %v", res, err)
+	}
+}
+
+// blobStored reports whether data's blob is in the index's file:// store.
+func blobStored(t *testing.T, dir string, data []byte) bool {
+	t.Helper()
+	key, err := blobstore.BlobKey(blobstore.BlobID(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = os.Stat(filepath.Join(dir, "blobs", filepath.FromSlash(key)))
+	return err == nil
+}
+
+// A purge erases every orphan blob: the older versions of the purged
+// document (one edited to drop a secret), and the blobs of documents
+// deleted before the purge; a blob another document holds stays.
+func TestPurgeErasesOrphanBlobs(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix, err := Open(ctx, dir, &Options{Embedder: embed.None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	v1 := []byte("# Memo\n\nThe password is zqhunter2.\n")
+	v2 := []byte("# Memo\n\nRedacted.\n")
+	old := []byte("# Old\n\nzqold secret deleted earlier\n")
+	shared := []byte("# Shared\n\nheld by two documents\n")
+	for _, in := range []Input{{Source: "/memo.md", Data: v1}, {Source: "/memo.md", Data: v2}, {Source: "/old.md", Data: old},
+		{Source: "/s1.md", Data: shared}, {Source: "/s2.md", Data: shared}} {
+		if _, err := ix.Ingest(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ix.Delete(ctx, "/old.md"); err != nil {
+		t.Fatal(err)
+	}
+	if !blobStored(t, dir, v1) || !blobStored(t, dir, old) {
+		t.Fatal("the orphans are not there before the purge: the test proves nothing")
+	}
+	res, err := ix.Purge(ctx, "/memo.md", "/s1.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"v1 (zqhunter2)": v1, "v2": v2, "the earlier deleted document": old} {
+		if blobStored(t, dir, data) {
+			t.Errorf("%s: its bytes are still in the blob store after the purge", name)
+		}
+	}
+	if !blobStored(t, dir, shared) {
+		t.Errorf("the blob /s2.md still holds was removed")
+	}
+	if len(res.Blobs) != 3 || res.BlobBytes != int64(len(v1)+len(v2)+len(old)) {
+		t.Errorf("purge result: blobs %v, %d bytes", res.Blobs, res.BlobBytes)
+	}
+	// A purge of a document deleted earlier erases its blob too.
+	if _, err := ix.Ingest(ctx, Input{Source: "/later.md", Data: old}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.Delete(ctx, "/later.md"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.Purge(ctx, "/later.md"); err == nil || !blobStored(t, dir, shared) {
+		t.Fatalf("purge of a deleted document: %v (want the error naming it)", err)
+	}
+	if blobStored(t, dir, old) {
+		t.Errorf("a purge after a delete left the document's blob")
+	}
+	v, err := ix.Verify(ctx, nil)
+	if err != nil || !v.OK() {
+		t.Fatalf("verify: %+v, %v", v, err)
+	}
+}
+
+// waitBlocked waits until a goroutine is inside fn and blocked on a
+// mutex.
+func waitBlocked(t *testing.T, fn string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for range 2000 {
+		n := runtime.Stack(buf, true)
+		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+			if strings.Contains(g, fn) && strings.Contains(g, "sync.(*Mutex).Lock") {
+				return
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no goroutine blocked in %s", fn)
+}
+
+// An ingest that finds its blob already stored (an old orphan, not written
+// again, so its time stays old) and then waits for the writer lock while
+// GC removes that orphan prepares again: its record never names a
+// missing blob.
+func TestGCDuringIngestReusingOrphan(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix, err := Open(ctx, dir, &Options{Embedder: embed.None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	data := []byte("# Back\n\nthe same bytes again\n")
+	if _, err := ix.Ingest(ctx, Input{Source: "/a.md", Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.Delete(ctx, "/a.md"); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := blobstore.BlobKey(blobstore.BlobID(data))
+	past := time.Now().Add(-2 * DefaultGCMinAge)
+	if err := os.Chtimes(filepath.Join(dir, "blobs", filepath.FromSlash(key)), past, past); err != nil {
+		t.Fatal(err)
+	}
+	ix.writeMu.Lock()
+	done := make(chan error, 1)
+	go func() {
+		_, err := ix.Ingest(ctx, Input{Source: "/b.md", Data: data})
+		done <- err
+	}()
+	waitBlocked(t, "index.(*Index).ingest")
+	res, err := ix.gcLocked(ctx, &GCOptions{}, DefaultGCMinAge)
+	ix.writeMu.Unlock()
+	if err != nil || len(res.OrphanBlobs) != 1 {
+		t.Fatalf("gc: %+v, %v (want the old orphan removed)", res, err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !blobStored(t, dir, data) {
+		t.Errorf("the ingest's record names a blob GC removed")
+	}
+	v, err := ix.Verify(ctx, nil)
+	if err != nil || !v.OK() {
+		t.Fatalf("verify: %+v, %v", v, err)
+	}
+}
+
+// A purge that stopped between its deletes and its mark (a crash): the
+// directory records it as unfinished, and no rollback, even forced,
+// serves a generation older than the one live when it began; a Purge
+// that finishes clears the record.
+func TestUnfinishedPurgeRefusesRollback(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix, err := Open(ctx, dir, &Options{Embedder: embed.None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.Ingest(ctx, Input{Source: "/secret.md", Data: []byte("# S\n\nzqsecret\n")}); err != nil {
+		t.Fatal(err)
+	}
+	// A second generation (a copy), so that there is one to roll back to.
+	gen, err := ix.layout.NewGeneration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.writeMu.Lock()
+	err = ix.cur.Load().copyTo(ctx, ix.layout.GenerationPath(gen))
+	ix.writeMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.layout.Publish(gen); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := ix.cur.Load()
+	if err := ix.layout.BeginPurge(s.gen, time.Now()); err != nil { // as Purge does, then "crashes" after its delete
+		t.Fatal(err)
+	}
+	if _, err := ix.Delete(ctx, "/secret.md"); err != nil {
+		t.Fatal(err)
+	}
+	for _, force := range []bool{false, true} {
+		if _, _, err := ix.Rollback(ctx, &RollbackOptions{Force: force}); !errors.Is(err, ErrPurged) {
+			t.Fatalf("live rollback, force %v, during an unfinished purge: %v, want ErrPurged", force, err)
+		}
+	}
+	ix.Close()
+	if _, _, err := Rollback(ctx, dir, &RollbackOptions{Force: true}); !errors.Is(err, ErrPurged) {
+		t.Fatalf("forced rollback after an unfinished purge: %v, want ErrPurged", err)
+	}
+	if ix, err = Open(ctx, dir, &Options{Embedder: embed.None}); err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if _, err := ix.Purge(ctx, "/secret.md"); err == nil {
+		t.Fatal("purge again: want the error naming the already deleted document")
+	}
+	if _, err := os.Stat(filepath.Join(dir, layout.PurgingName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("PURGING after a finished purge: %v", err)
 	}
 }

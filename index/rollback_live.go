@@ -17,7 +17,9 @@ import (
 // Rollback for the process that holds the directory. Like it, the
 // generation rolled back to must verify against the blob store (the
 // Index's own; opts.Blobs is ignored), or the rollback is refused with a
-// *StaleError (ErrStale), unless opts.Force. It holds back writes while it
+// *StaleError (ErrStale), unless opts.Force; and, even with Force, one
+// whose rows give a document a lower sensitivity than its record (an error
+// wrapping ErrDowngrade). It holds back writes while it
 // runs; searches go on, on the old generation until the switch and on the
 // new one after it, never waiting.
 //
@@ -58,16 +60,9 @@ func (ix *Index) Rollback(ctx context.Context, opts *RollbackOptions) (from, to 
 	if err != nil {
 		return "", "", fmt.Errorf("rollback %s to %s: %w", ix.dir, to, err)
 	}
-	if !opts.Force {
-		v, err := n.verify(ctx, &VerifyOptions{SkipOrphans: true})
-		if err != nil {
-			n.unref()
-			return "", "", fmt.Errorf("rollback %s to %s: %w", ix.dir, to, err)
-		}
-		if !v.OK() {
-			n.unref()
-			return "", "", &StaleError{Dir: ix.dir, Generation: to, Changed: append(v.RowsWithoutRecords, v.RecordsWithoutRows...)}
-		}
+	if err := n.checkRollbackTo(ctx, ix.dir, opts.Force); err != nil {
+		n.unref() // even with Force: never a downgrade (ErrDowngrade)
+		return "", "", err
 	}
 	if err := ix.layout.Publish(to); err != nil {
 		// CURRENT names the old generation or the new: read which.

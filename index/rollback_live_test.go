@@ -80,3 +80,61 @@ func TestRollbackLive(t *testing.T) {
 		t.Fatalf("ingest after the rollback: %v", err)
 	}
 }
+
+// A rollback, forced or not, live or by the package-level Rollback, never
+// makes live a generation that ranks a document below the sensitivity its
+// record has now: Force overrides staleness, never a downgrade.
+func TestRollbackForceRefusesDowngrade(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix, err := index.Open(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { ix.Close() }()
+	data := []byte("# Pay\n\nzqsalary figures\n")
+	if _, err := ix.Ingest(ctx, index.Input{Source: "/pay.md", Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rebuild.Run(ctx, rebuild.Options{Dir: dir, Blobs: ix.Blobs(), Live: ix}); err != nil {
+		t.Fatal(err)
+	}
+	// Raised since the previous generation was built.
+	if _, err := ix.Ingest(ctx, index.Input{Source: "/pay.md", Data: data, Sensitivity: index.Restricted}); err != nil {
+		t.Fatal(err)
+	}
+	live := ix.Generation()
+	public := func() int {
+		hits, err := ix.Search(ctx, "zqsalary", &index.SearchOptions{Clearance: index.Public})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(hits)
+	}
+	for _, force := range []bool{false, true} {
+		_, _, err := ix.Rollback(ctx, &index.RollbackOptions{Force: force})
+		if !errors.Is(err, index.ErrDowngrade) || !strings.Contains(err.Error(), "/pay.md") {
+			t.Fatalf("live rollback, force %v: %v, want ErrDowngrade naming /pay.md", force, err)
+		}
+		if ix.Generation() != live || public() != 0 {
+			t.Fatalf("a refused rollback switched to %s (public hits %d)", ix.Generation(), public())
+		}
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, force := range []bool{false, true} {
+		if _, _, err := index.Rollback(ctx, dir, &index.RollbackOptions{Force: force}); !errors.Is(err, index.ErrDowngrade) {
+			t.Fatalf("package-level rollback, force %v: %v, want ErrDowngrade", force, err)
+		}
+	}
+	if cur, _, _ := layout.Current(dir); cur != live {
+		t.Errorf("CURRENT names %s after refused rollbacks, want %s", cur, live)
+	}
+	if ix, err = index.Open(ctx, dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	if public() != 0 {
+		t.Errorf("restricted text public after the refused rollbacks")
+	}
+}

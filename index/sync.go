@@ -29,9 +29,15 @@ type SyncOptions struct {
 	// files whose size or time changed, to compare their bytes).
 	DryRun bool
 	// AllowDeleteAll lets a plan delete every document under a directory
-	// that is missing or holds no file to ingest; without it such a plan
-	// is refused with ErrDeleteAll (an unmounted disk looks just so).
+	// (one in dirs, or any directory below it) that is missing or holds
+	// no file to ingest; without it such a plan is refused with
+	// ErrDeleteAll (an unmounted disk or share looks just so, and the
+	// documents deleted would lose the sensitivity their records keep).
 	AllowDeleteAll bool
+	// AllowDowngrade lets IngestOptions.Sensitivity lower the sensitivity
+	// of documents that have a higher one; without it such a plan is
+	// refused with ErrDowngrade.
+	AllowDowngrade bool
 }
 
 // SyncPlan is what Sync does, or would do with DryRun.
@@ -41,6 +47,16 @@ type SyncPlan struct {
 	// read is among them, and fails as in IngestFiles); Delete the
 	// sources of the documents whose file no longer exists. Each sorted.
 	Add, Change, Delete []string
+	// Raised lists the sources in Add whose bytes are those of a document
+	// with a higher sensitivity than the options give (a renamed or moved
+	// file): they are ingested at that document's level. Sorted.
+	Raised []string
+	// NotFromFiles lists the sources of documents under a directory whose
+	// file does not exist and that no file walk stored (Ingest, HTTP and
+	// MCP uploads, whose source only looks like a path; documents stored
+	// before escurel recorded file times and not synced since): Sync
+	// leaves them alone (Delete removes them). Sorted.
+	NotFromFiles []string
 	// Unchanged counts the files and documents left as they are: their
 	// size and modification time are those recorded, or their bytes are
 	// (then only the recorded time changes: Touched counts them), or the
@@ -68,6 +84,14 @@ type SyncSummary struct {
 // errors.Is.
 var ErrDeleteAll = errors.New("index: sync would delete every document under a directory")
 
+// ErrDowngrade is returned, wrapped, when a change would lower the
+// sensitivity of documents: by Sync when SyncOptions gives a Sensitivity
+// lower than that of a document under a directory and
+// SyncOptions.AllowDowngrade is not set; by Rollback and Index.Rollback,
+// even with Force, for a generation whose rows rank a document below its
+// record. Match it with errors.Is.
+var ErrDowngrade = errors.New("index: would lower the sensitivity of documents")
+
 // Sync makes the documents under each directory in dirs what the files
 // there are now: it ingests the files that are new or changed, as
 // IngestFiles does (the same walk: hidden entries, other extensions and
@@ -75,7 +99,10 @@ var ErrDeleteAll = errors.New("index: sync would delete every document under a d
 // a document keeps its sensitivity unless its front matter or the options
 // say another), and deletes the documents whose source lies under a
 // directory and no longer exists (Delete). A renamed file is a deleted
-// document and a new one.
+// document and a new one; the new one takes at least the sensitivity of
+// any document whose bytes are the file's (SyncPlan.Raised). Only the
+// documents a file walk stored (IngestFiles, Sync) are deleted: the
+// others are listed in SyncPlan.NotFromFiles and left alone.
 //
 // A file is read only when its size or modification time differs from
 // what the index recorded when it was ingested; if its bytes are still the
@@ -85,8 +112,8 @@ var ErrDeleteAll = errors.New("index: sync would delete every document under a d
 // It ingests first, then deletes, so an error (a storage failure, a
 // cancelled ctx) never leaves a renamed document deleted and its new name
 // missing; the returned summary tells what was done before it. Errors:
-// ErrDeleteAll (wrapped), before anything is changed; a directory in dirs
-// that exists and is not a directory.
+// ErrDeleteAll and ErrDowngrade (wrapped), before anything is changed; a
+// directory in dirs that exists and is not a directory.
 func (ix *Index) Sync(ctx context.Context, dirs []string, opts *SyncOptions) (sum SyncSummary, err error) {
 	start := time.Now()
 	defer func() { sum.Elapsed = time.Since(start) }()
@@ -159,6 +186,7 @@ func (ix *state) planSync(ctx context.Context, dirs []string, o *SyncOptions, su
 	w := &syncWork{}
 	plan := &sum.Plan
 	listed := map[string]bool{} // sources of the files found, in all dirs
+	var adds []int              // indexes in w.ingest of the files with no document
 	for _, dir := range dirs {
 		prefix, files, err := listSyncDir(ctx, dir, &sum.Ingest)
 		if err != nil {
@@ -174,19 +202,33 @@ func (ix *state) planSync(ctx context.Context, dirs []string, o *SyncOptions, su
 		if err != nil {
 			return w, err
 		}
+		// found holds the directories under prefix (prefix included, each
+		// ending in "/") in which a file exists: they are not missing.
+		found := map[string]bool{}
+		if len(files) > 0 {
+			found[prefix] = true
+		}
 		for _, f := range files {
 			src := filepath.ToSlash(f.real)
 			if f.real != "" {
+				markFound(found, prefix, src)
 				if listed[src] {
 					continue // in an earlier dir too
 				}
 				listed[src] = true
 			}
 			d := docs[src]
+			if d != nil && o.Sensitivity != "" && level(o.Sensitivity) < level(d.sensitivity) && !o.AllowDowngrade {
+				return w, fmt.Errorf("sync %s: refused: %s is %s, and --sensitivity %s would lower it; "+
+					"to lower it, sync with --allow-downgrade (SyncOptions.AllowDowngrade): %w", dir, src, d.sensitivity, o.Sensitivity, ErrDowngrade)
+			}
 			switch {
 			case f.err != nil || d == nil:
 				w.ingest = append(w.ingest, f)
 				if d == nil {
+					if f.err == nil {
+						adds = append(adds, len(w.ingest)-1)
+					}
 					plan.Add = append(plan.Add, firstNonEmpty(src, f.path))
 				} else {
 					plan.Change = append(plan.Change, src)
@@ -214,34 +256,166 @@ func (ix *state) planSync(ctx context.Context, dirs []string, o *SyncOptions, su
 			}
 		}
 		// Documents under dir whose file was not found: gone, or not one
-		// the walk picks (then it stays as it is).
-		under, deleted := 0, 0
+		// the walk picks (then it stays as it is). Only a document a file
+		// walk stored (its record has the file's time) is deleted: another
+		// one's source merely looks like a path.
+		var gone []syncDoc
 		for src, d := range docs {
 			if !strings.HasPrefix(src, prefix) || listed[src] {
 				continue
 			}
-			under++
-			if _, err := os.Lstat(filepath.FromSlash(src)); errors.Is(err, fs.ErrNotExist) {
-				w.delete = append(w.delete, *d)
-				plan.Delete = append(plan.Delete, src)
-				deleted++
-			} else {
+			if _, err := os.Lstat(filepath.FromSlash(src)); !errors.Is(err, fs.ErrNotExist) {
+				markFound(found, prefix, src)
 				plan.Unchanged++
+				continue
 			}
+			if d.mtime == 0 {
+				plan.NotFromFiles = append(plan.NotFromFiles, src)
+				continue
+			}
+			gone = append(gone, *d)
 		}
-		if len(files) == 0 && deleted > 0 && deleted == under && !o.AllowDeleteAll {
-			why := "holds no file to ingest"
-			if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-				why = "is missing"
-			}
-			return w, fmt.Errorf("sync %s: refused: the directory %s, and the plan would delete all %d documents under it (an unmounted disk?); "+
-				"if they are gone for good, sync with --allow-delete-all (SyncOptions.AllowDeleteAll): %w", dir, why, deleted, ErrDeleteAll)
+		if err := guardDeleteAll(dir, prefix, gone, found, o.AllowDeleteAll); err != nil {
+			return w, err
+		}
+		for _, d := range gone {
+			w.delete = append(w.delete, d)
+			plan.Delete = append(plan.Delete, d.source)
 		}
 	}
-	for _, l := range [][]string{plan.Add, plan.Change, plan.Delete} {
+	if err := ix.raiseAdds(ctx, w, adds, o, plan); err != nil {
+		return w, err
+	}
+	for _, l := range [][]string{plan.Add, plan.Change, plan.Delete, plan.Raised, plan.NotFromFiles} {
 		sort.Strings(l)
 	}
 	return w, nil
+}
+
+// markFound records in found that the directories holding src, from
+// prefix down, exist.
+func markFound(found map[string]bool, prefix, src string) {
+	if !strings.HasPrefix(src, prefix) {
+		return
+	}
+	for d := src[:strings.LastIndexByte(src, '/')+1]; len(d) >= len(prefix) && !found[d]; d = d[:strings.LastIndexByte(d[:len(d)-1], '/')+1] {
+		found[d] = true
+	}
+}
+
+// guardDeleteAll refuses, unless allow, to delete gone when that deletes
+// every document under a directory (dir, or one below it) in which no
+// file exists: the directory is missing or empty, as an unmounted disk or
+// share is for a while, and its documents would come back as new ones,
+// with the options' sensitivity instead of their records'.
+func guardDeleteAll(dir, prefix string, gone []syncDoc, found map[string]bool, allow bool) error {
+	if allow {
+		return nil
+	}
+	lost := map[string]int{} // the highest directory without a file, from prefix down: documents deleted under it
+	for _, d := range gone {
+		for p := prefix; ; {
+			if !found[p] {
+				lost[p]++
+				break
+			}
+			i := strings.IndexByte(d.source[len(p):], '/')
+			if i < 0 {
+				break
+			}
+			p = d.source[:len(p)+i+1]
+		}
+	}
+	if len(lost) == 0 {
+		return nil
+	}
+	ds := make([]string, 0, len(lost))
+	for d := range lost {
+		ds = append(ds, d)
+	}
+	sort.Strings(ds)
+	what := ds[0]
+	if what == prefix {
+		what = dir
+	} else {
+		what = filepath.FromSlash(strings.TrimSuffix(what, "/"))
+	}
+	why := "holds no file to ingest"
+	if _, err := os.Stat(what); errors.Is(err, fs.ErrNotExist) {
+		why = "is missing"
+	}
+	more := ""
+	if len(ds) > 1 {
+		more = fmt.Sprintf(" (and %d more such directories)", len(ds)-1)
+	}
+	return fmt.Errorf("sync %s: refused: the directory %s %s, and the plan would delete all %d documents under it%s (an unmounted disk?); "+
+		"if they are gone for good, sync with --allow-delete-all (SyncOptions.AllowDeleteAll): %w", dir, what, why, lost[ds[0]], more, ErrDeleteAll)
+}
+
+// raiseAdds gives each file in w.ingest[adds] (files with no document)
+// the highest sensitivity of the documents whose blob is the file's
+// bytes, when it is above what o gives: a renamed or moved file, whose
+// old document Sync deletes, keeps its level. Only read when some
+// document is above that level.
+func (ix *state) raiseAdds(ctx context.Context, w *syncWork, adds []int, o *SyncOptions, plan *SyncPlan) error {
+	if len(adds) == 0 {
+		return nil
+	}
+	base := level(firstNonEmpty(o.Sensitivity, Public))
+	var higher []string
+	for _, s := range []string{Internal, Restricted} {
+		if level(s) > base {
+			higher = append(higher, s)
+		}
+	}
+	var above bool
+	if len(higher) > 0 {
+		err := ix.db.QueryRowContext(ctx, `SELECT count(*) > 0 FROM documents WHERE sensitivity IN (SELECT unnest(?::VARCHAR[]))`, higher).Scan(&above)
+		if err != nil {
+			return fmt.Errorf("sync: read documents: %w", err)
+		}
+	}
+	if !above {
+		return nil
+	}
+	ids := make([]string, len(adds))
+	for j, i := range adds {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		data, err := readFile(w.ingest[i], o.MaxFileBytes)
+		if err != nil {
+			continue // fails in the ingest, as in IngestFiles (over the cap: no bytes stored)
+		}
+		ids[j] = blobstore.BlobID(data)
+	}
+	rows, err := ix.db.QueryContext(ctx, `SELECT blob_id, sensitivity FROM documents WHERE blob_id IN (SELECT unnest(?::VARCHAR[]))`, ids)
+	if err != nil {
+		return fmt.Errorf("sync: read documents: %w", err)
+	}
+	defer rows.Close()
+	highest := map[string]string{}
+	for rows.Next() {
+		var id, sens string
+		if err := rows.Scan(&id, &sens); err != nil {
+			return fmt.Errorf("sync: read documents: %w", err)
+		}
+		if h, ok := highest[id]; !ok || level(sens) > level(h) {
+			highest[id] = sens
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sync: read documents: %w", err)
+	}
+	for j, i := range adds {
+		h, ok := highest[ids[j]]
+		if !ok || ids[j] == "" || level(h) <= base {
+			continue
+		}
+		w.ingest[i].sensitivity = h
+		plan.Raised = append(plan.Raised, filepath.ToSlash(w.ingest[i].real))
+	}
+	return nil
 }
 
 // listSyncDir lists the files IngestFiles would ingest in dir, and returns

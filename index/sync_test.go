@@ -7,8 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/escurel/escurel/blobstore"
 )
 
 // fixClock makes ix record one ingestion time, so that two indexes of the
@@ -160,6 +163,7 @@ func TestSyncEqualsFreshIngest(t *testing.T) {
 	t1 := t0.Add(time.Hour)
 	writeFile(t, filepath.Join(dir, "a.md"), "# Alpha\n\nalpha text, longer now\n", t1)
 	writeFile(t, filepath.Join(dir, "d.md"), "# Delta\n\ndelta\n", t1)
+	writeFile(t, filepath.Join(dir, "sub", "e.txt"), "epsilon text\n", t1) // sub/ keeps a file: not a vanished directory
 	if err := os.Rename(filepath.Join(dir, "b.md"), filepath.Join(dir, "b2.md")); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +177,7 @@ func TestSyncEqualsFreshIngest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantAdd, wantChange, wantDel := []string{src("b2.md"), src("d.md")}, []string{src("a.md"), src("secret.md")}, []string{src("b.md"), src("sub/c.txt")}
+	wantAdd, wantChange, wantDel := []string{src("b2.md"), src("d.md"), src("sub/e.txt")}, []string{src("a.md"), src("secret.md")}, []string{src("b.md"), src("sub/c.txt")}
 	checkPlan(t, "dry run", dry.Plan, wantAdd, wantChange, wantDel, 0, 0)
 	if after := snap(t, ix); !reflect.DeepEqual(after, before) {
 		t.Errorf("a dry run changed the index")
@@ -181,7 +185,7 @@ func TestSyncEqualsFreshIngest(t *testing.T) {
 
 	sum = syncDir(t, ix, dir, nil)
 	checkPlan(t, "second", sum.Plan, wantAdd, wantChange, wantDel, 0, 0)
-	if len(sum.Deleted) != 2 || sum.Ingest.Added != 2 || sum.Ingest.Replaced != 2 {
+	if len(sum.Deleted) != 2 || sum.Ingest.Added != 3 || sum.Ingest.Replaced != 2 {
 		t.Errorf("second: deleted %v, ingest %+v", sum.Deleted, sum.Ingest)
 	}
 	checkFresh(t, ix, dir, "second")
@@ -198,17 +202,17 @@ func TestSyncEqualsFreshIngest(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum = syncDir(t, ix, dir, nil)
-	checkPlan(t, "touched", sum.Plan, nil, nil, nil, 4, 1)
+	checkPlan(t, "touched", sum.Plan, nil, nil, nil, 5, 1)
 	checkFresh(t, ix, dir, "touched")
 	sum = syncDir(t, ix, dir, nil)
-	checkPlan(t, "after touch", sum.Plan, nil, nil, nil, 4, 0)
+	checkPlan(t, "after touch", sum.Plan, nil, nil, nil, 5, 0)
 
 	// A hidden file ingested by name is under dir and exists: it stays.
 	if _, err := ix.IngestFiles(ctx, []string{filepath.Join(dir, ".hidden.md")}, IngestOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	sum = syncDir(t, ix, dir, nil)
-	checkPlan(t, "hidden", sum.Plan, nil, nil, nil, 5, 0)
+	checkPlan(t, "hidden", sum.Plan, nil, nil, nil, 6, 0)
 	if _, err := ix.Delete(ctx, src(".hidden.md")); err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +243,7 @@ func TestSyncEqualsFreshIngest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkPlan(t, "delete all", sum.Plan, nil, nil, []string{src("a.md"), src("b2.md"), src("d.md"), src("secret.md")}, 0, 0)
+	checkPlan(t, "delete all", sum.Plan, nil, nil, []string{src("a.md"), src("b2.md"), src("d.md"), src("secret.md"), src("sub/e.txt")}, 0, 0)
 	checkFresh(t, ix, dir, "delete all")
 }
 
@@ -285,5 +289,183 @@ func TestSyncKeepsSensitivityAndCap(t *testing.T) {
 	}
 	for d, err := range ix.ListDocuments(ctx, &ListOptions{Status: StatusFailed, Clearance: Restricted}) {
 		t.Errorf("still failed: %+v, %v", d, err)
+	}
+}
+
+// publicHits is how many hits a public caller gets for query.
+func publicHits(t *testing.T, ix *Index, query string) int {
+	t.Helper()
+	hits, err := ix.Search(context.Background(), query, &SearchOptions{Clearance: Public})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(hits)
+}
+
+// A file renamed under a synced directory keeps the sensitivity its old
+// document was given by the ingest option: its bytes are that blob's.
+func TestSyncRenameKeepsSensitivity(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	writeFile(t, filepath.Join(dir, "salaries.txt"), "zqsalary of the CEO is large\n", t0)
+	writeFile(t, filepath.Join(dir, "menu.txt"), "lentil soup\n", t0)
+	ix := openFixed(t)
+	if _, err := ix.IngestFiles(ctx, []string{filepath.Join(dir, "salaries.txt")}, IngestOptions{Sensitivity: Restricted}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.IngestFiles(ctx, []string{filepath.Join(dir, "menu.txt")}, IngestOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "salaries.txt"), filepath.Join(dir, "salaries-2025.txt")); err != nil {
+		t.Fatal(err)
+	}
+	// A copy of a public file under a new name stays public.
+	writeFile(t, filepath.Join(dir, "menu-copy.txt"), "lentil soup\n", t0)
+	sum := syncDir(t, ix, dir, nil)
+	src := func(rel string) string { return filepath.ToSlash(filepath.Join(dir, rel)) }
+	checkPlan(t, "rename", sum.Plan, []string{src("menu-copy.txt"), src("salaries-2025.txt")}, nil, []string{src("salaries.txt")}, 1, 0)
+	if !reflect.DeepEqual(sum.Plan.Raised, []string{src("salaries-2025.txt")}) {
+		t.Errorf("raised %v", sum.Plan.Raised)
+	}
+	if n := publicHits(t, ix, "zqsalary"); n != 0 {
+		t.Errorf("after a rename and a sync, a public search finds the restricted text (%d hits)", n)
+	}
+	if n := publicHits(t, ix, "lentil"); n != 2 {
+		t.Errorf("public hits for the public text: %d, want 2", n)
+	}
+	for d, err := range ix.ListDocuments(ctx, &ListOptions{Clearance: Restricted, SourcePrefix: src("salaries-2025.txt")}) {
+		if err != nil || d.Sensitivity != Restricted {
+			t.Errorf("renamed: %+v, %v", d, err)
+		}
+	}
+}
+
+// A subdirectory that vanishes for one sync (an unmounted share, a
+// directory moved away and back) is refused like a vanished DIR: its
+// documents keep their records, and so their sensitivity.
+func TestSyncVanishedSubdir(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	docs := filepath.Join(root, "docs")
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	writeFile(t, filepath.Join(docs, "pub", "a.txt"), "public lentils\n", t0)
+	writeFile(t, filepath.Join(docs, "hr", "deep", "s.txt"), "zqsalary data\n", t0)
+	writeFile(t, filepath.Join(docs, "hr", "t.txt"), "zqbonus data\n", t0)
+	ix := openFixed(t)
+	if _, err := ix.IngestFiles(ctx, []string{filepath.Join(docs, "pub")}, IngestOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.IngestFiles(ctx, []string{filepath.Join(docs, "hr")}, IngestOptions{Sensitivity: Restricted}); err != nil {
+		t.Fatal(err)
+	}
+	away := filepath.Join(root, "hr-unmounted")
+	if err := os.Rename(filepath.Join(docs, "hr"), away); err != nil {
+		t.Fatal(err)
+	}
+	for _, dry := range []bool{true, false} {
+		sum, err := ix.Sync(ctx, []string{docs}, &SyncOptions{DryRun: dry})
+		if !errors.Is(err, ErrDeleteAll) {
+			t.Fatalf("vanished subdirectory, dry run %v: %v (plan %+v), want ErrDeleteAll", dry, err, sum.Plan)
+		}
+		if !strings.Contains(err.Error(), filepath.Join(docs, "hr")+" is missing") {
+			t.Errorf("the error does not name the directory: %v", err)
+		}
+	}
+	// The mount point without its share: an empty directory, refused too.
+	if err := os.Mkdir(filepath.Join(docs, "hr"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.Sync(ctx, []string{docs}, nil); !errors.Is(err, ErrDeleteAll) {
+		t.Fatalf("empty subdirectory: %v, want ErrDeleteAll", err)
+	}
+	// Only the deeper directory gone: refused as well.
+	if err := os.Remove(filepath.Join(docs, "hr")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(away, filepath.Join(docs, "hr")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(docs, "hr", "deep"), away); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.Sync(ctx, []string{docs}, nil); !errors.Is(err, ErrDeleteAll) {
+		t.Fatalf("vanished deeper directory: %v, want ErrDeleteAll", err)
+	}
+	if err := os.Rename(away, filepath.Join(docs, "hr", "deep")); err != nil {
+		t.Fatal(err)
+	}
+	sum := syncDir(t, ix, docs, nil)
+	if len(sum.Plan.Add)+len(sum.Plan.Change)+len(sum.Plan.Delete) != 0 {
+		t.Errorf("back: plan %+v", sum.Plan)
+	}
+	if n := publicHits(t, ix, "zqsalary"); n != 0 {
+		t.Errorf("restricted text now public (%d hits)", n)
+	}
+	// Gone for good: deleted when the operator says so.
+	if err := os.RemoveAll(filepath.Join(docs, "hr")); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := ix.Sync(ctx, []string{docs}, &SyncOptions{AllowDeleteAll: true})
+	if err != nil || len(sum.Deleted) != 2 {
+		t.Fatalf("allowed: %+v, %v", sum, err)
+	}
+}
+
+// sync --sensitivity never lowers a document's level without
+// AllowDowngrade.
+func TestSyncRefusesDowngrade(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	writeFile(t, filepath.Join(dir, "s.txt"), "zqsalary data\n", t0)
+	ix := openFixed(t)
+	if _, err := ix.IngestFiles(ctx, []string{dir}, IngestOptions{Sensitivity: Restricted}); err != nil {
+		t.Fatal(err)
+	}
+	for _, dry := range []bool{true, false} {
+		_, err := ix.Sync(ctx, []string{dir}, &SyncOptions{IngestOptions: IngestOptions{Sensitivity: Internal}, DryRun: dry})
+		if !errors.Is(err, ErrDowngrade) {
+			t.Fatalf("dry run %v: %v, want ErrDowngrade", dry, err)
+		}
+	}
+	if n := publicHits(t, ix, "zqsalary"); n != 0 {
+		t.Fatalf("public hits %d", n)
+	}
+	// Raising needs no flag.
+	syncDir(t, ix, dir, &SyncOptions{IngestOptions: IngestOptions{Sensitivity: Restricted}})
+	sum := syncDir(t, ix, dir, &SyncOptions{IngestOptions: IngestOptions{Sensitivity: Public}, AllowDowngrade: true})
+	if sum.Ingest.Replaced != 1 || publicHits(t, ix, "zqsalary") != 1 {
+		t.Errorf("allowed downgrade: %+v", sum.Ingest)
+	}
+}
+
+// Sync deletes only documents a file walk stored: an upload whose source
+// looks like a path under the directory is left alone, and listed.
+func TestSyncLeavesUploads(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	writeFile(t, filepath.Join(dir, "real.md"), "# Real\n\nA real file.\n", t0)
+	ix := openFixed(t)
+	if _, err := ix.IngestFiles(ctx, []string{dir}, IngestOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	up := filepath.ToSlash(filepath.Join(dir, "uploaded.md")) // as POST /v1/ingest?source=… would
+	if _, err := ix.Ingest(ctx, Input{Source: up, Data: []byte("# Up\n\nUploaded over HTTP, no file.\n")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.Ingest(ctx, Input{Source: filepath.ToSlash(filepath.Join(dir, "sub", "up2.md")), Data: []byte("# Up2\n\nno file either\n")}); err != nil {
+		t.Fatal(err)
+	}
+	sum := syncDir(t, ix, dir, nil)
+	if len(sum.Deleted) > 0 || len(sum.Plan.Delete) > 0 {
+		t.Errorf("sync deleted uploads that never came from a file: %v", sum.Plan.Delete)
+	}
+	if len(sum.Plan.NotFromFiles) != 2 || sum.Plan.NotFromFiles[1] != up {
+		t.Errorf("not from files: %v", sum.Plan.NotFromFiles)
+	}
+	if _, err := ix.blobs.GetRecord(ctx, blobstore.DocID(up)); err != nil {
+		t.Errorf("the upload's record: %v", err)
 	}
 }

@@ -119,6 +119,8 @@ func advice(err error) string {
 		return "a purge erased documents that the older generations held; run `escurel rebuild` to re-derive the index from the blob store instead"
 	case errors.Is(err, index.ErrDeleteAll):
 		return "mount or restore the directory; if its files are gone for good, run `escurel sync --allow-delete-all DIR`"
+	case errors.Is(err, index.ErrDowngrade):
+		return "to lower the documents' sensitivity, run `escurel sync --allow-downgrade --sensitivity LEVEL DIR`"
 	case errors.Is(err, index.ErrNoVectors):
 		return "search with --mode bm25, or run `escurel rebuild --embedder hash` to add vectors"
 	}
@@ -394,16 +396,21 @@ Commands:
                           and its window, at most B bytes (default 16 KiB)
                           besides the block's own body, always whole;
                           a block above LEVEL answers like a missing one
-  sync [--dry-run] [--allow-delete-all] [--lang TAG] [--sensitivity LEVEL]
-       [--max-file-bytes N] DIR...
+  sync [--dry-run] [--allow-delete-all] [--allow-downgrade] [--lang TAG]
+       [--sensitivity LEVEL] [--max-file-bytes N] DIR...
                           ingest the files under DIR that are new or changed
                           (by size and modification time; bytes compared
                           before re-reading) and delete the documents whose
-                          file under DIR is gone (a rename: delete and add);
-                          picks files as ingest does; --dry-run prints the
-                          plan; a plan deleting every document under a
-                          missing or empty DIR (an unmounted disk) is
-                          refused unless --allow-delete-all
+                          file under DIR is gone (a rename: delete and add;
+                          the new name keeps the old one's sensitivity);
+                          documents not stored from a file (uploads) are
+                          left alone; picks files as ingest does; --dry-run
+                          prints the plan; a plan deleting every document
+                          under a missing or empty directory (DIR or one
+                          below it: an unmounted disk) is refused unless
+                          --allow-delete-all; --sensitivity lowering a
+                          document's level is refused unless
+                          --allow-downgrade
   documents [--json] [--source PREFIX] [--status ok|failed] [--clearance LEVEL]
                           the documents by source: doc id, title, type,
                           sensitivity, status, blocks, bytes, ingested at;

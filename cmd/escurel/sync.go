@@ -33,7 +33,8 @@ func (c *SyncCommand) Run(ctx context.Context, args []string) error {
 	dryRun := fs.Bool("dry-run", false, "print the plan and change nothing")
 	var metaArgs metaFlag
 	fs.Var(&metaArgs, "meta", "key=value metadata of every file, over its front matter (repeatable; a key repeated is a list; --meta= clears)")
-	allowDeleteAll := fs.Bool("allow-delete-all", false, "allow deleting every document under a directory that is missing or holds no file")
+	allowDeleteAll := fs.Bool("allow-delete-all", false, "allow deleting every document under a directory (DIR or one below it) that is missing or holds no file")
+	allowDowngrade := fs.Bool("allow-downgrade", false, "allow --sensitivity to lower the sensitivity of documents that have a higher one")
 	args, err := c.m.parse(fs, args)
 	if err != nil {
 		return err
@@ -77,7 +78,7 @@ func (c *SyncCommand) Run(ctx context.Context, args []string) error {
 		return usageError("sync: --meta: %v", err)
 	}
 	so := &index.SyncOptions{IngestOptions: index.IngestOptions{Language: *lang, Sensitivity: *sens, MaxFileBytes: *maxBytes, Meta: meta},
-		DryRun: *dryRun, AllowDeleteAll: *allowDeleteAll}
+		DryRun: *dryRun, AllowDeleteAll: *allowDeleteAll, AllowDowngrade: *allowDowngrade}
 	var bar *pb.ProgressBar
 	if f, ok := c.m.Stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		so.Listed = func(n int) { bar = pb.New(n).SetWriter(f).Set("prefix", "sync ").Start() }
@@ -119,11 +120,18 @@ func (c *SyncCommand) printPlan(p index.SyncPlan, dryRun bool) {
 	if p.Touched > 0 {
 		touched = fmt.Sprintf(" (%d with a new time only)", p.Touched)
 	}
-	fmt.Fprintf(c.m.Stdout, "%s: add %d, change %d, delete %d, unchanged %d%s\n", what, len(p.Add), len(p.Change), len(p.Delete), p.Unchanged, touched)
+	kept := ""
+	if len(p.NotFromFiles) > 0 {
+		kept = fmt.Sprintf("; %d not from files, left alone", len(p.NotFromFiles))
+	}
+	fmt.Fprintf(c.m.Stdout, "%s: add %d, change %d, delete %d, unchanged %d%s%s\n", what, len(p.Add), len(p.Change), len(p.Delete), p.Unchanged, touched, kept)
 	for _, k := range []struct {
 		name    string
 		sources []string
-	}{{"add", p.Add}, {"change", p.Change}, {"delete", p.Delete}} {
+	}{{"add", p.Add}, {"change", p.Change}, {"delete", p.Delete},
+		{"raised", p.Raised},     // added at the level of a document with the same bytes (a renamed file)
+		{"kept", p.NotFromFiles}, // no file, but not from a file either: left alone
+	} {
 		if len(k.sources) == 0 {
 			continue
 		}

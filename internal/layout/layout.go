@@ -11,6 +11,7 @@
 //	DIR/gen-NNNNNN/index.duckdb  one generation
 //	DIR/gen-NNNNNN/UNFINISHED    marks one being built: never served
 //	DIR/PURGED                   "gen-NNNNNN TIME": the last purge; older generations never live again
+//	DIR/PURGING                  "gen-NNNNNN TIME": a purge began with that generation live and is not marked yet; older generations never live again
 //	DIR/SERVER                   the serving process's address and local tokens (0600)
 //	DIR/*.tmp                    a pointer file being written; a crash leftover
 //
@@ -356,7 +357,7 @@ func (d *Dir) CleanFiles(keep int, dryRun bool) (Removal, error) {
 	if _, err := os.Stat(d.GenerationPath(cur)); err != nil {
 		return out, nil
 	}
-	purge, purged, err := ReadPurge(d.path)
+	floor, purged, err := purgeFloor(d.path)
 	if err != nil {
 		return out, fmt.Errorf("clean %s: %w", d.path, err)
 	}
@@ -375,7 +376,7 @@ func (d *Dir) CleanFiles(keep int, dryRun bool) (Removal, error) {
 			if d.building[g] {
 				continue
 			}
-		case purged && g < purge.Generation:
+		case purged && g < floor:
 			// erased text may lie in it: never kept for a rollback
 		case kept < keep:
 			kept++
@@ -447,6 +448,9 @@ func Unfinished(dir, gen string) bool {
 // (PurgedName).
 func (d *Dir) Resolve() (gen string, created bool, err error) {
 	if _, err := d.finishPurge(); err != nil {
+		return "", false, err
+	}
+	if err := d.removePurged(); err != nil {
 		return "", false, err
 	}
 	if gen, ok, err := Current(d.path); err != nil || ok {

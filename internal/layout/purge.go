@@ -7,7 +7,15 @@ package layout
 // rollback refuse it, Clean removes it whatever keep says, and Resolve,
 // finding CURRENT older than the mark (a crash between the mark and the
 // publish), publishes N, whose file was complete before the mark was
-// written.
+// written, and removes the generations older than N that a crash or a
+// cancelled RemoveBefore left.
+//
+// Before it deletes anything a purge writes DIR/PURGING ("gen-L <time>",
+// L the generation live when it began), and MarkPurge removes it. While
+// it exists the purge did not finish (a crash or an error between the
+// deletes and the mark): the generations older than L hold the text the
+// purge deleted, and Publish, a rollback (even forced) and Clean treat
+// them as they treat those older than a PURGED mark.
 
 import (
 	"context"
@@ -22,6 +30,10 @@ import (
 
 // PurgedName is the file recording the last purge.
 const PurgedName = "PURGED"
+
+// PurgingName is the file recording a purge that began and has not been
+// marked (MarkPurge) yet.
+const PurgingName = "PURGING"
 
 // ErrPurged is returned, wrapped in a *PurgedError, when a generation
 // older than the last purge would become live again: it may hold the
@@ -43,9 +55,16 @@ type Purge struct {
 type PurgedError struct {
 	Generation string
 	Purge      Purge
+	// Unfinished says the purge began (PURGING) and was never marked:
+	// Purge.Generation is the generation live when it began.
+	Unfinished bool
 }
 
 func (e *PurgedError) Error() string {
+	if e.Unfinished {
+		return fmt.Sprintf("refused: a purge began at %s with %s live and did not finish (purge again to finish it), and %s is older: making it live would serve documents the purge deleted",
+			e.Purge.Time.Format(time.RFC3339), e.Purge.Generation, e.Generation)
+	}
 	if e.Generation == "" {
 		return fmt.Sprintf("refused: a purge happened at %s (first clean generation %s): the generations before it would serve erased documents, and it removed them",
 			e.Purge.Time.Format(time.RFC3339), e.Purge.Generation)
@@ -61,7 +80,18 @@ func (e *PurgedError) Unwrap() error { return ErrPurged }
 // was. A mark that does not parse is an error: every generation could
 // hold erased text, and the caller must not guess.
 func ReadPurge(dir string) (p Purge, ok bool, err error) {
-	b, err := os.ReadFile(filepath.Join(dir, PurgedName))
+	return readMark(dir, PurgedName)
+}
+
+// ReadPurging returns the unfinished purge recorded in dir (PURGING: the
+// generation live when it began, and when); ok is false when none is.
+func ReadPurging(dir string) (p Purge, ok bool, err error) {
+	return readMark(dir, PurgingName)
+}
+
+// readMark reads the purge mark file name of dir.
+func readMark(dir, name string) (p Purge, ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, name))
 	if errors.Is(err, fs.ErrNotExist) {
 		return Purge{}, false, nil
 	}
@@ -70,11 +100,11 @@ func ReadPurge(dir string) (p Purge, ok bool, err error) {
 	}
 	f := strings.Fields(string(b))
 	if len(f) != 2 || !IsGeneration(f[0]) {
-		return Purge{}, false, fmt.Errorf("%s: %q: want \"gen-NNNNNN <RFC 3339 time>\"", filepath.Join(dir, PurgedName), strings.TrimSpace(string(b)))
+		return Purge{}, false, fmt.Errorf("%s: %q: want \"gen-NNNNNN <RFC 3339 time>\"", filepath.Join(dir, name), strings.TrimSpace(string(b)))
 	}
 	t, err := time.Parse(time.RFC3339Nano, f[1])
 	if err != nil {
-		return Purge{}, false, fmt.Errorf("%s: %w", filepath.Join(dir, PurgedName), err)
+		return Purge{}, false, fmt.Errorf("%s: %w", filepath.Join(dir, name), err)
 	}
 	return Purge{Generation: f[0], Time: t.UTC()}, true, nil
 }
@@ -88,6 +118,42 @@ func CheckPurged(dir, gen string) error {
 	}
 	if ok && gen < p.Generation { // fixed width: lexical order is numeric order
 		return &PurgedError{Generation: gen, Purge: p}
+	}
+	u, ok, err := ReadPurging(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", gen, err)
+	}
+	if ok && gen < u.Generation {
+		return &PurgedError{Generation: gen, Purge: u, Unfinished: true}
+	}
+	return nil
+}
+
+// purgeFloor is the oldest generation that may become live: the last
+// purge's, or, when higher, the one live when an unfinished purge began;
+// ok is false when there is neither mark.
+func purgeFloor(dir string) (gen string, ok bool, err error) {
+	for _, read := range []func(string) (Purge, bool, error){ReadPurge, ReadPurging} {
+		p, has, err := read(dir)
+		if err != nil {
+			return "", false, err
+		}
+		if has && p.Generation > gen {
+			gen, ok = p.Generation, true
+		}
+	}
+	return gen, ok, nil
+}
+
+// BeginPurge records, durably, that a purge begins while live is the
+// live generation, at t: until MarkPurge, no generation older than live
+// may become live again (the purge deletes documents they hold).
+func (d *Dir) BeginPurge(live string, t time.Time) error {
+	if !IsGeneration(live) {
+		return fmt.Errorf("begin purge %q: not a generation name", live)
+	}
+	if err := writeFile(d.path, PurgingName, []byte(live+" "+t.UTC().Format(time.RFC3339Nano)+"\n")); err != nil {
+		return fmt.Errorf("begin purge: %w", err)
 	}
 	return nil
 }
@@ -104,6 +170,51 @@ func (d *Dir) MarkPurge(gen string, t time.Time) error {
 	}
 	if err := writeFile(d.path, PurgedName, []byte(gen+" "+t.UTC().Format(time.RFC3339Nano)+"\n")); err != nil {
 		return fmt.Errorf("mark purge %s: %w", gen, err)
+	}
+	// PURGED (gen, newer than the generation PURGING names) refuses all
+	// that PURGING did; a PURGING left by a failed removal refuses less
+	// than it, so the removal's error is not the purge's.
+	if err := os.Remove(filepath.Join(d.path, PurgingName)); err == nil {
+		syncDir(d.path)
+	}
+	return nil
+}
+
+// removePurged removes the generations older than the purge floor
+// (purgeFloor), which can never become live again, when CURRENT is not
+// older than it; a generation this process holds stays. A crash during a
+// purge's RemoveBefore, or its cancellation, leaves them.
+func (d *Dir) removePurged() error {
+	floor, ok, err := purgeFloor(d.path)
+	if err != nil || !ok {
+		return err
+	}
+	cur, has, err := currentName(d.path)
+	if err != nil || !has || cur < floor {
+		return err
+	}
+	gens, err := Generations(d.path)
+	if err != nil {
+		return err
+	}
+	removed := false
+	for _, g := range gens {
+		if g >= floor {
+			break
+		}
+		d.mu.Lock()
+		held := d.held[g] > 0
+		d.mu.Unlock()
+		if held {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(d.path, g)); err != nil {
+			return fmt.Errorf("remove %s, older than the last purge: %w", g, err)
+		}
+		removed = true
+	}
+	if removed {
+		return syncDir(d.path)
 	}
 	return nil
 }

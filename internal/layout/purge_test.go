@@ -116,3 +116,81 @@ func TestRemoveBeforeWaitsForHolds(t *testing.T) {
 		t.Errorf("left %s", got)
 	}
 }
+
+// A purge that began and was never marked (a crash or an error between its
+// deletes and its mark): no generation older than the one live when it
+// began becomes live again, and Clean removes them; MarkPurge clears it.
+func TestPurgingRefusesOlder(t *testing.T) {
+	d, err := Lock(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Unlock()
+	for _, g := range []string{"gen-000001", "gen-000002"} {
+		mkgen(t, d, g)
+	}
+	if err := d.Publish("gen-000002"); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+	if err := d.BeginPurge("gen-000002", at); err != nil {
+		t.Fatal(err)
+	}
+	err = d.Publish("gen-000001")
+	var pe *PurgedError
+	if !errors.As(err, &pe) || !pe.Unfinished || pe.Purge.Generation != "gen-000002" || !pe.Purge.Time.Equal(at) {
+		t.Fatalf("publish of a generation older than an unfinished purge: %v; want a *PurgedError", err)
+	}
+	if err := CheckPurged(d.path, "gen-000002"); err != nil {
+		t.Errorf("CheckPurged(the live one) = %v", err)
+	}
+	removed, err := d.Clean(10)
+	if err != nil || !slices.Equal(removed, []string{"gen-000001"}) {
+		t.Errorf("Clean(10) during an unfinished purge removed %v, %v; want gen-000001", removed, err)
+	}
+	gen, err := d.NewGeneration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mkgen(t, d, gen)
+	if err := d.MarkPurge(gen, at); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(d.path, PurgingName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("PURGING after the mark: %v", err)
+	}
+}
+
+// A crash (or a cancellation) after a purge's publish, before RemoveBefore
+// removed the older generations: the next Resolve removes them.
+func TestResolveRemovesPurgedGenerations(t *testing.T) {
+	d, err := Lock(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"gen-000001", "gen-000002"} {
+		mkgen(t, d, g)
+	}
+	if err := d.Publish("gen-000002"); err != nil {
+		t.Fatal(err)
+	}
+	gen, err := d.NewGeneration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mkgen(t, d, gen)
+	if err := d.MarkPurge(gen, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Publish(gen); err != nil {
+		t.Fatal(err)
+	}
+	d = relock(t, d)
+	defer d.Unlock()
+	if got, _, err := d.Resolve(); err != nil || got != gen {
+		t.Fatalf("Resolve = %s, %v; want %s", got, err, gen)
+	}
+	if gens, err := Generations(d.path); err != nil || !slices.Equal(gens, []string{gen}) {
+		t.Errorf("generations after Resolve: %v, %v; want only %s", gens, err, gen)
+	}
+}
