@@ -93,10 +93,12 @@ func indexFlag(args []string, def string) string {
 }
 
 // forward runs the command line args (the program's arguments) in the
-// server that holds dir, when one does: it reports false when DIR/SERVER
-// is absent or no server answers at its address (a server that died: the
-// lock is free, and direct mode takes it), and otherwise the command's
-// outcome.
+// server that holds dir, when one does. It reports false, for direct mode,
+// when DIR/SERVER is absent, when the process it names does not hold the
+// lock (a server that died: the lock is free, or another process holds
+// it and direct mode reports that), or when no one answers at its
+// address; otherwise true and the command's outcome (exitStatus for a
+// non-zero exit the server already reported).
 func (m *Main) forward(ctx context.Context, dir string, args []string) (bool, error) {
 	data, ok, err := layout.Server(dir)
 	if err != nil || !ok {
