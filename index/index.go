@@ -162,6 +162,7 @@ type state struct {
 	context   string         // ContextStructural or ContextOff
 
 	fts    *fts.Index
+	pub    publicIDs // internal block number → public id, for Rank
 	langMu sync.RWMutex
 	langs  map[string][3]int // documents per language and sensitivity level: how a caller's queries are analyzed
 

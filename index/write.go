@@ -103,6 +103,7 @@ func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err
 		return false, err
 	}
 	added := make([]fts.Block, 0, n)
+	public := make([]string, 0, n)
 	err = duck.Append(ctx, tx.Conn, "blocks", []string{"block_id", "doc_id", "ord", "body", "byte_start", "byte_end", "context", "heading_path", "page",
 		"parent_id", "heading", "window_text", "parent_locator", "public_id"},
 		func(add func(...driver.Value) error) error {
@@ -114,6 +115,7 @@ func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err
 						return err
 					}
 					added = append(added, fts.Block{ID: ids[i], Level: level(d.rec.Sensitivity), Terms: b.terms})
+					public = append(public, b.id)
 					i++
 				}
 			}
@@ -153,7 +155,12 @@ func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err
 	if err != nil {
 		return false, err
 	}
-	if err := ix.fts.CommitWith(ctx, tx, func() { ix.applyDense(denseAdd, blockIDs(removed)); ix.setLanguages(langs) }, rm, ad); err != nil {
+	gone := blockIDs(removed)
+	if err := ix.fts.CommitWith(ctx, tx, func() {
+		ix.applyDense(denseAdd, gone)
+		ix.setLanguages(langs)
+		ix.pub.apply(ids, public, gone)
+	}, rm, ad); err != nil {
 		return false, err
 	}
 	return true, ix.fts.Maintain(context.WithoutCancel(ctx), ix.db, 0)
@@ -307,7 +314,12 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := ix.fts.CommitWith(ctx, tx, func() { ix.applyDense(nil, blockIDs(removed)); ix.setLanguages(langs) }, rm); err != nil {
+		gone := blockIDs(removed)
+		if err := ix.fts.CommitWith(ctx, tx, func() {
+			ix.applyDense(nil, gone)
+			ix.setLanguages(langs)
+			ix.pub.apply(nil, nil, gone)
+		}, rm); err != nil {
 			return nil, nil, err
 		}
 		if err := ix.fts.Maintain(context.WithoutCancel(ctx), ix.db, 0); err != nil {
