@@ -113,6 +113,9 @@ var schemaColumns = []column{
 	{"blocks", "public_id", "VARCHAR", "''"},
 	{"documents", "bytes", "BIGINT", "0"},
 	{"documents", "source_mtime", "BIGINT", "0"},
+	// -1: not known; deletes find such a document's blocks by doc id.
+	{"documents", "first_block", "BIGINT", "-1"},
+	{"documents", "block_count", "INTEGER", "-1"},
 }
 
 // migrate brings the database up to SchemaVersion: it applies each missing
