@@ -71,6 +71,32 @@ func TestBlockRangeDelete(t *testing.T) {
 		if n := int64(s.fts.Stats().Blocks); n != blocks {
 			t.Errorf("%s: %d live full-text blocks, %d blocks", stage, n, blocks)
 		}
+		// The doc id set kept in step: loaded by the first ingest, it
+		// counts exactly the documents.
+		s.docs.mu.Lock()
+		if !s.docs.loaded {
+			t.Errorf("%s: doc id set not loaded", stage)
+		}
+		var held int64
+		for _, c := range s.docs.n {
+			held += int64(c)
+		}
+		rows, err := s.db.QueryContext(ctx, `SELECT doc_id FROM documents`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id string
+			rows.Scan(&id)
+			if k, _ := docKey(id); s.docs.n[k] == 0 {
+				t.Errorf("%s: document %s not in the doc id set", stage, id)
+			}
+		}
+		rows.Close()
+		s.docs.mu.Unlock()
+		if held != wantDocs {
+			t.Errorf("%s: doc id set counts %d documents, want %d", stage, held, wantDocs)
+		}
 		// The languages kept in step by each write are those counted.
 		langs, err := s.countLanguages(ctx, s.db)
 		if err != nil {

@@ -163,6 +163,7 @@ type state struct {
 
 	fts    *fts.Index
 	pub    publicIDs // internal block number → public id, for Rank
+	docs   docSet    // which doc ids the generation may hold, for ingest
 	langMu sync.RWMutex
 	langs  map[string][3]int // documents per language and sensitivity level: how a caller's queries are analyzed
 

@@ -354,8 +354,9 @@ func (ix *state) currentRecord(ctx context.Context, docID string) (*blobstore.Re
 // their status, by doc id; documents the index does not hold are absent.
 func (ix *state) currentDocs(ctx context.Context, docIDs []string) (map[string]*storedDoc, error) {
 	out := map[string]*storedDoc{}
-	if len(docIDs) == 0 {
-		return out, nil
+	docIDs, err := ix.candidates(ctx, docIDs) // new documents read no row
+	if err != nil || len(docIDs) == 0 {
+		return out, err
 	}
 	// The block count is the row's block_count when known; only documents
 	// without it, or with pages (textless pages: which pages hold blocks),
@@ -365,13 +366,16 @@ func (ix *state) currentDocs(ctx context.Context, docIDs []string) (map[string]*
 		return nil, fmt.Errorf("read documents: %w", err)
 	}
 	defer tx.Rollback()
-	which, arg := `doc_id IN (SELECT unnest(?::VARCHAR[]))`, any(docIDs)
-	if len(docIDs) == 1 {
-		which, arg = `doc_id = ?`, docIDs[0] // a key lookup
+	which, args := `doc_id IN (SELECT unnest(?::VARCHAR[]))`, []any{docIDs}
+	if len(docIDs) <= 64 { // a few keys: filtered in the scan
+		which, args = `doc_id IN (`+placeholders(len(docIDs))+`)`, make([]any, len(docIDs))
+		for i, id := range docIDs {
+			args[i] = id
+		}
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT doc_id, source, media_type, title, title_from, sensitivity, blob_id, language, ingested_at,
 		bytes, source_mtime, status, reason, extractor, pages, block_count
-		FROM documents d WHERE `+which, arg)
+		FROM documents d WHERE `+which, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read documents: %w", err)
 	}

@@ -57,15 +57,17 @@ func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err
 			replaced = append(replaced, d.rec.DocID)
 		}
 	}
-	removed, langs, err := ix.deleteRows(ctx, tx, replaced)
+	removed, langs, replacedIDs, err := ix.deleteRows(ctx, tx, replaced)
 	if err != nil {
 		return false, err
 	}
 	if langs == nil {
 		langs = langDelta{}
 	}
-	for _, d := range docs {
+	addedIDs := make([]string, len(docs))
+	for i, d := range docs {
 		langs.add(d.rec.Language, d.rec.Sensitivity, 1)
+		addedIDs[i] = d.rec.DocID
 	}
 	rm, err := ix.fts.Remove(ctx, tx, removed)
 	if err != nil {
@@ -171,6 +173,7 @@ func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err
 		ix.applyDense(denseAdd, gone)
 		ix.applyLanguages(langs)
 		ix.pub.apply(ids, public, gone)
+		ix.docs.apply(addedIDs, replacedIDs)
 	}, rm, ad); err != nil {
 		return false, err
 	}
@@ -229,28 +232,30 @@ func blockIDs(bs []fts.Block) []int64 {
 // A document's blocks are found by its block range (documents.first_block,
 // block_count: the block_id key, no scan of the blocks table); documents
 // whose range is not known, or too many ranges at once, by doc id.
-func (ix *state) deleteRows(ctx context.Context, tx *duck.Tx, docIDs []any) ([]fts.Block, langDelta, error) {
+func (ix *state) deleteRows(ctx context.Context, tx *duck.Tx, docIDs []any) ([]fts.Block, langDelta, []string, error) {
 	if len(docIDs) == 0 {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	in := placeholders(len(docIDs))
 	docs, err := readDocRanges(ctx, tx, docIDs)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read replaced documents: %w", err)
+		return nil, nil, nil, fmt.Errorf("read replaced documents: %w", err)
 	}
 	gone := langDelta{}
-	for _, d := range docs {
+	deleted := make([]string, 0, len(docs))
+	for id, d := range docs {
 		gone.add(d.lang, d.sens, -1)
+		deleted = append(deleted, id)
 	}
 	ranges, out, err := ix.blocksByRange(ctx, tx, docs)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read replaced blocks: %w", err)
+		return nil, nil, nil, fmt.Errorf("read replaced blocks: %w", err)
 	}
 	var stmts []string
 	var args [][]any
 	if ranges == nil {
 		if out, err = ix.analyzedBlocks(ctx, tx, `b.doc_id IN (`+in+`)`, docIDs...); err != nil {
-			return nil, nil, fmt.Errorf("read replaced blocks: %w", err)
+			return nil, nil, nil, fmt.Errorf("read replaced blocks: %w", err)
 		}
 		if ix.vec != nil {
 			stmts = append(stmts, `DELETE FROM `+ix.vec.table+` WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id IN (`+in+`))`)
@@ -273,10 +278,10 @@ func (ix *state) deleteRows(ctx context.Context, tx *duck.Tx, docIDs []any) ([]f
 	args = append(args, docIDs, docIDs)
 	for i, q := range stmts {
 		if _, err := tx.ExecContext(ctx, q, args[i]...); err != nil {
-			return nil, nil, fmt.Errorf("delete replaced rows: %w", err)
+			return nil, nil, nil, fmt.Errorf("delete replaced rows: %w", err)
 		}
 	}
-	return out, gone, nil
+	return out, gone, deleted, nil
 }
 
 // docRange is what a delete reads of a document's row: its language and
@@ -490,7 +495,7 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string
 			return nil, nil, err
 		}
 		defer tx.Rollback()
-		removed, langs, err := ix.deleteRows(ctx, tx, ids)
+		removed, langs, deleted, err := ix.deleteRows(ctx, tx, ids)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -503,6 +508,7 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string
 			ix.applyDense(nil, gone)
 			ix.applyLanguages(langs)
 			ix.pub.apply(nil, nil, gone)
+			ix.docs.apply(nil, deleted)
 		}, rm); err != nil {
 			return nil, nil, err
 		}
