@@ -168,6 +168,8 @@ type state struct {
 	context   string         // ContextStructural or ContextOff
 
 	fts    *fts.Index
+	pub    publicIDs // internal block number → public id, for Rank
+	docs   docSet    // which doc ids the generation may hold, for ingest
 	langMu sync.RWMutex
 	langs  map[string][3]int // documents per language and sensitivity level: how a caller's queries are analyzed
 	meta   metaCache         // the documents' metadata for filters (metastore.go)

@@ -367,22 +367,39 @@ func (ix *state) currentRecord(ctx context.Context, docID string) (*blobstore.Re
 // their status, by doc id; documents the index does not hold are absent.
 func (ix *state) currentDocs(ctx context.Context, docIDs []string) (map[string]*storedDoc, error) {
 	out := map[string]*storedDoc{}
-	if len(docIDs) == 0 {
-		return out, nil
+	docIDs, err := ix.candidates(ctx, docIDs) // new documents read no row
+	if err != nil || len(docIDs) == 0 {
+		return out, err
 	}
-	rows, err := ix.db.QueryContext(ctx, `SELECT doc_id, source, media_type, title, title_from, sensitivity, blob_id, language, ingested_at,
-		bytes, source_mtime, status, reason, extractor, pages, (SELECT count(*) FROM blocks b WHERE b.doc_id = d.doc_id), `+textlessSQL+`, meta_given
-		FROM documents d WHERE doc_id IN (SELECT unnest(?::VARCHAR[]))`, docIDs)
+	// The block count is the row's block_count when known; only documents
+	// without it, or with pages (textless pages: which pages hold blocks),
+	// read their blocks, in a second query of the same snapshot.
+	tx, err := ix.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read documents: %w", err)
+	}
+	defer tx.Rollback()
+	which, args := `doc_id IN (SELECT unnest(?::VARCHAR[]))`, []any{docIDs}
+	if len(docIDs) <= 64 { // a few keys: filtered in the scan
+		which, args = `doc_id IN (`+placeholders(len(docIDs))+`)`, make([]any, len(docIDs))
+		for i, id := range docIDs {
+			args[i] = id
+		}
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT doc_id, source, media_type, title, title_from, sensitivity, blob_id, language, ingested_at,
+		bytes, source_mtime, status, reason, extractor, pages, block_count, meta_given
+		FROM documents d WHERE `+which, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read documents: %w", err)
 	}
 	defer rows.Close()
+	var counted []string
 	for rows.Next() {
 		var r blobstore.Record
 		var d storedDoc
 		var titleFrom, reason, given string
 		if err := rows.Scan(&r.DocID, &r.Source, &r.MediaType, &r.Title, &titleFrom, &r.Sensitivity, &r.BlobID, &r.Language, &r.IngestedAt,
-			&r.Bytes, &r.SourceMTime, &d.status, &reason, &d.extractor, &d.pages, &d.blocks, &d.textless, &given); err != nil {
+			&r.Bytes, &r.SourceMTime, &d.status, &reason, &d.extractor, &d.pages, &d.blocks, &given); err != nil {
 			return nil, fmt.Errorf("read documents: %w", err)
 		}
 		r.Meta = recordMeta(given)
@@ -393,6 +410,29 @@ func (ix *state) currentDocs(ctx context.Context, docIDs []string) (map[string]*
 		}
 		d.rec = &r
 		out[r.DocID] = &d
+		if d.blocks < 0 || d.pages > 0 {
+			counted = append(counted, r.DocID)
+		}
+	}
+	if err := rows.Err(); err != nil || len(counted) == 0 {
+		return out, err
+	}
+	rows.Close()
+	rows, err = tx.QueryContext(ctx, `SELECT doc_id, (SELECT count(*) FROM blocks b WHERE b.doc_id = d.doc_id), `+textlessSQL+`
+		FROM documents d WHERE doc_id IN (SELECT unnest(?::VARCHAR[]))`, counted)
+	if err != nil {
+		return nil, fmt.Errorf("read documents: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var blocks, textless int
+		if err := rows.Scan(&id, &blocks, &textless); err != nil {
+			return nil, fmt.Errorf("read documents: %w", err)
+		}
+		if d := out[id]; d != nil {
+			d.blocks, d.textless = blocks, textless
+		}
 	}
 	return out, rows.Err()
 }

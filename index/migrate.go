@@ -115,6 +115,9 @@ var schemaColumns = []column{
 	{"documents", "source_mtime", "BIGINT", "0"},
 	{"documents", "meta", "VARCHAR", "'{}'"},
 	{"documents", "meta_given", "VARCHAR", "'{}'"},
+	// -1: not known; deletes find such a document's blocks by doc id.
+	{"documents", "first_block", "BIGINT", "-1"},
+	{"documents", "block_count", "INTEGER", "-1"},
 }
 
 // migrate brings the database up to SchemaVersion: it applies each missing

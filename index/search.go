@@ -309,30 +309,12 @@ func (ix *state) rank(ctx context.Context, query string, opts *SearchOptions) ([
 		for i, r := range ranked {
 			ids[i] = r.id
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT b.block_id, b.public_id FROM blocks b
-			JOIN (SELECT unnest(?::BIGINT[]) AS id) r ON r.id = b.block_id`, ids)
+		public, err := ix.pub.lookup(ctx, tx, ids)
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		public := make(map[int64]string, len(ranked))
-		for rows.Next() {
-			var id int64
-			var pub string
-			if err := rows.Scan(&id, &pub); err != nil {
-				return err
-			}
-			public[id] = pub
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for _, r := range ranked {
-			pub, ok := public[r.id]
-			if !ok {
-				return fmt.Errorf("rank %q: a ranked block has no block row", query)
-			}
-			out = append(out, Ranked{BlockID: pub, Score: r.score})
+		for i, r := range ranked {
+			out = append(out, Ranked{BlockID: public[i], Score: r.score})
 		}
 		return nil
 	})

@@ -57,9 +57,17 @@ func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err
 			replaced = append(replaced, d.rec.DocID)
 		}
 	}
-	removed, err := ix.deleteRows(ctx, tx, replaced)
+	removed, langs, replacedIDs, err := ix.deleteRows(ctx, tx, replaced)
 	if err != nil {
 		return false, err
+	}
+	if langs == nil {
+		langs = langDelta{}
+	}
+	addedIDs := make([]string, len(docs))
+	for i, d := range docs {
+		langs.add(d.rec.Language, d.rec.Sensitivity, 1)
+		addedIDs[i] = d.rec.DocID
 	}
 	rm, err := ix.fts.Remove(ctx, tx, removed)
 	if err != nil {
@@ -74,14 +82,23 @@ func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err
 		return false, err
 	}
 	err = duck.Append(ctx, tx.Conn, "documents", []string{"doc_id", "source", "media_type", "title", "title_from", "sensitivity", "blob_id", "language", "ingested_at",
-		"status", "reason", "extractor", "pages", "bytes", "source_mtime", "meta", "meta_given"},
+		"status", "reason", "extractor", "pages", "bytes", "source_mtime", "meta", "meta_given", "first_block", "block_count"},
 		func(add func(...driver.Value) error) error {
+			i := 0 // a document's blocks are numbered consecutively: ids[i:i+len(d.blocks)]
 			for _, d := range docs {
 				r := d.rec
+				first, count := int64(0), int32(len(d.blocks))
+				if n := len(d.blocks); n > 0 {
+					first = ids[i]
+					if ids[i+n-1]-first != int64(n-1) { // not consecutive: not a range
+						first, count = -1, -1
+					}
+				}
 				if err := add(r.DocID, r.Source, r.MediaType, r.Title, titleFrom(r.TitleGiven), r.Sensitivity, r.BlobID, r.Language, r.IngestedAt,
-					d.status, d.reason(), d.extractor, int32(d.pages), r.Bytes, r.SourceMTime, metaJSON(d.meta), givenJSON(r.Meta)); err != nil {
+					d.status, d.reason(), d.extractor, int32(d.pages), r.Bytes, r.SourceMTime, metaJSON(d.meta), givenJSON(r.Meta), first, count); err != nil {
 					return err
 				}
+				i += len(d.blocks)
 			}
 			return nil
 		})
@@ -103,6 +120,7 @@ func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err
 		return false, err
 	}
 	added := make([]fts.Block, 0, n)
+	public := make([]string, 0, n)
 	err = duck.Append(ctx, tx.Conn, "blocks", []string{"block_id", "doc_id", "ord", "body", "byte_start", "byte_end", "context", "heading_path", "page",
 		"parent_id", "heading", "window_text", "parent_locator", "public_id"},
 		func(add func(...driver.Value) error) error {
@@ -114,6 +132,7 @@ func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err
 						return err
 					}
 					added = append(added, fts.Block{ID: ids[i], Level: level(d.rec.Sensitivity), Terms: b.terms})
+					public = append(public, b.id)
 					i++
 				}
 			}
@@ -149,11 +168,13 @@ func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err
 	if err != nil {
 		return false, err
 	}
-	langs, err := ix.countLanguages(ctx, tx)
-	if err != nil {
-		return false, err
-	}
-	if err := ix.fts.CommitWith(ctx, tx, func() { ix.applyDense(denseAdd, blockIDs(removed)); ix.setLanguages(langs) }, rm, ad); err != nil {
+	gone := blockIDs(removed)
+	if err := ix.fts.CommitWith(ctx, tx, func() {
+		ix.applyDense(denseAdd, gone)
+		ix.applyLanguages(langs)
+		ix.pub.apply(ids, public, gone)
+		ix.docs.apply(addedIDs, replacedIDs)
+	}, rm, ad); err != nil {
 		return false, err
 	}
 	return true, ix.fts.Maintain(context.WithoutCancel(ctx), ix.db, 0)
@@ -208,29 +229,208 @@ func blockIDs(bs []fts.Block) []int64 {
 
 // deleteRows deletes the rows of the documents docIDs within tx and returns
 // their blocks re-analyzed, as the full-text index needs to remove them.
-func (ix *state) deleteRows(ctx context.Context, tx *duck.Tx, docIDs []any) ([]fts.Block, error) {
+// A document's blocks are found by its block range (documents.first_block,
+// block_count: the block_id key, no scan of the blocks table); documents
+// whose range is not known, or too many ranges at once, by doc id.
+func (ix *state) deleteRows(ctx context.Context, tx *duck.Tx, docIDs []any) ([]fts.Block, langDelta, []string, error) {
 	if len(docIDs) == 0 {
-		return nil, nil
+		return nil, nil, nil, nil
 	}
 	in := placeholders(len(docIDs))
-	out, err := ix.analyzedBlocks(ctx, tx, `b.doc_id IN (`+in+`)`, docIDs...)
+	docs, err := readDocRanges(ctx, tx, docIDs)
 	if err != nil {
-		return nil, fmt.Errorf("read replaced blocks: %w", err)
+		return nil, nil, nil, fmt.Errorf("read replaced documents: %w", err)
 	}
-	stmts := []string{
-		`DELETE FROM blocks WHERE doc_id IN (` + in + `)`,
-		`DELETE FROM document_text WHERE doc_id IN (` + in + `)`,
-		`DELETE FROM documents WHERE doc_id IN (` + in + `)`,
+	gone := langDelta{}
+	deleted := make([]string, 0, len(docs))
+	for id, d := range docs {
+		gone.add(d.lang, d.sens, -1)
+		deleted = append(deleted, id)
 	}
-	if ix.vec != nil {
-		stmts = append([]string{`DELETE FROM ` + ix.vec.table + ` WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id IN (` + in + `))`}, stmts...)
+	ranges, out, err := ix.blocksByRange(ctx, tx, docs)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read replaced blocks: %w", err)
 	}
-	for _, q := range stmts {
-		if _, err := tx.ExecContext(ctx, q, docIDs...); err != nil {
-			return nil, fmt.Errorf("delete replaced rows: %w", err)
+	var stmts []string
+	var args [][]any
+	if ranges == nil {
+		if out, err = ix.analyzedBlocks(ctx, tx, `b.doc_id IN (`+in+`)`, docIDs...); err != nil {
+			return nil, nil, nil, fmt.Errorf("read replaced blocks: %w", err)
+		}
+		if ix.vec != nil {
+			stmts = append(stmts, `DELETE FROM `+ix.vec.table+` WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id IN (`+in+`))`)
+			args = append(args, docIDs)
+		}
+		stmts = append(stmts, `DELETE FROM blocks WHERE doc_id IN (`+in+`)`)
+		args = append(args, docIDs)
+	} else {
+		for _, r := range ranges {
+			where, a := rangeWhere(r)
+			if ix.vec != nil {
+				stmts = append(stmts, `DELETE FROM `+ix.vec.table+` WHERE `+where)
+				args = append(args, a)
+			}
+			stmts = append(stmts, `DELETE FROM blocks WHERE `+where)
+			args = append(args, a)
 		}
 	}
-	return out, nil
+	stmts = append(stmts, `DELETE FROM document_text WHERE doc_id IN (`+in+`)`, `DELETE FROM documents WHERE doc_id IN (`+in+`)`)
+	args = append(args, docIDs, docIDs)
+	for i, q := range stmts {
+		if _, err := tx.ExecContext(ctx, q, args[i]...); err != nil {
+			return nil, nil, nil, fmt.Errorf("delete replaced rows: %w", err)
+		}
+	}
+	return out, gone, deleted, nil
+}
+
+// docRange is what a delete reads of a document's row: its language and
+// sensitivity, and where its blocks lie (count -1: not known).
+type docRange struct {
+	lang, sens  string
+	first       int64
+	count, seen int32
+}
+
+// readDocRanges reads the rows of the documents docIDs that exist, by doc
+// id (the primary key).
+func readDocRanges(ctx context.Context, tx *duck.Tx, docIDs []any) (map[string]*docRange, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT doc_id, language, sensitivity, first_block, block_count FROM documents
+		WHERE doc_id IN (`+placeholders(len(docIDs))+`)`, docIDs...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	docs := map[string]*docRange{}
+	for rows.Next() {
+		var id string
+		d := &docRange{}
+		if err := rows.Scan(&id, &d.lang, &d.sens, &d.first, &d.count); err != nil {
+			return nil, err
+		}
+		docs[id] = d
+	}
+	return docs, rows.Err()
+}
+
+// langDelta is a write's change to the documents per language and
+// sensitivity level (the counts countLanguages reads).
+type langDelta map[string][3]int
+
+func (d langDelta) add(lang, sens string, n int) {
+	c := d[lang]
+	c[level(sens)] += n
+	d[lang] = c
+}
+
+// applyLanguages adds a committed write's change to the documents per
+// language; it runs with the commit, under the full-text write lock, as
+// setLanguages does. A language left without documents is dropped, as
+// countLanguages leaves it out.
+func (ix *state) applyLanguages(deltas ...langDelta) {
+	ix.langMu.Lock()
+	defer ix.langMu.Unlock()
+	next := make(map[string][3]int, len(ix.langs)+1)
+	for l, c := range ix.langs {
+		next[l] = c
+	}
+	for _, d := range deltas {
+		for l, dc := range d {
+			c := next[l]
+			for i := range c {
+				c[i] += dc[i]
+			}
+			if c == [3]int{} {
+				delete(next, l)
+			} else {
+				next[l] = c
+			}
+		}
+	}
+	ix.langs = next
+}
+
+// rangeWhere is the condition on block_id of an inclusive range: one
+// block by equality (an index lookup), more by BETWEEN (zone maps).
+func rangeWhere(r [2]int64) (string, []any) {
+	if r[0] == r[1] {
+		return `block_id = ?`, []any{r[0]}
+	}
+	return `block_id BETWEEN ? AND ?`, []any{r[0], r[1]}
+}
+
+// maxRanges bounds the block ranges a delete reads one by one; past it,
+// one scan by doc id is cheaper.
+const maxRanges = 16
+
+// blocksByRange reads the blocks of the documents docs through their
+// block ranges, analyzed as analyzedBlocks does, and returns the ranges
+// (merged, ascending, inclusive). It returns nil ranges, and the caller
+// finds the blocks by doc id, when a document's range is not known, when
+// there are more than maxRanges, or when a range does not hold exactly its
+// document's blocks (a file written otherwise).
+func (ix *state) blocksByRange(ctx context.Context, tx *duck.Tx, docs map[string]*docRange) ([][2]int64, []fts.Block, error) {
+	var ranges [][2]int64
+	for _, d := range docs {
+		if d.count < 0 || d.first < 0 {
+			return nil, nil, nil
+		}
+		if d.count > 0 {
+			ranges = append(ranges, [2]int64{d.first, d.first + int64(d.count) - 1})
+		}
+	}
+	sort.Slice(ranges, func(i, j int) bool { return ranges[i][0] < ranges[j][0] })
+	merged := ranges[:0]
+	for _, r := range ranges {
+		if n := len(merged); n > 0 && r[0] <= merged[n-1][1]+1 {
+			merged[n-1][1] = max(merged[n-1][1], r[1])
+			continue
+		}
+		merged = append(merged, r)
+	}
+	if len(merged) > maxRanges {
+		return nil, nil, nil
+	}
+	var out []fts.Block
+	for _, r := range merged {
+		where, a := rangeWhere(r)
+		rows, err := tx.QueryContext(ctx, `SELECT block_id, doc_id, body, context FROM blocks WHERE `+where, a...)
+		if err != nil {
+			return nil, nil, err
+		}
+		for rows.Next() {
+			var b fts.Block
+			var doc, body, context string
+			if err := rows.Scan(&b.ID, &doc, &body, &context); err != nil {
+				rows.Close()
+				return nil, nil, err
+			}
+			d := docs[doc]
+			if d == nil {
+				rows.Close()
+				return nil, nil, nil // another document's block in the range
+			}
+			d.seen++
+			b.Level = level(d.sens)
+			b.Terms[fts.Body] = ix.analyzer.Terms(nil, body, d.lang)
+			b.Terms[fts.Context] = ix.analyzer.Terms(nil, context, d.lang)
+			out = append(out, b)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, d := range docs {
+		if d.seen != d.count {
+			return nil, nil, nil
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	if merged == nil {
+		merged = [][2]int64{} // known, and no blocks
+	}
+	return merged, out, nil
 }
 
 // Delete removes documents from the index and their records from the blob
@@ -300,7 +500,7 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string
 			return nil, nil, err
 		}
 		defer tx.Rollback()
-		removed, err := ix.deleteRows(ctx, tx, ids)
+		removed, langs, deleted, err := ix.deleteRows(ctx, tx, ids)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -308,11 +508,13 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string
 		if err != nil {
 			return nil, nil, err
 		}
-		langs, err := ix.countLanguages(ctx, tx)
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := ix.fts.CommitWith(ctx, tx, func() { ix.applyDense(nil, blockIDs(removed)); ix.setLanguages(langs) }, rm); err != nil {
+		gone := blockIDs(removed)
+		if err := ix.fts.CommitWith(ctx, tx, func() {
+			ix.applyDense(nil, gone)
+			ix.applyLanguages(langs)
+			ix.pub.apply(nil, nil, gone)
+			ix.docs.apply(nil, deleted)
+		}, rm); err != nil {
 			return nil, nil, err
 		}
 		if err := ix.fts.Maintain(context.WithoutCancel(ctx), ix.db, 0); err != nil {

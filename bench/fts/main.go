@@ -39,6 +39,7 @@ var (
 	childName  = flag.String("engine", "", "internal: the engine a child builds")
 	cpuProfile = flag.String("cpuprofile", "", "with -child build: write a CPU profile of the build here")
 	switchF    = flag.Bool("switch", false, "instead of comparing engines: search escurel during a live rebuild and its switch (switch.go)")
+	writesF    = flag.Int("writes", -1, "instead of comparing engines: on the indexes already built in -work (and written by earlier rounds), for rounds K, K+1, K+2 add the round's passages (the 1,000 past -n + 1,000 × round) and delete p(n/2+round+1), timed; with -cpuprofile FILE, profiles in FILE.ENGINE.add and .delete")
 	serveF     = flag.Bool("serve", false, "instead of comparing engines: escurel serve over HTTP against in-process search, throughput, and a live switch (serve.go)")
 )
 
@@ -141,6 +142,9 @@ func run() error {
 	}
 	if *serveF {
 		return serveBench(dir)
+	}
+	if *writesF >= 0 {
+		return writesBench(dir, *writesF)
 	}
 	names := strings.Split(*enginesF, ",")
 	common := []string{"-n", fmt.Sprint(*nFlag), "-shared", *shared}
@@ -304,4 +308,55 @@ func ratioRow(mine string, names []string, res map[string]*result, cols []col) {
 		fmt.Printf(" %.2f× |", c.get(res[mine])/best)
 	}
 	fmt.Printf(" |\n")
+}
+
+// writesBench times rounds k, k+1 and k+2 of writes on indexes built by an
+// earlier run in dir (-work), in one process (the first round pays what an
+// index loads on first use): the add of the round's 1,000 passages and the
+// delete of one passage, per engine, each under its own CPU profile when
+// -cpuprofile is set (the last round's is kept). Rounds must not repeat on
+// one directory (round 0 is the normal run's: run it first, then k ≥ 1).
+func writesBench(dir string, k int) error {
+	all := corpus(*shared, *nFlag+(k+3)*batchSize)
+	for _, name := range strings.Split(*enginesF, ",") {
+		e, err := openEngine(name, filepath.Join(dir, name), *memBlobs)
+		if err != nil {
+			return err
+		}
+		prof := func(suffix string) func() {
+			if *cpuProfile == "" {
+				return func() {}
+			}
+			f, err := os.Create(*cpuProfile + "." + name + "." + suffix)
+			if err != nil {
+				return func() {}
+			}
+			pprof.StartCPUProfile(f)
+			return func() { pprof.StopCPUProfile(); f.Close() }
+		}
+		for r := k; r < k+3; r++ {
+			extra := all[*nFlag+r*batchSize : *nFlag+(r+1)*batchSize]
+			stop := prof("add")
+			t0 := time.Now()
+			if err := e.Add(extra); err != nil {
+				return fmt.Errorf("%s: add: %w", name, err)
+			}
+			add := time.Since(t0)
+			stop()
+			stop = prof("delete")
+			t0 = time.Now()
+			if err := e.Delete(fmt.Sprintf("p%d", *nFlag/2+r+1)); err != nil {
+				return fmt.Errorf("%s: delete: %w", name, err)
+			}
+			del := time.Since(t0)
+			stop()
+			fmt.Printf("%s round %d: add 1,000 %.1f ms, delete one %.2f ms\n", name, r, ms(add), ms(del))
+		}
+		t0 := time.Now()
+		if err := e.Close(); err != nil {
+			return err
+		}
+		fmt.Printf("%s close %.1f ms\n", name, ms(time.Since(t0)))
+	}
+	return nil
 }
