@@ -15,7 +15,8 @@ import (
 // so it may say "maybe" for a document the index does not hold (the
 // database then answers), never "no" for one it holds.
 //
-// It is read on first use under fts.View (no commit meanwhile, so the rows
+// It is read by the first batch of more than docSetMinBatch documents
+// (smaller ones look their ids up by key), under fts.View (no commit meanwhile, so the rows
 // read are those the in-memory indexes describe) and kept in step by every
 // write's commit, under the full-text write lock, as publicIDs is.
 type docSet struct {
@@ -57,6 +58,11 @@ func (s *docSet) apply(added, removed []string) {
 	}
 }
 
+// docSetMinBatch is the fewest ids for which candidates loads the set: a
+// few ids are cheaper to look up by key than every doc id to read (a CLI
+// ingest of one file would otherwise read them all).
+var docSetMinBatch = 64
+
 // candidates returns those of ids that the generation may hold, in order;
 // the others it does not hold.
 func (ix *state) candidates(ctx context.Context, ids []string) ([]string, error) {
@@ -67,6 +73,9 @@ func (ix *state) candidates(ctx context.Context, ids []string) ([]string, error)
 	s.mu.Lock()
 	loaded := s.loaded
 	s.mu.Unlock()
+	if !loaded && len(ids) <= docSetMinBatch {
+		return ids, nil
+	}
 	if !loaded {
 		err := ix.fts.View(func() error {
 			s.mu.Lock()

@@ -180,3 +180,62 @@ func TestRankPublicIDsInStep(t *testing.T) {
 		t.Errorf("repeated ids: %v", ids)
 	}
 }
+
+// Searches (Rank, which loads and reads the public ids) run while writes
+// commit (which update them and the doc-id set): run with -race.
+func TestRankDuringWrites(t *testing.T) {
+	ctx := context.Background()
+	ix, err := Open(ctx, t.TempDir(), &Options{BlobURL: "mem://"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	doc := func(i int) Input {
+		return Input{Source: fmt.Sprintf("/r%03d.md", i), Data: []byte(fmt.Sprintf("# R %d\n\nshared apples text %d\n", i, i))}
+	}
+	if _, err := ix.Ingest(ctx, doc(0)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer close(done)
+		for i := 1; i < 30; i++ {
+			if _, err := ix.Ingest(ctx, doc(i)); err != nil {
+				done <- err
+				return
+			}
+			if i%3 == 0 {
+				if _, err := ix.Delete(ctx, fmt.Sprintf("/r%03d.md", i-1)); err != nil {
+					done <- err
+					return
+				}
+			}
+		}
+	}()
+	for {
+		select {
+		case err, ok := <-done:
+			if ok {
+				t.Fatal(err)
+			}
+			ranked, err := ix.Rank(ctx, "apples", &SearchOptions{K: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hits, err := ix.Search(ctx, "apples", &SearchOptions{K: 100})
+			if err != nil || len(hits) != len(ranked) || len(hits) != 21 { // 30 ingested, 9 deleted
+				t.Fatalf("after the writes: rank %d, search %d hits (want 21), %v", len(ranked), len(hits), err)
+			}
+			for i := range hits {
+				if hits[i].BlockID != ranked[i].BlockID {
+					t.Errorf("hit %d: rank %s, search %s", i, ranked[i].BlockID, hits[i].BlockID)
+				}
+			}
+			return
+		default:
+			if _, err := ix.Rank(ctx, "apples", nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
