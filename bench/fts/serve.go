@@ -178,11 +178,6 @@ func serveBench(dir string) error {
 	}
 
 	// 3. Latency over HTTP around a live rebuild's switch.
-	type sample struct {
-		start time.Time
-		took  time.Duration
-		gen   string
-	}
 	var mu sync.Mutex
 	var samples []sample
 	var stop atomic.Bool
@@ -201,7 +196,7 @@ func serveBench(dir string) error {
 					failed.Add(1)
 					continue
 				}
-				s := sample{t0, took, ix.Generation()}
+				s := sample{mode, t0, took, ix.Generation()}
 				mu.Lock()
 				samples = append(samples, s)
 				mu.Unlock()
@@ -219,31 +214,9 @@ func serveBench(dir string) error {
 	if err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
-	var switched time.Time
-	for _, s := range samples {
-		if s.gen != before && (switched.IsZero() || s.start.Before(switched)) {
-			switched = s.start
-		}
-	}
-	if switched.IsZero() {
-		return fmt.Errorf("no search ran on the new generation %s", sum.Generation)
-	}
-	phases := map[string][]time.Duration{}
-	for _, s := range samples {
-		var p string
-		switch {
-		case s.start.Before(rebuildStart):
-			p = "idle"
-		case s.start.After(switched.Add(-time.Second)) && s.start.Before(switched.Add(2*time.Second)):
-			p = "switch"
-		case s.start.Before(switched):
-			p = "rebuilding"
-		case s.start.After(rebuildEnd):
-			p = "after"
-		default:
-			continue
-		}
-		phases[p] = append(phases[p], s.took)
+	phases, err := splitPhases(samples, before, "idle", rebuildStart, rebuildEnd, sum.Generation)
+	if err != nil {
+		return err
 	}
 	fmt.Printf("\n4 HTTP clients (2 bm25, 2 hybrid) around a live rebuild of %d documents (%.1f s, %s → %s); %d searches failed\n",
 		sum.Documents, rebuildEnd.Sub(rebuildStart).Seconds(), before, sum.Generation, failed.Load())

@@ -56,12 +56,6 @@ func switchBench(dir string) error {
 			}
 		}
 	}
-	type sample struct {
-		mode  string
-		start time.Time
-		took  time.Duration
-		gen   string
-	}
 	var mu sync.Mutex
 	var samples []sample
 	var stop atomic.Bool
@@ -99,32 +93,9 @@ func switchBench(dir string) error {
 	if err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
-	var switched time.Time
-	for _, s := range samples {
-		if s.gen != before && (switched.IsZero() || s.start.Before(switched)) {
-			switched = s.start
-		}
-	}
-	if switched.IsZero() {
-		return fmt.Errorf("no search ran on the new generation %s", sum.Generation)
-	}
-	phases := map[string][]time.Duration{}
-	for _, s := range samples {
-		var p string
-		switch {
-		case s.start.Before(rebuildStart):
-			p = "steady"
-		case s.start.After(switched.Add(-time.Second)) && s.start.Before(switched.Add(2*time.Second)):
-			p = "switch"
-		case s.start.Before(switched):
-			p = "rebuilding"
-		case s.start.After(rebuildEnd):
-			p = "after"
-		default:
-			continue // rebuild ending (old generations removed)
-		}
-		phases[p] = append(phases[p], s.took)
-		phases[p+" "+s.mode] = append(phases[p+" "+s.mode], s.took)
+	phases, err := splitPhases(samples, before, "steady", rebuildStart, rebuildEnd, sum.Generation)
+	if err != nil {
+		return err
 	}
 	fmt.Printf("live rebuild of %d documents: %.1f s (%s → %s), %d searches failed\n\n",
 		sum.Documents, rebuildEnd.Sub(rebuildStart).Seconds(), before, sum.Generation, failed.Load())
@@ -155,4 +126,51 @@ func switchBench(dir string) error {
 	}
 	fmt.Println(strings.Repeat("-", 50))
 	return nil
+}
+
+// sample is one search of a benchmark around a live rebuild: its mode,
+// when it started, how long it took, and the generation it ended on.
+type sample struct {
+	mode  string
+	start time.Time
+	took  time.Duration
+	gen   string
+}
+
+// splitPhases sorts samples by when they started into the phases of a
+// live rebuild that ran from rebuildStart to rebuildEnd, away from
+// generation before to next: first (before the rebuild; named first),
+// "rebuilding", "switch" (from 1 s before the first search on the new
+// generation to 2 s after it) and "after" (the rebuild done); each phase
+// also by mode ("switch bm25"). An error when no search ran on the new
+// generation.
+func splitPhases(samples []sample, before, first string, rebuildStart, rebuildEnd time.Time, next string) (map[string][]time.Duration, error) {
+	var switched time.Time
+	for _, s := range samples {
+		if s.gen != before && (switched.IsZero() || s.start.Before(switched)) {
+			switched = s.start
+		}
+	}
+	if switched.IsZero() {
+		return nil, fmt.Errorf("no search ran on the new generation %s", next)
+	}
+	phases := map[string][]time.Duration{}
+	for _, s := range samples {
+		var p string
+		switch {
+		case s.start.Before(rebuildStart):
+			p = first
+		case s.start.After(switched.Add(-time.Second)) && s.start.Before(switched.Add(2*time.Second)):
+			p = "switch"
+		case s.start.Before(switched):
+			p = "rebuilding"
+		case s.start.After(rebuildEnd):
+			p = "after"
+		default:
+			continue // rebuild ending (old generations removed)
+		}
+		phases[p] = append(phases[p], s.took)
+		phases[p+" "+s.mode] = append(phases[p+" "+s.mode], s.took)
+	}
+	return phases, nil
 }
