@@ -315,7 +315,7 @@ func (st *metaStore) keyCounts(maxLevel uint8) map[string]int {
 	return out
 }
 
-// MetaKeys counts, for each metadata key, the documents (with blocks)
+// MetaKeys counts, for each metadata key, the documents (status ok)
 // that have it, among those a caller of the given clearance may see (a key
 // only documents above it have is not listed); built-in fields included.
 func (ix *Index) MetaKeys(ctx context.Context, clearance string) (map[string]int, error) {

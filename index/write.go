@@ -29,15 +29,17 @@ func titleFrom(given bool) string {
 	return titleFromExtraction
 }
 
-// level is the fts sensitivity level of a document sensitivity.
+// level is the fts sensitivity level of a document sensitivity. A level
+// escurel does not know is restricted: it fails closed (writes check the
+// value, so only a damaged or hand-edited row has one).
 func level(sensitivity string) uint8 {
 	switch sensitivity {
+	case Public:
+		return 0
 	case Internal:
 		return 1
-	case Restricted:
-		return 2
 	}
-	return 0
+	return 2
 }
 
 // write replaces the rows of each document in docs with its blocks, and
@@ -328,6 +330,9 @@ func (d langDelta) add(lang, sens string, n int) {
 // setLanguages does. A language left without documents is dropped, as
 // countLanguages leaves it out.
 func (ix *state) applyLanguages(deltas ...langDelta) {
+	// Every commit that changes documents applies its language deltas
+	// here: the metadata table that filters read is stale from now on.
+	ix.metaChanged()
 	ix.langMu.Lock()
 	defer ix.langMu.Unlock()
 	next := make(map[string][3]int, len(ix.langs)+1)
