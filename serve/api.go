@@ -110,7 +110,7 @@ func (s *Server) routes(api huma.API) {
 		Method:      http.MethodGet,
 		Path:        "/v1/documents",
 		Summary:     "List documents",
-		Description: "The documents the caller's token may see, by source, with their block counts; failed ones only when their details are within the clearance.",
+		Description: "A page of the documents the caller's token may see, by source (the records of the document list: status, reason, blocks, bytes…); documents above its clearance are neither listed nor counted. Pass next as after for the next page.",
 		Errors:      []int{http.StatusUnauthorized, http.StatusServiceUnavailable},
 	}, func(ctx context.Context, in *documentsRequest) (*documentsResponse, error) {
 		out, err := s.sv.documents(ctx, callerFrom(ctx).Clearance, &DocumentsInput{

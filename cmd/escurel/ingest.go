@@ -71,19 +71,9 @@ func (c *IngestCommand) Run(ctx context.Context, args []string) (err error) {
 			args[i] = c.m.abs(p) // the client's working directory, not the server's
 		}
 	}
-	var ix *index.Index
-	if c.m.live != nil {
-		if ix, err = c.m.openExisting(ctx, c.g); err != nil {
-			return err
-		}
-	} else {
-		opts, err := c.m.options(c.g)
-		if err != nil {
-			return err
-		}
-		if ix, err = index.Open(ctx, c.g.indexDir, opts); err != nil {
-			return err
-		}
+	ix, err := c.m.openOrCreate(ctx, c.g)
+	if err != nil {
+		return err
 	}
 	defer func() {
 		if cerr := c.m.closeIndex(ix); cerr != nil && (err == nil || errors.Is(err, errFailed)) {

@@ -235,6 +235,20 @@ func (m *Main) openExisting(ctx context.Context, g globals) (*index.Index, error
 	return index.Open(ctx, g.indexDir, opts)
 }
 
+// openOrCreate opens the index in g.indexDir, creating it when missing
+// (ingest, sync); in a server, it returns the server's open index, as
+// openExisting does. Release it with closeIndex.
+func (m *Main) openOrCreate(ctx context.Context, g globals) (*index.Index, error) {
+	if m.live != nil {
+		return m.openExisting(ctx, g)
+	}
+	opts, err := m.options(g)
+	if err != nil {
+		return nil, err
+	}
+	return index.Open(ctx, g.indexDir, opts)
+}
+
 // closeIndex closes an index that openExisting opened; the server's own
 // stays open.
 func (m *Main) closeIndex(ix *index.Index) error {

@@ -55,22 +55,14 @@ func (c *SyncCommand) Run(ctx context.Context, args []string) error {
 	if *maxBytes <= 0 {
 		return usageError("sync: --max-file-bytes %d: want a positive number of bytes", *maxBytes)
 	}
-	var ix *index.Index
 	if c.m.live != nil {
-		if ix, err = c.m.openExisting(ctx, c.g); err != nil {
-			return err
-		}
 		for i, a := range args {
 			args[i] = c.m.abs(a) // the client's working directory, not the server's
 		}
-	} else {
-		opts, err := c.m.options(c.g)
-		if err != nil {
-			return err
-		}
-		if ix, err = index.Open(ctx, c.g.indexDir, opts); err != nil {
-			return err
-		}
+	}
+	ix, err := c.m.openOrCreate(ctx, c.g)
+	if err != nil {
+		return err
 	}
 	defer c.m.closeIndex(ix)
 	meta, err := metaArgs.meta()
