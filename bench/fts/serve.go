@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -38,29 +36,14 @@ import (
 //     p95.
 //
 // With -work DIR an index already built there by an earlier run is
-// reused.
+// reused (hybridIndex).
 func serveBench(dir string) error {
-	name := "escurel-hybrid"
-	edir := filepath.Join(dir, name)
-	if !index.Exists(edir) {
-		os.MkdirAll(edir, 0o755)
-		common := []string{"-n", fmt.Sprint(*nFlag), "-shared", *shared}
-		out, _, err := child(append([]string{"-child", "build", "-engine", name, "-work", edir}, common...)...)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("built %d passages in %s s\n", *nFlag, out)
-	}
-	e, err := openEscurelVectors(edir, false, "")
+	edir, e, qs, err := hybridIndex(dir)
 	if err != nil {
 		return err
 	}
 	defer e.Close()
 	ix := e.ix
-	qs := queries(*shared, *queriesN)
-	if len(qs) == 0 {
-		return fmt.Errorf("no queries: %s/scifact/queries.jsonl is absent", *shared)
-	}
 	srv, err := serve.New(ix, &serve.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return err

@@ -31,24 +31,11 @@ import (
 // Issue 12's target: p95 in "switch" within 2× of p95 in "rebuilding" (the
 // same load without a switch).
 func switchBench(dir string) error {
-	name := "escurel-hybrid"
-	edir := filepath.Join(dir, name)
-	os.MkdirAll(edir, 0o755)
-	common := []string{"-n", fmt.Sprint(*nFlag), "-shared", *shared}
-	out, _, err := child(append([]string{"-child", "build", "-engine", name, "-work", edir}, common...)...)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("built %d passages in %s s\n", *nFlag, out)
-	e, err := openEscurelVectors(edir, false, "")
+	edir, e, qs, err := hybridIndex(dir)
 	if err != nil {
 		return err
 	}
 	defer e.Close()
-	qs := queries(*shared, *queriesN)
-	if len(qs) == 0 {
-		return fmt.Errorf("no queries: %s/scifact/queries.jsonl is absent", *shared)
-	}
 	for _, mode := range []string{index.ModeBM25, index.ModeHybrid} { // warm up
 		for _, q := range qs {
 			if _, err := e.ix.Rank(context.Background(), q, &index.SearchOptions{K: 10, Mode: mode}); err != nil {
@@ -173,4 +160,31 @@ func splitPhases(samples []sample, before, first string, rebuildStart, rebuildEn
 		phases[p+" "+s.mode] = append(phases[p+" "+s.mode], s.took)
 	}
 	return phases, nil
+}
+
+// hybridIndex opens the escurel-hybrid index of *nFlag passages (hash/384
+// vectors) under dir, building it in a child process unless an earlier
+// run with -work left one there, and returns its directory, the engine
+// and the SciFact claims to query it with.
+func hybridIndex(dir string) (string, *escurelEngine, []string, error) {
+	name := "escurel-hybrid"
+	edir := filepath.Join(dir, name)
+	if !index.Exists(edir) {
+		os.MkdirAll(edir, 0o755)
+		common := []string{"-n", fmt.Sprint(*nFlag), "-shared", *shared}
+		out, _, err := child(append([]string{"-child", "build", "-engine", name, "-work", edir}, common...)...)
+		if err != nil {
+			return "", nil, nil, err
+		}
+		fmt.Printf("built %d passages in %s s\n", *nFlag, out)
+	}
+	qs := queries(*shared, *queriesN)
+	if len(qs) == 0 {
+		return "", nil, nil, fmt.Errorf("no queries: %s/scifact/queries.jsonl is absent", *shared)
+	}
+	e, err := openEscurelVectors(edir, false, "")
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return edir, e, qs, nil
 }
