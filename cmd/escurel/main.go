@@ -21,10 +21,14 @@ import (
 	"syscall"
 	"time"
 
-	// Blob store URL schemes this binary opens. A Go program using the
-	// library registers the ones it needs (for example s3blob) itself.
+	// Blob store URL schemes this binary opens (credentials come from each
+	// cloud's usual environment). A Go program using the library registers
+	// the ones it needs itself.
+	_ "gocloud.dev/blob/azureblob"
 	_ "gocloud.dev/blob/fileblob"
+	_ "gocloud.dev/blob/gcsblob"
 	_ "gocloud.dev/blob/memblob"
+	_ "gocloud.dev/blob/s3blob"
 
 	"github.com/escurel/escurel/embed"
 	// The onnx embedder, registered by name; a Go program using the
