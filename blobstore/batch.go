@@ -126,7 +126,7 @@ func (b *Batch) Sync(ctx context.Context) error {
 		for _, p := range pending {
 			os.Remove(p.tmp)
 		}
-		return fmt.Errorf("sync blob store %s: %w", b.s.url, err)
+		return fmt.Errorf("sync blob store %s: %w", b.s.Redacted(), err)
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
@@ -146,7 +146,7 @@ func (b *Batch) Sync(ctx context.Context) error {
 	}
 	for d := range dirs {
 		if err := syncDir(d); err != nil {
-			return fmt.Errorf("sync blob store %s: %w", b.s.url, err)
+			return fmt.Errorf("sync blob store %s: %w", b.s.Redacted(), err)
 		}
 	}
 	return nil

@@ -30,6 +30,7 @@ import (
 	_ "gocloud.dev/blob/memblob"
 	_ "gocloud.dev/blob/s3blob"
 
+	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/embed"
 	// The onnx embedder, registered by name; a Go program using the
 	// library imports it only if it runs ONNX models.
@@ -270,7 +271,7 @@ func (m *Main) closeIndex(ix *index.Index) error {
 func (m *Main) checkLive(g globals, rebuilding bool) error {
 	man := m.live.Manifest()
 	same := map[string]bool{
-		"blobs":              g.blobURL == "" || g.blobURL == m.live.Blobs().URL(),
+		"blobs":              g.blobURL == "" || blobstore.SameURL(g.blobURL, m.live.Blobs().URL()),
 		"embedder":           g.embedder == "" || rebuilding,
 		"chunker":            g.chunker == "" || rebuilding,
 		"extract-timeout":    g.extractTimeout == "" || rebuilding,
