@@ -135,7 +135,11 @@ type Store struct {
 	localDir string // root directory for file:// buckets, else ""
 }
 
-// Open opens the bucket at urlstr. For file:// URLs the directory is created
+// Open opens the bucket at urlstr. For an object store (s3://, gs://,
+// azblob://, …) a path after the bucket is a key prefix:
+// s3://bucket/team/docs?region=… is s3://bucket?prefix=team/docs/&region=…
+// (gocloud's drivers would ignore the path and write at the bucket's
+// root); giving both a path and prefix= is an error. For file:// URLs the directory is created
 // when missing and the query parameters create_dir, no_tmp_dir (temporary
 // files beside their final name, so the rename never crosses devices) and
 // metadata=skip (no sidecar attribute files) are added unless present, and
@@ -150,6 +154,9 @@ func Open(ctx context.Context, urlstr string) (*Store, error) {
 	}
 	shown := Redact(urlstr)
 	s := &Store{url: urlstr}
+	if u, err = pathAsPrefix(u); err != nil {
+		return nil, fmt.Errorf("open blob store %s: %w", shown, err)
+	}
 	if u.Scheme == "file" {
 		s.localDir = u.Path
 		if u.Host == "." {

@@ -4,6 +4,7 @@ package blobstore
 
 import (
 	"errors"
+	"fmt"
 	"net/url"
 	"sort"
 	"strings"
@@ -135,4 +136,21 @@ func parseError(err error) error {
 		return ue.Err
 	}
 	return err
+}
+
+// pathAsPrefix returns u with the path of an object store URL moved into
+// gocloud's prefix parameter (a directory: it ends in "/"). file:// and
+// mem:// URLs, and those without a path, are returned as they are.
+func pathAsPrefix(u *url.URL) (*url.URL, error) {
+	if u.Scheme == "file" || u.Scheme == "mem" || strings.Trim(u.Path, "/") == "" {
+		return u, nil
+	}
+	q := u.Query()
+	if q.Has("prefix") {
+		return nil, fmt.Errorf("both a path (%s) and prefix=%s: give the key prefix one way", u.Path, q.Get("prefix"))
+	}
+	c := *u
+	q.Set("prefix", strings.Trim(u.Path, "/")+"/")
+	c.Path, c.RawPath, c.RawQuery = "", "", q.Encode()
+	return &c, nil
 }

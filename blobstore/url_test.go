@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/escurel/escurel/internal/s3test"
 )
 
 func TestRedact(t *testing.T) {
@@ -65,5 +67,39 @@ func TestOpenErrorHidesSecrets(t *testing.T) {
 		if strings.Contains(err.Error(), "zzsecret42") {
 			t.Errorf("Open(%q): the error shows the secret: %v", u, err)
 		}
+	}
+}
+
+// A path after an object store's bucket is a key prefix (gocloud's
+// drivers ignore it: the objects would land at the bucket's root, and two
+// indexes on one bucket would mix).
+func TestObjectStorePathIsPrefix(t *testing.T) {
+	ctx := context.Background()
+	srv := s3test.Start(t)
+	root := srv.Bucket(t, "paths", "")
+	withPath := strings.Replace(root, "s3://paths?", "s3://paths/team/docs?", 1)
+	s, err := Open(ctx, withPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	id, err := s.Put(ctx, []byte("under the prefix"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := BlobKey(id)
+	r, err := Open(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if ok, err := r.bucket.Exists(ctx, "team/docs/"+key); err != nil || !ok {
+		t.Errorf("the blob is not at team/docs/%s: %v", key, err)
+	}
+	if ok, _ := r.bucket.Exists(ctx, key); ok {
+		t.Errorf("the blob is at the bucket's root")
+	}
+	if _, err := Open(ctx, withPath+"&prefix=other%2F"); err == nil || !strings.Contains(err.Error(), "prefix") {
+		t.Errorf("a path and prefix= both: %v", err)
 	}
 }
