@@ -10,14 +10,14 @@ import (
 
 func TestRedact(t *testing.T) {
 	for in, want := range map[string]string{
-		"s3://bucket?region=us-east-1&prefix=team%2F":                   "s3://bucket?region=us-east-1&prefix=team%2F",
-		"file:///var/lib/escurel/blobs":                                 "file:///var/lib/escurel/blobs",
-		"s3://AKIA:hunter2@bucket?region=eu":                            "s3://AKIA:xxxxx@bucket?region=eu",
-		"azblob://c?sas_token=sv%3D2024%26sig%3Dabc&domain=x":           "azblob://c?sas_token=xxxxx&domain=x",
-		"s3://b?endpoint=http%3A%2F%2Fu%3Apw42x%40127.0.0.1%3A9000":     "s3://b?endpoint=http%3A%2F%2Fu%3Axxxxx%40127.0.0.1%3A9000",
+		"s3://bucket?region=us-east-1&prefix=team%2F":                    "s3://bucket?region=us-east-1&prefix=team%2F",
+		"file:///var/lib/escurel/blobs":                                  "file:///var/lib/escurel/blobs",
+		"s3://AKIA:hunter2@bucket?region=eu":                             "s3://AKIA:xxxxx@bucket?region=eu",
+		"azblob://c?sas_token=sv%3D2024%26sig%3Dabc&domain=x":            "azblob://c?sas_token=xxxxx&domain=x",
+		"s3://b?endpoint=http%3A%2F%2Fu%3Apw42x%40127.0.0.1%3A9000":      "s3://b?endpoint=http%3A%2F%2Fu%3Axxxxx%40127.0.0.1%3A9000",
 		"gs://b?private_key_path=%2Fsecrets%2Fkey.pem&access_id=someone": "gs://b?private_key_path=xxxxx&access_id=someone",
-		"s3://b?X-Amz-Signature=deadbeef&X-Amz-Security-Token=tok":      "s3://b?X-Amz-Signature=xxxxx&X-Amz-Security-Token=xxxxx",
-		"s3://b\x7f?secret=x":                                           "(not a URL)",
+		"s3://b?X-Amz-Signature=deadbeef&X-Amz-Security-Token=tok":       "s3://b?X-Amz-Signature=xxxxx&X-Amz-Security-Token=xxxxx",
+		"s3://b\x7f?secret=x":                                            "(not a URL)",
 	} {
 		if got := Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
