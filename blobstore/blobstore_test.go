@@ -195,10 +195,11 @@ func TestBatch(t *testing.T) {
 			if err := b.PutRecord(ctx, recs[0]); err != nil {
 				t.Fatal(err)
 			}
-			if s.localDir != "" {
-				if got, _ := s.Records(ctx); len(got) != 0 {
-					t.Fatalf("%d records visible before Sync", len(got))
-				}
+			if got, _ := s.Records(ctx); len(got) != 0 {
+				t.Fatalf("%d records visible before Sync", len(got))
+			}
+			if ids, _ := s.BlobIDs(ctx); len(ids) != 0 {
+				t.Fatalf("%d blobs visible before Sync", len(ids))
 			}
 			if err := b.Sync(ctx); err != nil {
 				t.Fatal(err)
