@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Batch collects blob and record writes that become durable together, at
@@ -20,14 +22,67 @@ import (
 // place and makes the renames durable (an fsync of each directory). A crash
 // before Sync returns leaves at most temporary files, which listing
 // ignores; it never leaves a half-written blob or record under its final
-// name. For other stores each write is durable when it returns, as
-// with Store.Put.
+// name. For other stores (object stores: each upload is durable when it
+// completes) Put and PutRecord queue too, and Sync uploads the queue
+// remoteUploads at a time, a round trip's latency paid once per
+// remoteUploads objects rather than once per object; Sync returns once
+// every upload has completed.
 //
 // A Batch is not safe for concurrent use.
 type Batch struct {
 	s       *Store
 	pending []pendingFile // file:// only
 	keys    map[string]bool
+	remote  []remoteWrite // other stores: the queue, one per key
+	slot    map[string]int
+}
+
+// remoteUploads is how many uploads a Batch's Sync runs at once on an
+// object store.
+const remoteUploads = 16
+
+type remoteWrite struct {
+	key, what string // what: the error's prefix, e.g. "put blob sha256:…"
+	data      []byte
+	blob      bool // a blob (Store.Put: skipped when intact), else a record
+}
+
+// queue adds a write for an object store; a later write of a key
+// replaces the earlier.
+func (b *Batch) queue(w remoteWrite) {
+	if b.slot == nil {
+		b.slot = map[string]int{}
+	}
+	if i, ok := b.slot[w.key]; ok {
+		b.remote[i] = w
+		return
+	}
+	b.slot[w.key] = len(b.remote)
+	b.remote = append(b.remote, w)
+}
+
+// syncRemote runs the queued object store writes, remoteUploads at a time.
+func (b *Batch) syncRemote(ctx context.Context) error {
+	queued := b.remote
+	b.remote, b.slot = nil, nil
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(remoteUploads)
+	for _, w := range queued {
+		g.Go(func() error {
+			if w.blob {
+				_, err := b.s.Put(gctx, w.data)
+				return err
+			}
+			if err := b.s.write(gctx, w.key, w.data, "application/json"); err != nil {
+				return fmt.Errorf("%s: %w", w.what, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("sync blob store %s: %w", b.s.Redacted(), err)
+	}
+	return nil
 }
 
 type pendingFile struct {
@@ -46,7 +101,8 @@ func (b *Batch) Put(ctx context.Context, data []byte) (string, error) {
 	id := BlobID(data)
 	key, _ := BlobKey(id)
 	if b.s.localDir == "" {
-		return b.s.Put(ctx, data)
+		b.queue(remoteWrite{key: key, what: "put blob " + id, data: data, blob: true})
+		return id, nil
 	}
 	if b.keys[key] {
 		return id, nil
@@ -63,12 +119,13 @@ func (b *Batch) Put(ctx context.Context, data []byte) (string, error) {
 // PutRecord writes rec, as Store.PutRecord does, durable at Sync. A record
 // whose stored bytes are already equal is not written again.
 func (b *Batch) PutRecord(ctx context.Context, rec *Record) error {
-	if b.s.localDir == "" {
-		return b.s.PutRecord(ctx, rec)
-	}
 	key, data, err := encodeRecord(rec)
 	if err != nil {
 		return err
+	}
+	if b.s.localDir == "" {
+		b.queue(remoteWrite{key: key, what: "put record " + rec.DocID, data: data})
+		return nil
 	}
 	if old, err := os.ReadFile(b.s.localPath(key)); err == nil && bytes.Equal(old, data) && !b.keys[key] {
 		return nil
@@ -117,6 +174,9 @@ func writeTemps(pending []pendingFile) error {
 // returns once it is. On error the batch's temporary files are removed and
 // nothing was published that was not durable.
 func (b *Batch) Sync(ctx context.Context) error {
+	if len(b.remote) > 0 {
+		return b.syncRemote(ctx)
+	}
 	if len(b.pending) == 0 {
 		return nil
 	}
@@ -126,7 +186,7 @@ func (b *Batch) Sync(ctx context.Context) error {
 		for _, p := range pending {
 			os.Remove(p.tmp)
 		}
-		return fmt.Errorf("sync blob store %s: %w", b.s.url, err)
+		return fmt.Errorf("sync blob store %s: %w", b.s.Redacted(), err)
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
@@ -146,7 +206,7 @@ func (b *Batch) Sync(ctx context.Context) error {
 	}
 	for d := range dirs {
 		if err := syncDir(d); err != nil {
-			return fmt.Errorf("sync blob store %s: %w", b.s.url, err)
+			return fmt.Errorf("sync blob store %s: %w", b.s.Redacted(), err)
 		}
 	}
 	return nil
@@ -155,6 +215,7 @@ func (b *Batch) Sync(ctx context.Context) error {
 // Abort drops the batch's queued writes; nothing of it is published.
 func (b *Batch) Abort() {
 	b.pending, b.keys = nil, map[string]bool{}
+	b.remote, b.slot = nil, nil
 }
 
 // fsyncEach makes each temporary file durable, one fsync each: the portable

@@ -135,19 +135,28 @@ type Store struct {
 	localDir string // root directory for file:// buckets, else ""
 }
 
-// Open opens the bucket at urlstr. For file:// URLs the directory is created
+// Open opens the bucket at urlstr. For an object store (s3://, gs://,
+// azblob://, …) a path after the bucket is a key prefix:
+// s3://bucket/team/docs?region=… is s3://bucket?prefix=team/docs/&region=…
+// (gocloud's drivers would ignore the path and write at the bucket's
+// root); giving both a path and prefix= is an error. For file:// URLs the directory is created
 // when missing and the query parameters create_dir, no_tmp_dir (temporary
 // files beside their final name, so the rename never crosses devices) and
 // metadata=skip (no sidecar attribute files) are added unless present, and
 // dir_file_mode=0700: the store is private to its owner, directories 0700
 // and objects 0600 (a blob may hold a restricted document's bytes).
-// Errors name the URL.
+// Errors name the URL without its secrets (Redact), and never the
+// secrets themselves.
 func Open(ctx context.Context, urlstr string) (*Store, error) {
 	u, err := url.Parse(urlstr)
 	if err != nil {
-		return nil, fmt.Errorf("open blob store %q: %w", urlstr, err)
+		return nil, fmt.Errorf("open blob store: not a URL: %w", parseError(err))
 	}
+	shown := Redact(urlstr)
 	s := &Store{url: urlstr}
+	if u, err = pathAsPrefix(u); err != nil {
+		return nil, fmt.Errorf("open blob store %s: %w", shown, err)
+	}
 	if u.Scheme == "file" {
 		s.localDir = u.Path
 		if u.Host == "." {
@@ -164,13 +173,13 @@ func Open(ctx context.Context, urlstr string) (*Store, error) {
 		// durable, so that each later write needs one directory fsync.
 		for _, d := range []string{"blobs/sha256", "documents"} {
 			if err := mkdirDurable(s.localDir, d); err != nil {
-				return nil, fmt.Errorf("open blob store %q: %w", urlstr, err)
+				return nil, fmt.Errorf("open blob store %s: %w", shown, scrubError(err, urlstr))
 			}
 		}
 	}
 	b, err := blob.OpenBucket(ctx, u.String())
 	if err != nil {
-		return nil, fmt.Errorf("open blob store %q: %w", urlstr, err)
+		return nil, fmt.Errorf("open blob store %s: %w", shown, scrubError(err, urlstr))
 	}
 	s.bucket = b
 	return s, nil
@@ -179,8 +188,12 @@ func Open(ctx context.Context, urlstr string) (*Store, error) {
 // Close releases the bucket.
 func (s *Store) Close() error { return s.bucket.Close() }
 
-// URL returns the URL the store was opened with.
+// URL returns the URL the store was opened with, secrets included: to
+// open it again or record it, not to print (see Redacted).
 func (s *Store) URL() string { return s.url }
+
+// Redacted returns the store's URL fit to print: Redact(URL()).
+func (s *Store) Redacted() string { return Redact(s.url) }
 
 // BlobID returns the content address of data: "sha256:" and 64 hex digits.
 func BlobID(data []byte) string {

@@ -93,7 +93,7 @@ func (s *Store) TempFiles(ctx context.Context) ([]TempFile, error) {
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("list temporary files of %s: %w", s.url, err)
+			return nil, fmt.Errorf("list temporary files of %s: %w", s.Redacted(), err)
 		}
 	}
 	return out, nil
@@ -104,7 +104,7 @@ func (s *Store) TempFiles(ctx context.Context) ([]TempFile, error) {
 func (s *Store) RemoveTemp(path string) error {
 	rel, err := filepath.Rel(s.localDir, path)
 	if s.localDir == "" || err != nil || strings.HasPrefix(rel, "..") || !strings.HasSuffix(path, ".tmp") {
-		return fmt.Errorf("remove %s: not a temporary file of %s", path, s.url)
+		return fmt.Errorf("remove %s: not a temporary file of %s", path, s.Redacted())
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err

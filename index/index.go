@@ -291,9 +291,9 @@ func openIndex(ctx context.Context, d *layout.Dir, gen string, opts *Options, re
 		switch {
 		case blobURL == "":
 			blobURL = recorded
-		case blobURL != recorded && !strings.HasPrefix(blobURL, "mem:") && layout.Exists(dir):
+		case !blobstore.SameURL(blobURL, recorded) && !strings.HasPrefix(blobURL, "mem:") && layout.Exists(dir):
 			return nil, fmt.Errorf("open index %s: it derives from the blob store %s, not %s; give that store (or none), or rebuild from the other one with escurel rebuild --blobs",
-				dir, recorded, blobURL)
+				dir, blobstore.Redact(recorded), blobstore.Redact(blobURL))
 		}
 		if ix.blobs, err = blobstore.Open(ctx, blobURL); err != nil {
 			return nil, err

@@ -15,7 +15,7 @@ import (
 // Stats describes an index for `escurel status`.
 type Stats struct {
 	Path          string   `json:"path"`
-	BlobURL       string   `json:"blob_url"`
+	BlobURL       string   `json:"blob_url"` // redacted: secrets in it are "xxxxx" (blobstore.Redact)
 	SchemaVersion int      `json:"schema_version"`
 	Manifest      Manifest `json:"manifest"`
 	Documents     int64    `json:"documents"`
@@ -101,7 +101,7 @@ func (ix *Index) CountsAt(ctx context.Context, clearance string) (Counts, error)
 
 // stats is Index.Stats on one generation.
 func (ix *state) stats(ctx context.Context) (Stats, error) {
-	st := Stats{Path: ix.path, BlobURL: ix.blobs.URL(), Manifest: *ix.manifest.Load()}
+	st := Stats{Path: ix.path, BlobURL: ix.blobs.Redacted(), Manifest: *ix.manifest.Load()}
 	st.FullText = ix.fts.Stats()
 	vectors := `0`
 	if ix.vec != nil {

@@ -26,7 +26,7 @@ import (
 type Plan struct {
 	Kind    string // "rebuild" or "reembed"
 	Dir     string
-	BlobURL string
+	BlobURL string // the blob store, redacted (blobstore.Redact)
 	// From is the live generation; "" when there is none (a new index, or
 	// a lost live generation).
 	From string
@@ -170,7 +170,7 @@ func plan(ctx context.Context, d *layout.Dir, opts Options, reembed bool) (*Plan
 	if opts.Keep < 1 {
 		return nil, fmt.Errorf("%s: keep %d generations: want at least 1", what, opts.Keep)
 	}
-	p := &Plan{Kind: what, Dir: opts.Dir, BlobURL: opts.Blobs.URL(), Keep: opts.Keep, reembed: reembed, hasLive: true}
+	p := &Plan{Kind: what, Dir: opts.Dir, BlobURL: opts.Blobs.Redacted(), Keep: opts.Keep, reembed: reembed, hasLive: true}
 	settings := opts.Index
 	settings.BlobURL, settings.Blobs = "", opts.Blobs
 	var err error
@@ -262,7 +262,7 @@ func plan(ctx context.Context, d *layout.Dir, opts Options, reembed bool) (*Plan
 // rebuild drops.
 func checkCoverage(recs []*blobstore.Record, live map[string]string, opts Options) ([]string, error) {
 	if len(recs) == 0 && len(live) == 0 {
-		return nil, fmt.Errorf("rebuild: the blob store %s holds no document records: nothing to rebuild from", opts.Blobs.URL())
+		return nil, fmt.Errorf("rebuild: the blob store %s holds no document records: nothing to rebuild from", opts.Blobs.Redacted())
 	}
 	have := make(map[string]bool, len(recs))
 	for _, r := range recs {
@@ -276,7 +276,7 @@ func checkCoverage(recs []*blobstore.Record, live map[string]string, opts Option
 	}
 	if len(missing) > 0 && !opts.AllowMissing {
 		sort.Strings(missing)
-		return nil, &MissingError{Store: opts.Blobs.URL(), Missing: missing, Live: len(live)}
+		return nil, &MissingError{Store: opts.Blobs.Redacted(), Missing: missing, Live: len(live)}
 	}
 	sort.Strings(missing)
 	return missing, nil

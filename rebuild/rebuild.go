@@ -137,7 +137,7 @@ var ErrNewFailures = errors.New("rebuild: documents served now would fail")
 // index: check Store, or set Options.AllowMissing to drop them. It wraps
 // ErrMissing.
 type MissingError struct {
-	Store   string
+	Store   string // the blob store's URL, redacted (blobstore.Redact)
 	Missing []string
 	Live    int
 }

@@ -30,6 +30,7 @@ import (
 	_ "gocloud.dev/blob/memblob"
 	_ "gocloud.dev/blob/s3blob"
 
+	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/embed"
 	// The onnx embedder, registered by name; a Go program using the
 	// library imports it only if it runs ONNX models.
@@ -270,7 +271,7 @@ func (m *Main) closeIndex(ix *index.Index) error {
 func (m *Main) checkLive(g globals, rebuilding bool) error {
 	man := m.live.Manifest()
 	same := map[string]bool{
-		"blobs":              g.blobURL == "" || g.blobURL == m.live.Blobs().URL(),
+		"blobs":              g.blobURL == "" || blobstore.SameURL(g.blobURL, m.live.Blobs().URL()),
 		"embedder":           g.embedder == "" || rebuilding,
 		"chunker":            g.chunker == "" || rebuilding,
 		"extract-timeout":    g.extractTimeout == "" || rebuilding,
@@ -368,6 +369,8 @@ func (m *Main) dispatch(ctx context.Context, cmd string, g globals, rest []strin
 		return (&GCCommand{m: m, g: g}).Run(ctx, rest)
 	case "serve":
 		return (&ServeCommand{m: m, g: g}).Run(ctx, rest)
+	case "export":
+		return (&ExportCommand{m: m, g: g}).Run(ctx, rest)
 	case "version":
 		fmt.Fprintf(m.Stdout, "escurel %s (schema %d)\n", index.Version, index.SchemaVersion)
 		return nil
@@ -472,6 +475,14 @@ Commands:
                           when documents changed in the blob store since it
                           was built, unless --force; refused past a purge,
                           even with --force
+  export --parquet URL [--clearance LEVEL] [--json]
+                          an operator's command: write documents.parquet,
+                          blocks.parquet and vectors.parquet (schema in
+                          ARCHITECTURE.md) to a directory or a bucket
+                          (s3://bucket/prefix?region=…, gs://, azblob://);
+                          the documents above LEVEL (default public) are
+                          left out, with their blocks and vectors; with
+                          restricted it writes every document's whole text
   verify [--json] [--deep]
                           digest of every derived row, and coverage checks
                           against the blob store; --deep also re-hashes
@@ -495,8 +506,14 @@ Commands:
 
 Global flags (also accepted after the command):
   --index DIR             index directory (env ESCUREL_INDEX; default ./.escurel)
-  --blobs URL             blob store URL, file:///path (env ESCUREL_BLOBS;
-                          default file://<index dir>/blobs)
+  --blobs URL             blob store URL (env ESCUREL_BLOBS; default
+                          file://<index dir>/blobs): file:///path,
+                          s3://bucket/prefix?region=R (endpoint=URL and
+                          use_path_style=true for MinIO and others),
+                          gs://bucket/prefix, azblob://container/prefix;
+                          credentials from the usual environment
+                          (AWS_*, GOOGLE_APPLICATION_CREDENTIALS,
+                          AZURE_STORAGE_*), never from the URL
   --chunker SPEC          chunker (env ESCUREL_CHUNKER): default,
                           parent_child (small_to_big) or sentence_window,
                           with parameters, e.g.

@@ -87,14 +87,14 @@ func (c *RebuildCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 		ropts.Dir, ropts.Live, ropts.Blobs = c.m.live.Dir(), c.m.live, c.m.live.Blobs()
-		blobURL = ropts.Blobs.URL()
+		blobURL = ropts.Blobs.Redacted()
 	} else {
 		store, u, err := c.m.openBlobs(ctx, c.g)
 		if err != nil {
 			return err
 		}
 		defer store.Close()
-		ropts.Blobs, blobURL = store, u
+		ropts.Blobs, blobURL = store, blobstore.Redact(u)
 	}
 	if *dryRun {
 		var p *rebuild.Plan

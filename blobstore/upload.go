@@ -1,0 +1,66 @@
+package blobstore
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	"gocloud.dev/blob"
+)
+
+// UploadFiles copies the files names (plain names) of the local directory
+// dir into the bucket at urlstr, each under its name (below the URL's key
+// prefix: a path after an object store's bucket, or prefix=, as in Open),
+// replacing objects of the same name, and returns once every upload is
+// complete. Files are streamed, not read into memory. It is for exports
+// written locally first (escurel export --parquet s3://…); the blob
+// store's own objects go through Store. Errors name the URL without its
+// secrets and the file.
+func UploadFiles(ctx context.Context, urlstr, dir string, names []string) error {
+	u, err := url.Parse(urlstr)
+	if err != nil {
+		return fmt.Errorf("upload to %s: not a URL: %w", Redact(urlstr), parseError(err))
+	}
+	shown := Redact(urlstr)
+	if u, err = pathAsPrefix(u); err != nil {
+		return fmt.Errorf("upload to %s: %w", shown, err)
+	}
+	b, err := blob.OpenBucket(ctx, u.String())
+	if err != nil {
+		return fmt.Errorf("upload to %s: %w", shown, scrubError(err, urlstr))
+	}
+	defer b.Close()
+	for _, name := range names {
+		if err := uploadFile(ctx, b, filepath.Join(dir, name), name); err != nil {
+			return fmt.Errorf("upload %s to %s: %w", name, shown, scrubError(err, urlstr))
+		}
+	}
+	return nil
+}
+
+func uploadFile(ctx context.Context, b *blob.Bucket, path, key string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ct := "application/octet-stream"
+	if filepath.Ext(key) == ".parquet" {
+		ct = "application/vnd.apache.parquet"
+	}
+	w, err := b.NewWriter(ctx, key, &blob.WriterOptions{ContentType: ct})
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(w, f); err != nil {
+		cancel() // abandons the upload
+		w.Close()
+		return err
+	}
+	return w.Close()
+}
