@@ -101,4 +101,3 @@ func BenchmarkReplicaCatchUp(b *testing.B) {
 		})
 	}
 }
-
