@@ -131,7 +131,11 @@ type Index struct {
 	// (not written again) may be gone.
 	blobsGone atomic.Uint64
 	cur       atomic.Pointer[state] // the live generation's state; nil once closed
-	states    sync.WaitGroup        // one count per state not yet closed
+	// readOnly marks a read replica (replica.go): every write is refused.
+	// Set before the Index is shared.
+	readOnly bool
+	replica  atomic.Pointer[ReplicaInfo] // what a replica serves; nil for a writer
+	states   sync.WaitGroup              // one count per state not yet closed
 }
 
 // config is what every state of an Index shares.
@@ -225,6 +229,9 @@ func (ix *Index) live() (*state, error) {
 	s := ix.cur.Load()
 	if s == nil {
 		return nil, ErrClosed
+	}
+	if ix.readOnly {
+		return nil, ix.readOnlyError()
 	}
 	if ix.stale != "" {
 		return nil, fmt.Errorf("index %s: %s is live, but this process still serves %s and takes no writes until Reload succeeds", ix.dir, ix.stale, s.gen)

@@ -242,6 +242,9 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 // after a few tries it prepares under the lock.
 func (ix *Index) ingest(ctx context.Context, ins []input) (res []Result, errs []error, err error) {
 	const tries = 3
+	if ix.readOnly {
+		return nil, nil, ix.readOnlyError()
+	}
 	for range tries {
 		s, err := ix.acquire()
 		if err != nil {

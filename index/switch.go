@@ -80,14 +80,28 @@ func (ix *Index) swap(ctx context.Context, prepare func(ctx context.Context) (st
 // writeMu.
 func (ix *Index) switchTo(ctx context.Context, gen string) error {
 	old := ix.cur.Load()
+	n, err := ix.openWarm(ctx, gen)
+	if err != nil {
+		return err
+	}
+	ix.cur.Store(n)
+	old.unref()
+	return nil
+}
+
+// openWarm opens generation gen with the live state's embedder and warms
+// it as the live state is; it does not make it live. The caller holds
+// writeMu.
+func (ix *Index) openWarm(ctx context.Context, gen string) (*state, error) {
+	old := ix.cur.Load()
 	// DuckDB would create a missing file: a generation to switch to exists.
 	if _, err := os.Stat(layout.GenerationPath(ix.dir, gen)); err != nil {
-		return fmt.Errorf("switch to %s: %w", gen, err)
+		return nil, fmt.Errorf("switch to %s: %w", gen, err)
 	}
 	opts := &Options{Blobs: ix.blobs, Embedder: old.embedSpec, MemoryLimit: ix.cfg.memLimit}
 	want, err := parseOptions(opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	n, err := ix.openState(ctx, gen, want)
 	if errors.Is(err, ErrManifestMismatch) { // another model (a re-embed): adopt it
@@ -95,7 +109,7 @@ func (ix *Index) switchTo(ctx context.Context, gen string) error {
 		n, err = ix.openState(ctx, gen, want)
 	}
 	if err != nil {
-		return fmt.Errorf("switch to %s: %w", gen, err)
+		return nil, fmt.Errorf("switch to %s: %w", gen, err)
 	}
 	// Warm the new state as the old one is (Lucene's IndexReaderWarmer):
 	// its vectors and public ids are read now, not by the first search
@@ -103,16 +117,14 @@ func (ix *Index) switchTo(ctx context.Context, gen string) error {
 	if old.vec != nil && n.vec != nil && old.vec.isLoaded() {
 		if _, err := n.denseIndex(ctx, n.db); err != nil {
 			n.unref()
-			return fmt.Errorf("switch to %s: %w", gen, err)
+			return nil, fmt.Errorf("switch to %s: %w", gen, err)
 		}
 	}
 	if old.pub.isLoaded() {
 		if err := n.pub.load(ctx, n.db); err != nil {
 			n.unref()
-			return fmt.Errorf("switch to %s: %w", gen, err)
+			return nil, fmt.Errorf("switch to %s: %w", gen, err)
 		}
 	}
-	ix.cur.Store(n)
-	old.unref()
-	return nil
+	return n, nil
 }

@@ -70,7 +70,7 @@ func (m *metrics) watch(ix *index.Index) {
 	m.indexReg = prometheus.NewRegistry()
 	// The write jobs too: restricted writes (and the operator's forwarded
 	// ones) ticking by tell a lower clearance what happens above it.
-	m.indexReg.MustRegister(&indexCollector{ix: ix}, m.jobs, m.queued)
+	m.indexReg.MustRegister(&indexCollector{ix: ix}, &replicaCollector{ix: ix}, m.jobs, m.queued)
 }
 
 // indexCollector reads the index's counts when Prometheus scrapes.

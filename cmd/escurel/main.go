@@ -371,6 +371,8 @@ func (m *Main) dispatch(ctx context.Context, cmd string, g globals, rest []strin
 		return (&ServeCommand{m: m, g: g}).Run(ctx, rest)
 	case "export":
 		return (&ExportCommand{m: m, g: g}).Run(ctx, rest)
+	case "publish":
+		return (&PublishCommand{m: m, g: g}).Run(ctx, rest)
 	case "version":
 		fmt.Fprintf(m.Stdout, "escurel %s (schema %d)\n", index.Version, index.SchemaVersion)
 		return nil
@@ -497,6 +499,19 @@ Commands:
                           from its bearer token (default public); writes
                           as jobs, one at a time, with --allow-write; while
                           it serves, the other commands naming DIR run in it
+  serve --replica-of URL [--poll D] [--listen ADDR] [--tokens FILE] ...
+                          a read replica: download the generation published
+                          at URL into DIR (the replica's own), check its
+                          digest, serve it read-only, look for a newer one
+                          every D (default 5s) and switch without downtime;
+                          status and /metrics report its generation, digest
+                          and age
+  publish --to URL [--json]
+                          verify the live generation, upload a copy to URL
+                          (s3://, gs://, azblob://, file://) as immutable
+                          objects and move the published CURRENT there with
+                          a conditional write; the same digest again is a
+                          no-op; refused when it does not verify
   eval --beir DIR [--split test] [--mode MODE] [--fusion F] [--rerank URL]
        [--json] [--per-query FILE] [--k1 X] [--b X] [--b-context X]
        [--context-weight X] [--and]

@@ -37,7 +37,7 @@ import (
 var forwarded = map[string]bool{
 	"ingest": true, "search": true, "status": true, "expand": true, "delete": true,
 	"compact": true, "rebuild": true, "reembed": true, "rollback": true, "verify": true,
-	"documents": true, "sync": true, "gc": true, "export": true,
+	"documents": true, "sync": true, "gc": true, "export": true, "publish": true,
 }
 
 // writeKinds maps the forwarded commands that write to the kind of write

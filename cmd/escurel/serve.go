@@ -41,6 +41,8 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	allowPaths := fs.String("allow-paths", "", "with --allow-write: a directory whose files writers of restricted clearance may ingest by path (symbolic links resolved; nothing outside it)")
 	maxUpload := fs.Int64("max-upload", serve.DefaultMaxUploadBytes, "with --allow-write: bytes of one ingested document")
 	stdioWrite := fs.Bool("stdio-write", false, "with --stdio and --allow-write: the MCP client may write")
+	replicaOf := fs.String("replica-of", "", "serve, read-only, the generations published at this URL (escurel publish --to), downloaded into the index directory, which is the replica's own")
+	poll := fs.Duration("poll", 5*time.Second, "with --replica-of: how often to look for a newer published generation")
 	rr := c.m.rerankFlags(fs)
 	args, err := c.m.parse(fs, args)
 	if err != nil {
@@ -70,6 +72,12 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	}
 	if *allowPaths != "" && !*allowWrite {
 		return usageError("serve: --allow-paths needs --allow-write")
+	}
+	if *replicaOf != "" && *allowWrite {
+		return usageError("serve: --replica-of serves read-only: drop --allow-write (writes go to the writer, which publishes)")
+	}
+	if *poll <= 0 {
+		return usageError("serve: --poll %s: want a positive duration", *poll)
 	}
 	if *maxUpload <= 0 {
 		return usageError("serve: --max-upload %d: want a positive number of bytes", *maxUpload)
@@ -106,11 +114,19 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 			fmt.Fprintf(c.m.Stderr, "escurel: warning: listening on %s, beyond this machine, without --tokens: every caller there is public (read-only)\n", ln.Addr())
 		}
 	}
-	ix, err := c.m.openExisting(ctx, c.g)
-	if err != nil {
-		return err
+	var ix *index.Index
+	if *replicaOf != "" {
+		var closeReplica func()
+		if ix, closeReplica, err = c.openReplica(ctx, *replicaOf, *poll, opts.Logger); err != nil {
+			return err
+		}
+		defer closeReplica()
+	} else {
+		if ix, err = c.m.openExisting(ctx, c.g); err != nil {
+			return err
+		}
+		defer ix.Close()
 	}
-	defer ix.Close()
 	var srv *serve.Server
 	if !*stdio {
 		// Commands run on this machine go through this server instead of

@@ -80,6 +80,12 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	// A read replica says which published generation it serves and how
+	// old it is: its staleness is explicit.
+	var rep *replicaStatus
+	if info, ok := ix.Replica(); ok {
+		rep = &replicaStatus{ReplicaInfo: info, AgeSeconds: info.Age(time.Now()).Seconds()}
+	}
 	if *asJSON {
 		enc := json.NewEncoder(c.m.Stdout)
 		enc.SetEscapeHTML(false)
@@ -90,12 +96,23 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 			TextlessDocuments []index.TextlessDocument `json:"textless_documents_list,omitempty"`
 			Reclaimable       *index.Reclaimable       `json:"reclaimable,omitempty"`
 			MetaKeys          map[string]int           `json:"meta_keys"`
-		}{st, failed, withheld, textlessDocs, reclaim, metaKeys})
+			Replica           *replicaStatus           `json:"replica,omitempty"`
+		}{st, failed, withheld, textlessDocs, reclaim, metaKeys, rep})
 	}
 	m := st.Manifest
 	w := tabwriter.NewWriter(c.m.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "index\t%s (%.1f MB)\n", st.Path, float64(st.FileBytes)/1e6)
 	fmt.Fprintf(w, "blobs\t%s\n", st.BlobURL)
+	if rep != nil {
+		fmt.Fprintf(w, "replica of\t%s\n", rep.From)
+		fmt.Fprintf(w, "serving\t%s, digest %s, publish %d, published %s (%s ago)\n", rep.Generation, rep.Digest, rep.Seq,
+			rep.PublishedAt.Format(time.RFC3339), time.Duration(rep.AgeSeconds*float64(time.Second)).Round(time.Second))
+		checked := "last looked " + rep.CheckedAt.Format(time.RFC3339)
+		if rep.CheckError != "" {
+			checked += ", failed: " + rep.CheckError
+		}
+		fmt.Fprintf(w, "published CURRENT\t%s\n", checked)
+	}
 	fmt.Fprintf(w, "schema version\t%d\n", st.SchemaVersion)
 	fmt.Fprintf(w, "embedder\t%s\n", m.Embedder())
 	fmt.Fprintf(w, "chunker\t%s\n", m.Chunker)
@@ -202,4 +219,11 @@ func metaKeysLine(keys map[string]int) string {
 		parts[i] = fmt.Sprintf("%s (%d)", shown(k, false), keys[k])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// replicaStatus is a read replica's part of status --json: what it
+// serves and its age, in seconds, when status ran.
+type replicaStatus struct {
+	index.ReplicaInfo
+	AgeSeconds float64 `json:"age_seconds"`
 }

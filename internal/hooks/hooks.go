@@ -12,6 +12,7 @@ package hooks
 
 import (
 	"context"
+	"time"
 
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/internal/layout"
@@ -55,4 +56,26 @@ var (
 	// row): of live (an *index.Index) when not nil, else of the live
 	// generation of dir, read without migrating or locking it.
 	RowRecords func(ctx context.Context, live any, dir string, ids []string) (map[string]*blobstore.Record, error)
+)
+
+// Published generations and read replicas (package replica).
+var (
+	// Snapshot verifies the live generation of ix (an *index.Index)
+	// against its blob store and copies its file to dst, both with writes
+	// held back. It returns the *index.Verification; a generation that
+	// does not verify is refused (an *index.UnverifiedError) uncopied.
+	Snapshot func(ctx context.Context, ix any, dst string) (any, error)
+
+	// OpenReplica locks the replica's own directory dir, makes a
+	// generation, calls fill with the path its index file must have,
+	// opens it and returns the read-only *index.Index once the file's
+	// digest is info's (an index.ReplicaInfo). opts is an *index.Options.
+	OpenReplica func(ctx context.Context, dir string, fill func(path string) error, info any, opts any) (any, error)
+
+	// Adopt switches the replica ix to a new generation as OpenReplica
+	// opens one, without downtime; on error it serves what it served.
+	Adopt func(ctx context.Context, ix any, fill func(path string) error, info any) error
+
+	// Checked records the replica's last look at the published pointer.
+	Checked func(ix any, at time.Time, failure string)
 )

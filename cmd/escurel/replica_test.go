@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/escurel/escurel/internal/s3test"
+)
+
+// startReplica runs escurel serve --replica-of in-process on 127.0.0.1
+// with args added and returns its address.
+func startReplica(t *testing.T, rdir string, args ...string) string {
+	t.Helper()
+	var stderr bytes.Buffer
+	m := &Main{Stdout: &bytes.Buffer{}, Stderr: &stderr, Getenv: func(string) string { return "" }}
+	addr := make(chan string, 1)
+	c := &ServeCommand{m: m, g: globals{indexDir: rdir}, listening: func(a string) { addr <- a }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...)) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v\n%s", err, stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop")
+		}
+	})
+	select {
+	case a := <-addr:
+		return a
+	case err := <-done:
+		done <- nil // for the cleanup: it has stopped
+		t.Fatalf("serve: %v\n%s", err, stderr.String())
+	}
+	return ""
+}
+
+// escurel publish, then escurel serve --replica-of on another directory:
+// status (forwarded to the replica) and /metrics say what it serves and
+// how old it is, writes are refused, and a new publish reaches it.
+func TestPublishAndReplicaCLI(t *testing.T) {
+	srv := s3test.Start(t)
+	to := srv.Bucket(t, "published", "team/")
+	idx := filepath.Join(t.TempDir(), "idx")
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "soup.md"), []byte("# Soup\n\nLentil soup for everyone.\n"), 0o644)
+	if out, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 0 {
+		t.Fatalf("ingest: %d %s%s", code, out, errOut)
+	}
+	out, errOut, code := run(t, nil, "--index", idx, "publish", "--to", to, "--json")
+	if code != 0 {
+		t.Fatalf("publish: %d %s%s", code, out, errOut)
+	}
+	var p1 struct {
+		Digest     string `json:"digest"`
+		Generation string `json:"generation"`
+		Seq        int64  `json:"seq"`
+	}
+	if err := json.Unmarshal([]byte(out), &p1); err != nil || p1.Seq != 1 {
+		t.Fatalf("publish --json: %s (%v)", out, err)
+	}
+	out, _, _ = run(t, nil, "--index", idx, "verify", "--json")
+	if !strings.Contains(out, `"digest":"`+p1.Digest+`"`) {
+		t.Fatalf("published digest %s is not verify's: %s", p1.Digest, out)
+	}
+	if out, _, code := run(t, nil, "--index", idx, "publish", "--to", to); code != 0 || !strings.HasPrefix(out, "unchanged: ") {
+		t.Fatalf("republish: %d %s", code, out)
+	}
+	if _, errOut, code := run(t, nil, "--index", idx, "serve", "--replica-of", to, "--allow-write"); code != 2 || !strings.Contains(errOut, "read-only") {
+		t.Fatalf("serve --replica-of --allow-write: %d %s", code, errOut)
+	}
+
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	os.WriteFile(tokens, []byte(`[{"token":"ops-token-0123456789abcdef","name":"ops","clearance":"restricted"}]`), 0o600)
+	rdir := filepath.Join(t.TempDir(), "replica")
+	addr := startReplica(t, rdir, "--replica-of", to, "--poll", "50ms", "--tokens", tokens)
+
+	out, errOut, code = run(t, nil, "--index", rdir, "status")
+	if code != 0 || !strings.Contains(out, "replica of") || !strings.Contains(out, p1.Digest) || !strings.Contains(out, p1.Generation) {
+		t.Fatalf("status of the replica: %d %s%s", code, out, errOut)
+	}
+	if out, _, code := run(t, nil, "--index", rdir, "search", "lentil"); code != 0 || !strings.Contains(out, "soup.md") {
+		t.Fatalf("search of the replica: %d %s", code, out)
+	}
+	os.WriteFile(filepath.Join(src, "bread.md"), []byte("# Bread\n\nSourdough bread with rye.\n"), 0o644)
+	if _, errOut, code := run(t, nil, "--index", rdir, "ingest", filepath.Join(src, "bread.md")); code == 0 || !strings.Contains(errOut, "read replica") {
+		t.Fatalf("ingest into the replica: %d %s", code, errOut)
+	}
+
+	// The writer changes and publishes; the replica follows.
+	if out, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 0 {
+		t.Fatalf("ingest: %d %s%s", code, out, errOut)
+	}
+	out, errOut, code = run(t, nil, "--index", idx, "publish", "--to", to)
+	if code != 0 || !strings.Contains(out, "as publish 2") {
+		t.Fatalf("publish: %d %s%s", code, out, errOut)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, _, _ := run(t, nil, "--index", rdir, "search", "sourdough")
+		if strings.Contains(out, "bread.md") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica did not serve publish 2: %s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out, _, _ = run(t, nil, "--index", rdir, "status", "--json")
+	var st struct {
+		Replica *struct {
+			Seq        int64   `json:"seq"`
+			Digest     string  `json:"digest"`
+			AgeSeconds float64 `json:"age_seconds"`
+		} `json:"replica"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Replica == nil || st.Replica.Seq != 2 || st.Replica.Digest == p1.Digest || st.Replica.AgeSeconds < 0 {
+		t.Fatalf("status --json of the replica: %s (%v)", out, err)
+	}
+
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer ops-token-0123456789abcdef")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`escurel_replica_info{digest="` + st.Replica.Digest + `"`, "escurel_replica_age_seconds ", "escurel_replica_publish_seq 2", "escurel_replica_check_failing 0"} {
+		if !strings.Contains(string(body), want) {
+			t.Fatalf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+}

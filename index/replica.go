@@ -1,0 +1,279 @@
+package index
+
+// Published generations and read replicas (package replica drives them;
+// see ARCHITECTURE.md, "Past one machine"). A writer's side: a verified
+// copy of the live generation (snapshot). A replica's side: an Index on a
+// directory of its own whose generations are downloaded copies, checked
+// against the writer's digest before they are served, and which refuses
+// every write.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/escurel/escurel/blobstore"
+	"github.com/escurel/escurel/internal/hooks"
+	"github.com/escurel/escurel/internal/layout"
+)
+
+// ErrReadOnly is returned, wrapped, by every write (ingest, delete, sync,
+// compact, gc, purge, rollback, verify against the blob store) to a read
+// replica: its generations are the writer's, and only the writer changes
+// them (then publishes).
+var ErrReadOnly = errors.New("index: read-only replica")
+
+// ErrUnverified is returned, wrapped in an *UnverifiedError, when a
+// generation to be published does not verify against the blob store.
+var ErrUnverified = errors.New("index: generation does not verify")
+
+// UnverifiedError reports a publish refused because the live generation
+// does not derive exactly from the blob store (Verification.OK is false):
+// a replica would serve rows the source of truth no longer backs.
+type UnverifiedError struct {
+	Dir          string
+	Verification *Verification
+}
+
+func (e *UnverifiedError) Error() string {
+	v := e.Verification
+	return fmt.Sprintf("publish %s (%s): refused: the generation does not verify against the blob store (%d records without rows, %d rows without records, %d blocks without postings, %d without vectors, %d duplicate postings, %d damaged records); run escurel verify, then escurel rebuild",
+		e.Dir, v.Generation, len(v.RecordsWithoutRows), len(v.RowsWithoutRecords), len(v.BlocksWithoutPostings),
+		len(v.BlocksWithoutVectors), v.DuplicatePostings, len(v.DamagedRecords))
+}
+
+// Unwrap returns ErrUnverified.
+func (e *UnverifiedError) Unwrap() error { return ErrUnverified }
+
+// ReplicaInfo is what a read replica serves: the writer's generation, its
+// digest and when it was published, and the replica's last look at the
+// published pointer. Staleness is explicit: Age is how old the served
+// generation is; CheckedAt says whether the replica still sees the
+// publisher's pointer at all.
+type ReplicaInfo struct {
+	// From is the URL the replica follows (escurel publish --to).
+	From string `json:"from"`
+	// Generation is the writer's name for the generation (gen-NNNNNN);
+	// the replica's own directory numbers its copies independently.
+	Generation string `json:"generation"`
+	// Digest is the generation's Verification.Digest, checked on the
+	// downloaded copy before it was served.
+	Digest string `json:"digest"`
+	// Seq is the number of the publish (the CURRENT pointer's sequence).
+	Seq int64 `json:"seq"`
+	// PublishedAt is when the writer published it (its clock).
+	PublishedAt time.Time `json:"published_at"`
+	// ServingSince is when this replica began serving it.
+	ServingSince time.Time `json:"serving_since"`
+	// CheckedAt is the last time the replica read the pointer; zero
+	// before the first poll.
+	CheckedAt time.Time `json:"checked_at"`
+	// CheckError is the last poll's failure (network, a damaged
+	// download, a digest that differs), "" after a good one; the replica
+	// keeps serving what it has meanwhile.
+	CheckError string `json:"check_error,omitempty"`
+}
+
+// Age is how long ago the served generation was published, at now.
+func (r ReplicaInfo) Age(now time.Time) time.Duration { return now.Sub(r.PublishedAt) }
+
+// Replica returns what a read replica serves; ok is false for an index
+// that is not a replica (a writer's).
+func (ix *Index) Replica() (info ReplicaInfo, ok bool) {
+	p := ix.replica.Load()
+	if p == nil {
+		return ReplicaInfo{}, false
+	}
+	return *p, true
+}
+
+// readOnlyError says why a replica takes no write.
+func (ix *Index) readOnlyError() error {
+	from := ""
+	if p := ix.replica.Load(); p != nil {
+		from = " of " + p.From
+	}
+	return fmt.Errorf("index %s is a read replica%s: write to the writer's index and publish it (escurel publish): %w", ix.dir, from, ErrReadOnly)
+}
+
+// snapshot verifies the live generation against the blob store and writes
+// a copy of its file to dst (the write-ahead log folded in), both under
+// writeMu, so that the copy is the verified state. A generation that does
+// not verify is refused with an *UnverifiedError and nothing is copied.
+func (ix *Index) snapshot(ctx context.Context, dst string) (*Verification, error) {
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	s, err := ix.live()
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.verify(ctx, &VerifyOptions{SkipOrphans: true})
+	if err != nil {
+		return nil, err
+	}
+	if !v.OK() {
+		return v, &UnverifiedError{Dir: ix.dir, Verification: v}
+	}
+	if err := s.copyTo(ctx, dst); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// digestOnly computes the digest of a generation's rows without reading
+// the blob store (a replica has none): the coverage lists are not
+// meaningful, the digest is.
+func (s *state) digestOnly(ctx context.Context) (string, error) {
+	v, err := s.verify(ctx, &VerifyOptions{Records: []*blobstore.Record{}, SkipOrphans: true})
+	if err != nil {
+		return "", err
+	}
+	return v.Digest, nil
+}
+
+// replicaKeep is how many generations a replica's directory keeps: the
+// served one and the one before (running searches may still read it).
+const replicaKeep = 2
+
+// openReplica takes the lock of the replica's own directory dir, makes a
+// generation there, lets fill write the downloaded file into it, opens it,
+// and serves it only when its digest is info.Digest. opts may set the blob
+// store (for DocumentText of Markdown and text documents) and the
+// embedder's reach; by default the replica has an empty in-memory store.
+func openReplica(ctx context.Context, dir string, fill func(path string) error, info ReplicaInfo, opts *Options) (_ *Index, err error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	o := *opts
+	if o.Blobs == nil && o.BlobURL == "" {
+		o.BlobURL = "mem://"
+	}
+	d, err := layout.Lock(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			d.Unlock()
+		}
+	}()
+	if _, err := d.Clean(replicaKeep); err != nil {
+		return nil, fmt.Errorf("replica %s: %w", dir, err)
+	}
+	gen, err := d.NewGeneration()
+	if err != nil {
+		return nil, fmt.Errorf("replica %s: %w", dir, err)
+	}
+	if err := fill(d.GenerationPath(gen)); err != nil {
+		d.Abandon(gen)
+		return nil, err
+	}
+	ix, err := openIndex(ctx, d, gen, &o, false)
+	if err != nil {
+		d.Abandon(gen)
+		return nil, fmt.Errorf("replica %s: open %s (%s): %w", dir, info.Generation, gen, err)
+	}
+	ix.readOnly = true
+	s := ix.cur.Load()
+	digest, err := s.digestOnly(ctx)
+	if err == nil && digest != info.Digest {
+		err = fmt.Errorf("replica %s: the download of %s has digest %s, not the published %s: refused", dir, info.Generation, digest, info.Digest)
+	}
+	if err == nil {
+		err = d.Publish(gen)
+	}
+	if err != nil {
+		ix.ownDir = false
+		ix.Close()
+		d.Abandon(gen)
+		return nil, err
+	}
+	ix.ownDir = true
+	info.ServingSince = ix.cfg.now()
+	ix.replica.Store(&info)
+	return ix, nil
+}
+
+// adopt switches a replica to a newly published generation without a
+// moment of downtime: a new local generation, filled by fill, opened and
+// warmed, served only when its digest is info.Digest; running searches
+// finish on the old one. On any error the replica keeps serving what it
+// served.
+func (ix *Index) adopt(ctx context.Context, fill func(path string) error, info ReplicaInfo) error {
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	old := ix.cur.Load()
+	if old == nil {
+		return ErrClosed
+	}
+	if !ix.readOnly {
+		return fmt.Errorf("index %s: not a replica: a writer's generations come from its own writes", ix.dir)
+	}
+	gen, err := ix.layout.NewGeneration()
+	if err != nil {
+		return fmt.Errorf("replica %s: %w", ix.dir, err)
+	}
+	if err := fill(ix.layout.GenerationPath(gen)); err != nil {
+		ix.layout.Abandon(gen)
+		return err
+	}
+	n, err := ix.openWarm(ctx, gen)
+	if err != nil {
+		ix.layout.Abandon(gen)
+		return fmt.Errorf("replica %s: open %s (%s): %w", ix.dir, info.Generation, gen, err)
+	}
+	digest, err := n.digestOnly(ctx)
+	if err == nil && digest != info.Digest {
+		err = fmt.Errorf("replica %s: the download of %s has digest %s, not the published %s: refused", ix.dir, info.Generation, digest, info.Digest)
+	}
+	if err == nil {
+		err = ix.layout.Publish(gen)
+	}
+	if err != nil {
+		n.unref()
+		ix.layout.Abandon(gen)
+		return err
+	}
+	ix.cur.Store(n)
+	old.unref()
+	prev := ix.replica.Load()
+	info.ServingSince = ix.cfg.now()
+	if prev != nil {
+		info.CheckedAt, info.CheckError = prev.CheckedAt, prev.CheckError
+	}
+	ix.replica.Store(&info)
+	ix.layout.Clean(replicaKeep) // best effort: the next switch cleans again
+	return nil
+}
+
+// checked records a replica's look at the published pointer: when, and
+// what failed ("" for nothing).
+func (ix *Index) checked(at time.Time, failure string) {
+	for {
+		p := ix.replica.Load()
+		if p == nil {
+			return
+		}
+		n := *p
+		n.CheckedAt, n.CheckError = at, failure
+		if ix.replica.CompareAndSwap(p, &n) {
+			return
+		}
+	}
+}
+
+func init() {
+	hooks.Snapshot = func(ctx context.Context, ix any, dst string) (any, error) {
+		v, err := ix.(*Index).snapshot(ctx, dst)
+		return v, err
+	}
+	hooks.OpenReplica = func(ctx context.Context, dir string, fill func(string) error, info any, opts any) (any, error) {
+		o, _ := opts.(*Options)
+		return openReplica(ctx, dir, fill, info.(ReplicaInfo), o)
+	}
+	hooks.Adopt = func(ctx context.Context, ix any, fill func(string) error, info any) error {
+		return ix.(*Index).adopt(ctx, fill, info.(ReplicaInfo))
+	}
+	hooks.Checked = func(ix any, at time.Time, failure string) { ix.(*Index).checked(at, failure) }
+}

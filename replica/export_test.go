@@ -1,0 +1,4 @@
+package replica
+
+// CreatePointerForTest is createPointer, for the race test.
+var CreatePointerForTest = createPointer

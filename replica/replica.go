@@ -1,0 +1,501 @@
+// Package replica publishes a writer's verified generations to an object
+// store (any gocloud.dev/blob URL: s3://, gs://, azblob://, file://) and
+// serves them from read replicas on other machines: one writer, any
+// number of stateless readers over immutable objects, as MotherDuck read
+// scaling, LanceDB on S3 and Quickwit do. See ARCHITECTURE.md, "Past one
+// machine".
+//
+// The objects under the publish URL:
+//
+//	generations/<gen-NNNNNN>-<digest>/index.duckdb   the generation's file (immutable)
+//	generations/<gen-NNNNNN>-<digest>/manifest.json  its Pointer, without Seq (immutable)
+//	current/<seq, 20 digits>                         a Pointer: publish number seq
+//
+// The pointer with the highest sequence is CURRENT. A publisher reads it
+// before it copies the live generation and creates the next one with a
+// conditional write (gocloud's WriterOptions.IfNotExist; on file://, under
+// an flock as well, since fileblob's check is not atomic): of two
+// publishers that read the same CURRENT, exactly one moves it, and the
+// other fails with ErrConflict, so an older generation never replaces a
+// newer one that was published meanwhile. Pointers are never deleted.
+//
+// A replica downloads the file CURRENT names into a directory of its own,
+// checks its size and SHA-256, opens it, checks the digest of its rows
+// against the writer's (index.Verification.Digest), and only then serves
+// it; it polls CURRENT and switches the same way, without dropping a
+// request. A writer that dies leaves the objects, and the replicas go on
+// serving the last published generation; index.ReplicaInfo says how old it
+// is.
+package replica
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/memblob" // a replica's default blob store: none (mem://)
+	"gocloud.dev/gcerrors"
+
+	"github.com/escurel/escurel/index"
+	"github.com/escurel/escurel/internal/hooks"
+)
+
+// Pointer describes one published generation; current/<seq> holds it.
+type Pointer struct {
+	// Seq is the publish number: CURRENT is the pointer with the highest.
+	Seq int64 `json:"seq,omitempty"`
+	// Generation is the writer's name for it (gen-NNNNNN).
+	Generation string `json:"generation"`
+	// Digest is index.Verification.Digest of its rows.
+	Digest string `json:"digest"`
+	// Object is the key prefix of its objects: generations/<gen>-<digest>/.
+	Object string `json:"object"`
+	// Bytes and SHA256 are the index file's size and hash (hex), checked
+	// on download before DuckDB opens it.
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+	// Documents and Blocks are the generation's counts.
+	Documents int64 `json:"documents"`
+	Blocks    int64 `json:"blocks"`
+	// PublishedAt is the publisher's clock when it moved CURRENT.
+	PublishedAt time.Time `json:"published_at"`
+	// EscurelVersion and SchemaVersion are the publisher's.
+	EscurelVersion string `json:"escurel_version"`
+	SchemaVersion  int    `json:"schema_version"`
+}
+
+const (
+	currentPrefix = "current/"
+	genPrefix     = "generations/"
+	fileName      = "index.duckdb"
+	manifestName  = "manifest.json"
+)
+
+// ErrConflict is returned, wrapped in a *ConflictError, by Publish when
+// CURRENT moved between the start of the publish and its last step:
+// another publisher got there first, and nothing of this publish is
+// served (its immutable objects stay, harmless).
+var ErrConflict = errors.New("replica: another publisher moved CURRENT")
+
+// ErrNothingPublished is returned, wrapped, by Open when the URL holds no
+// published generation yet.
+var ErrNothingPublished = errors.New("replica: nothing published")
+
+// ConflictError reports a lost publish race: Seq is the pointer this
+// publisher tried to create, which another created first.
+type ConflictError struct {
+	To  string
+	Seq int64
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("publish to %s: another publisher moved CURRENT to publish %d first; nothing was published by this one (publish again)", e.To, e.Seq)
+}
+
+// Unwrap returns ErrConflict.
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// OpenBucket opens the publish URL as a gocloud bucket. On file:// it
+// creates the directory and writes temporary files beside their final
+// names (no_tmp_dir), as the blob store does.
+func OpenBucket(ctx context.Context, urlstr string) (*blob.Bucket, error) {
+	u, err := url.Parse(urlstr)
+	if err != nil {
+		return nil, fmt.Errorf("open %q: %w", urlstr, err)
+	}
+	if u.Scheme == "file" {
+		q := u.Query()
+		for k, v := range map[string]string{"create_dir": "1", "no_tmp_dir": "1", "metadata": "skip", "dir_file_mode": "0700"} {
+			if !q.Has(k) {
+				q.Set(k, v)
+			}
+		}
+		u.RawQuery = q.Encode()
+	}
+	b, err := blob.OpenBucket(ctx, u.String())
+	if err != nil {
+		return nil, fmt.Errorf("open %q: %w", urlstr, err)
+	}
+	return b, nil
+}
+
+// Latest returns CURRENT: the pointer with the highest sequence under the
+// bucket; ok is false when none was published.
+func Latest(ctx context.Context, b *blob.Bucket) (p *Pointer, ok bool, err error) {
+	it := b.List(&blob.ListOptions{Prefix: currentPrefix})
+	best := int64(-1)
+	var key string
+	for {
+		o, err := it.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("list %s: %w", currentPrefix, err)
+		}
+		name := strings.TrimPrefix(o.Key, currentPrefix)
+		if len(name) != 20 || o.IsDir {
+			continue // not a pointer (a lock file)
+		}
+		seq, err := strconv.ParseInt(name, 10, 64)
+		if err != nil {
+			continue
+		}
+		if seq > best {
+			best, key = seq, o.Key
+		}
+	}
+	if best < 0 {
+		return nil, false, nil
+	}
+	data, err := b.ReadAll(ctx, key)
+	if err != nil {
+		return nil, false, fmt.Errorf("read %s: %w", key, err)
+	}
+	p = &Pointer{}
+	if err := json.Unmarshal(data, p); err != nil || p.Seq != best || p.Digest == "" || !strings.HasPrefix(p.Object, genPrefix) {
+		return nil, false, fmt.Errorf("read %s: not a publish pointer (%v): the published URL is damaged; publish again", key, err)
+	}
+	return p, true, nil
+}
+
+func pointerKey(seq int64) string { return fmt.Sprintf("%s%020d", currentPrefix, seq) }
+
+// PublishOptions configure Publish.
+type PublishOptions struct {
+	// Now is the clock of PublishedAt. Default time.Now.
+	Now func() time.Time
+}
+
+// Publication is what Publish did.
+type Publication struct {
+	Pointer
+	// Unchanged is true when CURRENT already named this digest: nothing
+	// was written.
+	Unchanged bool `json:"unchanged"`
+	// Uploaded is false when the generation's objects were already there
+	// (a republish after a rollback, or after a lost race).
+	Uploaded bool `json:"uploaded"`
+}
+
+// Publish publishes the live generation of ix to the bucket at urlstr: it
+// reads CURRENT, copies the live generation with writes held back (the
+// write-ahead log folded in) after verifying it against the blob store,
+// uploads the copy and its manifest as immutable objects, and creates the
+// next pointer conditionally. A generation that does not verify is
+// refused (index.ErrUnverified) with nothing written; one whose digest
+// CURRENT already names is a no-op (Unchanged). Another publisher moving
+// CURRENT meanwhile fails it with a *ConflictError (ErrConflict).
+func Publish(ctx context.Context, ix *index.Index, urlstr string, opts *PublishOptions) (*Publication, error) {
+	now := time.Now
+	if opts != nil && opts.Now != nil {
+		now = opts.Now
+	}
+	b, err := OpenBucket(ctx, urlstr)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	prev, hasPrev, err := Latest(ctx, b)
+	if err != nil {
+		return nil, fmt.Errorf("publish to %s: %w", urlstr, err)
+	}
+	f, err := os.CreateTemp(ix.Dir(), "publish-*.tmp") // a crash's copy is a .tmp the cleaner removes
+	if err != nil {
+		return nil, fmt.Errorf("publish: %w", err)
+	}
+	defer func() {
+		f.Close()
+		os.Remove(f.Name())
+	}()
+	vv, err := hooks.Snapshot(ctx, ix, f.Name())
+	if err != nil {
+		return nil, err
+	}
+	v := vv.(*index.Verification)
+	p := Pointer{Generation: v.Generation, Digest: v.Digest, Object: fmt.Sprintf("%s%s-%s/", genPrefix, v.Generation, v.Digest),
+		Documents: v.Documents, Blocks: v.Blocks, EscurelVersion: index.Version, SchemaVersion: index.SchemaVersion}
+	if hasPrev && prev.Digest == v.Digest {
+		return &Publication{Pointer: *prev, Unchanged: true}, nil
+	}
+	h := sha256.New()
+	if p.Bytes, err = io.Copy(h, f); err != nil {
+		return nil, fmt.Errorf("publish: read %s: %w", f.Name(), err)
+	}
+	p.SHA256 = hex.EncodeToString(h.Sum(nil))
+	out := &Publication{}
+	exists, err := b.Exists(ctx, p.Object+manifestName)
+	if err != nil {
+		return nil, fmt.Errorf("publish to %s: %w", urlstr, err)
+	}
+	if !exists {
+		// The file first, then the manifest: a manifest names a complete
+		// file. Both are immutable: a copy another publisher of the same
+		// digest wrote first is as good.
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+		if err := putNew(ctx, b, p.Object+fileName, f); err != nil {
+			return nil, fmt.Errorf("publish to %s: %w", urlstr, err)
+		}
+		m, _ := json.MarshalIndent(p, "", "  ")
+		if err := putNew(ctx, b, p.Object+manifestName, strings.NewReader(string(m))); err != nil {
+			return nil, fmt.Errorf("publish to %s: %w", urlstr, err)
+		}
+		out.Uploaded = true
+	}
+	p.Seq = 1
+	if hasPrev {
+		p.Seq = prev.Seq + 1
+	}
+	p.PublishedAt = now().UTC()
+	data, _ := json.MarshalIndent(p, "", "  ")
+	if err := createPointer(ctx, b, urlstr, p.Seq, data); err != nil {
+		return nil, err
+	}
+	out.Pointer = p
+	return out, nil
+}
+
+// putNew writes an immutable object unless it exists (IfNotExist); one
+// that exists already is left as it is.
+func putNew(ctx context.Context, b *blob.Bucket, key string, r io.Reader) error {
+	w, err := b.NewWriter(ctx, key, &blob.WriterOptions{IfNotExist: true, ContentType: "application/octet-stream"})
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(w, r); err != nil {
+		w.Close()
+		return err
+	}
+	if err := w.Close(); err != nil && gcerrors.Code(err) != gcerrors.FailedPrecondition {
+		return err
+	}
+	return nil
+}
+
+// createPointer creates current/<seq> only if no one has: exactly one of
+// any number of concurrent callers with the same seq succeeds, the others
+// get a *ConflictError.
+func createPointer(ctx context.Context, b *blob.Bucket, urlstr string, seq int64, data []byte) error {
+	key := pointerKey(seq)
+	conflict := &ConflictError{To: urlstr, Seq: seq}
+	// fileblob checks IfNotExist with a stat before its rename, which two
+	// writers may pass together: on file:// an flock beside the pointers
+	// makes the check and the write one step, across processes too.
+	if unlock, err := lockFileTarget(urlstr); err != nil {
+		return fmt.Errorf("publish to %s: %w", urlstr, err)
+	} else if unlock != nil {
+		defer unlock()
+		if ok, err := b.Exists(ctx, key); err != nil {
+			return fmt.Errorf("publish to %s: %w", urlstr, err)
+		} else if ok {
+			return conflict
+		}
+	}
+	err := b.WriteAll(ctx, key, data, &blob.WriterOptions{IfNotExist: true, ContentType: "application/json"})
+	if gcerrors.Code(err) == gcerrors.FailedPrecondition {
+		return conflict
+	}
+	if err != nil {
+		return fmt.Errorf("publish to %s: %w", urlstr, err)
+	}
+	return nil
+}
+
+// lockFileTarget takes an exclusive flock on DIR/.publish.lock when
+// urlstr is file://DIR, and returns its release; nil for other schemes.
+func lockFileTarget(urlstr string) (func(), error) {
+	u, err := url.Parse(urlstr)
+	if err != nil || u.Scheme != "file" {
+		return nil, err
+	}
+	dir := u.Path
+	if u.Host == "." {
+		dir = "." + dir
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	return flock(filepath.Join(dir, ".publish.lock"))
+}
+
+// Options configure Open.
+type Options struct {
+	// Poll is how often Run reads CURRENT. Default DefaultPoll.
+	Poll time.Duration
+	// Index configures the opened generations: Blobs or BlobURL (a
+	// store to read Markdown and text documents' text from, for
+	// Index.DocumentText; default none, mem://), the embedder's reach
+	// (its identity must be the published one's), MemoryLimit.
+	Index *index.Options
+	// Logger receives a line for each switch and each failed poll.
+	// Default slog.Default().
+	Logger *slog.Logger
+	// Now is the replica's clock (CheckedAt, ServingSince). Default
+	// time.Now.
+	Now func() time.Time
+}
+
+// DefaultPoll is the default Options.Poll.
+const DefaultPoll = 5 * time.Second
+
+// Replica is a read replica: an *index.Index on a directory of its own,
+// serving the generation CURRENT names at the URL it follows, refusing
+// every write (index.ErrReadOnly). Safe for concurrent use.
+type Replica struct {
+	from   string
+	bucket *blob.Bucket
+	ix     *index.Index
+	poll   time.Duration
+	log    *slog.Logger
+	now    func() time.Time
+	mu     sync.Mutex // one poll at a time
+}
+
+// Open downloads the generation CURRENT names at urlstr into dir (the
+// replica's own directory, which it locks; never a writer's), checks it
+// and opens it. Errors: ErrNothingPublished when nothing is published;
+// a download whose size, SHA-256 or digest is not the published one's.
+func Open(ctx context.Context, urlstr, dir string, opts *Options) (*Replica, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	r := &Replica{from: urlstr, poll: opts.Poll, log: opts.Logger, now: opts.Now}
+	if r.poll <= 0 {
+		r.poll = DefaultPoll
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	b, err := OpenBucket(ctx, urlstr)
+	if err != nil {
+		return nil, err
+	}
+	p, ok, err := Latest(ctx, b)
+	if err == nil && !ok {
+		err = fmt.Errorf("replica of %s: %w (run escurel publish --to on the writer first)", urlstr, ErrNothingPublished)
+	}
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	ix, err := hooks.OpenReplica(ctx, dir, r.fill(ctx, b, p), r.info(p), opts.Index)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	r.bucket, r.ix = b, ix.(*index.Index)
+	hooks.Checked(r.ix, r.now(), "")
+	return r, nil
+}
+
+// info is the index.ReplicaInfo of pointer p.
+func (r *Replica) info(p *Pointer) index.ReplicaInfo {
+	return index.ReplicaInfo{From: r.from, Generation: p.Generation, Digest: p.Digest, Seq: p.Seq, PublishedAt: p.PublishedAt}
+}
+
+// fill returns the function that downloads p's file to a path, checking
+// its size and SHA-256 and making it durable.
+func (r *Replica) fill(ctx context.Context, b *blob.Bucket, p *Pointer) func(string) error {
+	return func(path string) error {
+		key := p.Object + fileName
+		in, err := b.NewReader(ctx, key, nil)
+		if err != nil {
+			return fmt.Errorf("replica of %s: download %s: %w", r.from, key, err)
+		}
+		defer in.Close()
+		out, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			return err
+		}
+		h := sha256.New()
+		n, err := io.Copy(io.MultiWriter(out, h), in)
+		if err == nil {
+			err = out.Sync()
+		}
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("replica of %s: download %s: %w", r.from, key, err)
+		}
+		if sum := hex.EncodeToString(h.Sum(nil)); n != p.Bytes || sum != p.SHA256 {
+			return fmt.Errorf("replica of %s: download %s: %d bytes with SHA-256 %s, not the published %d bytes with %s: the object is damaged; refused",
+				r.from, key, n, sum, p.Bytes, p.SHA256)
+		}
+		return nil
+	}
+}
+
+// Index returns the replica's index, for searches (package serve, or a
+// library user). Its writes fail with index.ErrReadOnly.
+func (r *Replica) Index() *index.Index { return r.ix }
+
+// Poll reads CURRENT once and, when it names another digest with a higher
+// sequence, downloads, checks and switches to it; switched says so. On
+// an error the replica serves what it served, and Index().Replica()
+// reports the error until a poll succeeds.
+func (r *Replica) Poll(ctx context.Context) (switched bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	defer func() {
+		msg := ""
+		if err != nil {
+			msg = err.Error()
+		}
+		hooks.Checked(r.ix, r.now(), msg)
+	}()
+	p, ok, err := Latest(ctx, r.bucket)
+	if err != nil {
+		return false, fmt.Errorf("replica of %s: %w", r.from, err)
+	}
+	cur, _ := r.ix.Replica()
+	if !ok || p.Seq <= cur.Seq || p.Digest == cur.Digest {
+		return false, nil
+	}
+	if err := hooks.Adopt(ctx, r.ix, r.fill(ctx, r.bucket, p), r.info(p)); err != nil {
+		return false, err
+	}
+	r.log.Info("replica switched", "from", r.from, "generation", p.Generation, "digest", p.Digest, "seq", p.Seq,
+		"age", r.now().Sub(p.PublishedAt).Round(time.Millisecond))
+	return true, nil
+}
+
+// Run polls every Options.Poll until ctx is done, logging failed polls;
+// it returns ctx's error.
+func (r *Replica) Run(ctx context.Context) error {
+	t := time.NewTicker(r.poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		if _, err := r.Poll(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("replica poll failed; serving the generation it has", "from", r.from, "err", err)
+		}
+	}
+}
+
+// Close closes the index (waiting for its readers) and the bucket.
+func (r *Replica) Close() error {
+	return errors.Join(r.ix.Close(), r.bucket.Close())
+}
