@@ -135,33 +135,72 @@ type Store struct {
 	localDir string // root directory for file:// buckets, else ""
 }
 
-// Open opens the bucket at urlstr. For an object store (s3://, gs://,
-// azblob://, …) a path after the bucket is a key prefix:
-// s3://bucket/team/docs?region=… is s3://bucket?prefix=team/docs/&region=…
-// (gocloud's drivers would ignore the path and write at the bucket's
-// root); giving both a path and prefix= is an error. For file:// URLs the directory is created
-// when missing and the query parameters create_dir, no_tmp_dir (temporary
-// files beside their final name, so the rename never crosses devices) and
-// metadata=skip (no sidecar attribute files) are added unless present, and
-// dir_file_mode=0700: the store is private to its owner, directories 0700
-// and objects 0600 (a blob may hold a restricted document's bytes).
-// Errors name the URL without its secrets (Redact), and never the
-// secrets themselves.
+// Open opens escurel's blob store at urlstr, a bucket opened as OpenBucket
+// does. For file:// URLs it also creates the key directories (blobs/sha256,
+// documents) and makes their entries durable. Errors name the URL without
+// its secrets (Redact), and never the secrets themselves.
 func Open(ctx context.Context, urlstr string) (*Store, error) {
-	u, err := url.Parse(urlstr)
+	u, err := bucketURL(urlstr)
 	if err != nil {
-		return nil, fmt.Errorf("open blob store: not a URL: %w", parseError(err))
+		return nil, fmt.Errorf("open blob store: %w", err)
 	}
-	shown := Redact(urlstr)
 	s := &Store{url: urlstr}
-	if u, err = pathAsPrefix(u); err != nil {
-		return nil, fmt.Errorf("open blob store %s: %w", shown, err)
-	}
 	if u.Scheme == "file" {
 		s.localDir = u.Path
 		if u.Host == "." {
 			s.localDir = "." + u.Path
 		}
+		// Create the key directories up front and make their entries
+		// durable, so that each later write needs one directory fsync.
+		for _, d := range []string{"blobs/sha256", "documents"} {
+			if err := mkdirDurable(s.localDir, d); err != nil {
+				return nil, fmt.Errorf("open blob store %s: %w", Redact(urlstr), scrubError(err, urlstr))
+			}
+		}
+	}
+	b, err := blob.OpenBucket(ctx, u.String())
+	if err != nil {
+		return nil, fmt.Errorf("open blob store %s: %w", Redact(urlstr), scrubError(err, urlstr))
+	}
+	s.bucket = b
+	return s, nil
+}
+
+// OpenBucket opens the gocloud bucket at urlstr as escurel's commands read
+// bucket URLs (the blob store, publish targets, replicas). For an object
+// store (s3://, gs://, azblob://, …) a path after the bucket is a key
+// prefix: s3://bucket/team/docs?region=… is s3://bucket?prefix=team/docs/&region=…
+// (gocloud's drivers would ignore the path and write at the bucket's
+// root); giving both a path and prefix= is an error. For file:// URLs the
+// directory is created when missing and the query parameters create_dir,
+// no_tmp_dir (temporary files beside their final name, so the rename never
+// crosses devices) and metadata=skip (no sidecar attribute files) are added
+// unless present, and dir_file_mode=0700: the bucket is private to its
+// owner, directories 0700 and objects 0600 (an object may hold a
+// restricted document's bytes). Errors name the URL without its secrets
+// (Redact), and never the secrets themselves.
+func OpenBucket(ctx context.Context, urlstr string) (*blob.Bucket, error) {
+	u, err := bucketURL(urlstr)
+	if err != nil {
+		return nil, fmt.Errorf("open bucket: %w", err)
+	}
+	b, err := blob.OpenBucket(ctx, u.String())
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", Redact(urlstr), scrubError(err, urlstr))
+	}
+	return b, nil
+}
+
+// bucketURL is urlstr as gocloud opens it (see OpenBucket).
+func bucketURL(urlstr string) (*url.URL, error) {
+	u, err := url.Parse(urlstr)
+	if err != nil {
+		return nil, fmt.Errorf("not a URL: %w", parseError(err))
+	}
+	if u, err = pathAsPrefix(u); err != nil {
+		return nil, fmt.Errorf("%s: %w", Redact(urlstr), err)
+	}
+	if u.Scheme == "file" {
 		q := u.Query()
 		for k, v := range map[string]string{"create_dir": "1", "no_tmp_dir": "1", "metadata": "skip", "dir_file_mode": "0700"} {
 			if !q.Has(k) {
@@ -169,20 +208,8 @@ func Open(ctx context.Context, urlstr string) (*Store, error) {
 			}
 		}
 		u.RawQuery = q.Encode()
-		// Create the key directories up front and make their entries
-		// durable, so that each later write needs one directory fsync.
-		for _, d := range []string{"blobs/sha256", "documents"} {
-			if err := mkdirDurable(s.localDir, d); err != nil {
-				return nil, fmt.Errorf("open blob store %s: %w", shown, scrubError(err, urlstr))
-			}
-		}
 	}
-	b, err := blob.OpenBucket(ctx, u.String())
-	if err != nil {
-		return nil, fmt.Errorf("open blob store %s: %w", shown, scrubError(err, urlstr))
-	}
-	s.bucket = b
-	return s, nil
+	return u, nil
 }
 
 // Close releases the bucket.

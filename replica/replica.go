@@ -49,6 +49,7 @@ import (
 	_ "gocloud.dev/blob/memblob" // a replica's default blob store: none (mem://)
 	"gocloud.dev/gcerrors"
 
+	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/internal/hooks"
 )
@@ -108,28 +109,12 @@ func (e *ConflictError) Error() string {
 // Unwrap returns ErrConflict.
 func (e *ConflictError) Unwrap() error { return ErrConflict }
 
-// OpenBucket opens the publish URL as a gocloud bucket. On file:// it
-// creates the directory and writes temporary files beside their final
-// names (no_tmp_dir), as the blob store does.
+// OpenBucket opens the publish URL as a gocloud bucket, as the blob store
+// reads bucket URLs (blobstore.OpenBucket: a path after an object store's
+// bucket is a key prefix; file:// is created, private to its owner, with
+// temporary files beside their final names).
 func OpenBucket(ctx context.Context, urlstr string) (*blob.Bucket, error) {
-	u, err := url.Parse(urlstr)
-	if err != nil {
-		return nil, fmt.Errorf("open %q: %w", urlstr, err)
-	}
-	if u.Scheme == "file" {
-		q := u.Query()
-		for k, v := range map[string]string{"create_dir": "1", "no_tmp_dir": "1", "metadata": "skip", "dir_file_mode": "0700"} {
-			if !q.Has(k) {
-				q.Set(k, v)
-			}
-		}
-		u.RawQuery = q.Encode()
-	}
-	b, err := blob.OpenBucket(ctx, u.String())
-	if err != nil {
-		return nil, fmt.Errorf("open %q: %w", urlstr, err)
-	}
-	return b, nil
+	return blobstore.OpenBucket(ctx, urlstr)
 }
 
 // Latest returns CURRENT: the pointer with the highest sequence under the
@@ -211,7 +196,7 @@ func Publish(ctx context.Context, ix *index.Index, urlstr string, opts *PublishO
 	defer b.Close()
 	prev, hasPrev, err := Latest(ctx, b)
 	if err != nil {
-		return nil, fmt.Errorf("publish to %s: %w", urlstr, err)
+		return nil, fmt.Errorf("publish to %s: %w", blobstore.Redact(urlstr), err)
 	}
 	f, err := os.CreateTemp(ix.Dir(), "publish-*.tmp") // a crash's copy is a .tmp the cleaner removes
 	if err != nil {
@@ -239,7 +224,7 @@ func Publish(ctx context.Context, ix *index.Index, urlstr string, opts *PublishO
 	out := &Publication{}
 	exists, err := b.Exists(ctx, p.Object+manifestName)
 	if err != nil {
-		return nil, fmt.Errorf("publish to %s: %w", urlstr, err)
+		return nil, fmt.Errorf("publish to %s: %w", blobstore.Redact(urlstr), err)
 	}
 	if !exists {
 		// The file first, then the manifest: a manifest names a complete
@@ -249,11 +234,11 @@ func Publish(ctx context.Context, ix *index.Index, urlstr string, opts *PublishO
 			return nil, err
 		}
 		if err := putNew(ctx, b, p.Object+fileName, f); err != nil {
-			return nil, fmt.Errorf("publish to %s: %w", urlstr, err)
+			return nil, fmt.Errorf("publish to %s: %w", blobstore.Redact(urlstr), err)
 		}
 		m, _ := json.MarshalIndent(p, "", "  ")
 		if err := putNew(ctx, b, p.Object+manifestName, strings.NewReader(string(m))); err != nil {
-			return nil, fmt.Errorf("publish to %s: %w", urlstr, err)
+			return nil, fmt.Errorf("publish to %s: %w", blobstore.Redact(urlstr), err)
 		}
 		out.Uploaded = true
 	}
@@ -292,16 +277,16 @@ func putNew(ctx context.Context, b *blob.Bucket, key string, r io.Reader) error 
 // get a *ConflictError.
 func createPointer(ctx context.Context, b *blob.Bucket, urlstr string, seq int64, data []byte) error {
 	key := pointerKey(seq)
-	conflict := &ConflictError{To: urlstr, Seq: seq}
+	conflict := &ConflictError{To: blobstore.Redact(urlstr), Seq: seq}
 	// fileblob checks IfNotExist with a stat before its rename, which two
 	// writers may pass together: on file:// an flock beside the pointers
 	// makes the check and the write one step, across processes too.
 	if unlock, err := lockFileTarget(urlstr); err != nil {
-		return fmt.Errorf("publish to %s: %w", urlstr, err)
+		return fmt.Errorf("publish to %s: %w", blobstore.Redact(urlstr), err)
 	} else if unlock != nil {
 		defer unlock()
 		if ok, err := b.Exists(ctx, key); err != nil {
-			return fmt.Errorf("publish to %s: %w", urlstr, err)
+			return fmt.Errorf("publish to %s: %w", blobstore.Redact(urlstr), err)
 		} else if ok {
 			return conflict
 		}
@@ -311,7 +296,7 @@ func createPointer(ctx context.Context, b *blob.Bucket, urlstr string, seq int64
 		return conflict
 	}
 	if err != nil {
-		return fmt.Errorf("publish to %s: %w", urlstr, err)
+		return fmt.Errorf("publish to %s: %w", blobstore.Redact(urlstr), err)
 	}
 	return nil
 }
@@ -357,7 +342,7 @@ const DefaultPoll = 5 * time.Second
 // serving the generation CURRENT names at the URL it follows, refusing
 // every write (index.ErrReadOnly). Safe for concurrent use.
 type Replica struct {
-	from   string
+	from   string // the URL followed, redacted (blobstore.Redact): only printed
 	bucket *blob.Bucket
 	ix     *index.Index
 	poll   time.Duration
@@ -374,7 +359,7 @@ func Open(ctx context.Context, urlstr, dir string, opts *Options) (*Replica, err
 	if opts == nil {
 		opts = &Options{}
 	}
-	r := &Replica{from: urlstr, poll: opts.Poll, log: opts.Logger, now: opts.Now}
+	r := &Replica{from: blobstore.Redact(urlstr), poll: opts.Poll, log: opts.Logger, now: opts.Now}
 	if r.poll <= 0 {
 		r.poll = DefaultPoll
 	}
@@ -390,7 +375,7 @@ func Open(ctx context.Context, urlstr, dir string, opts *Options) (*Replica, err
 	}
 	p, ok, err := Latest(ctx, b)
 	if err == nil && !ok {
-		err = fmt.Errorf("replica of %s: %w (run escurel publish --to on the writer first)", urlstr, ErrNothingPublished)
+		err = fmt.Errorf("replica of %s: %w (run escurel publish --to on the writer first)", blobstore.Redact(urlstr), ErrNothingPublished)
 	}
 	if err != nil {
 		b.Close()

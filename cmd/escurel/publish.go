@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/replica"
 )
 
@@ -49,10 +50,10 @@ func (c *PublishCommand) Run(ctx context.Context, args []string) error {
 		return enc.Encode(p)
 	}
 	if p.Unchanged {
-		fmt.Fprintf(c.m.Stdout, "unchanged: %s (digest %s) is already published as publish %d to %s\n", p.Generation, p.Digest, p.Seq, *to)
+		fmt.Fprintf(c.m.Stdout, "unchanged: %s (digest %s) is already published as publish %d to %s\n", p.Generation, p.Digest, p.Seq, blobstore.Redact(*to))
 		return nil
 	}
-	fmt.Fprintf(c.m.Stdout, "published %s (digest %s) as publish %d to %s: %s, %s, %.1f MB\n", p.Generation, p.Digest, p.Seq, *to,
+	fmt.Fprintf(c.m.Stdout, "published %s (digest %s) as publish %d to %s: %s, %s, %.1f MB\n", p.Generation, p.Digest, p.Seq, blobstore.Redact(*to),
 		plural(int(p.Documents), "document", "documents"), plural(int(p.Blocks), "block", "blocks"), float64(p.Bytes)/1e6)
 	return nil
 }
