@@ -330,15 +330,15 @@ func (ix *state) denseIndex(ctx context.Context, q querier) (*dense.Index, error
 	if v.loaded {
 		return v.dense, nil
 	}
-	// The level as level() maps a sensitivity: an unknown one is
-	// restricted.
-	const from = ` FROM ` + "%s" + ` v JOIN blocks b ON b.block_id = v.block_id JOIN documents d ON d.doc_id = b.doc_id`
+	from := ` FROM ` + v.table + ` v JOIN blocks b ON b.block_id = v.block_id JOIN documents d ON d.doc_id = b.doc_id`
 	var n int
-	if err := q.QueryRowContext(ctx, `SELECT count(*)`+fmt.Sprintf(from, v.table)).Scan(&n); err != nil {
+	if err := q.QueryRowContext(ctx, `SELECT count(*)`+from).Scan(&n); err != nil {
 		return nil, fmt.Errorf("load vectors: %w", err)
 	}
+	// The level as level() maps a sensitivity: an unknown one is
+	// restricted.
 	rows, err := q.QueryContext(ctx, `SELECT v.block_id, v.vector,
-		CASE d.sensitivity WHEN '`+Public+`' THEN 0 WHEN '`+Internal+`' THEN 1 ELSE 2 END::UTINYINT`+fmt.Sprintf(from, v.table))
+		CASE d.sensitivity WHEN '`+Public+`' THEN 0 WHEN '`+Internal+`' THEN 1 ELSE 2 END::UTINYINT`+from)
 	if err != nil {
 		return nil, fmt.Errorf("load vectors: %w", err)
 	}
