@@ -129,14 +129,14 @@ func TestUpgradeOlderFile(t *testing.T) {
 	if hits, err := ix.Search(ctx, "old body", nil); err != nil || len(hits) != 1 || hits[0].Body != "old body" {
 		t.Errorf("old block after upgrade: %+v, %v", hits, err)
 	}
-	// It had no vectors: Open embedded it into the active set, FLOAT[384].
+	// It had no vectors: Open embedded it into the active set, as BLOBs.
 	if st, err := ix.Stats(ctx); err != nil || st.Embeddings != 1 || st.EmbeddingSet != "hash/384" {
 		t.Errorf("vectors after upgrade: %+v, %v", st, err)
 	}
 	var typ string
 	ix.cur.Load().db.QueryRow(`SELECT data_type FROM information_schema.columns WHERE table_name = 'vectors_1' AND column_name = 'vector'`).Scan(&typ)
-	if typ != "FLOAT[384]" {
-		t.Errorf("vector column type %q, want FLOAT[384]", typ)
+	if typ != "BLOB" {
+		t.Errorf("vector column type %q, want BLOB", typ)
 	}
 	if hits, err := ix.Search(ctx, "old body", &SearchOptions{Mode: ModeDense}); err != nil || len(hits) != 1 {
 		t.Errorf("dense search after upgrade: %+v, %v", hits, err)

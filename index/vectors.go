@@ -2,8 +2,11 @@ package index
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -49,13 +52,126 @@ func (ix *state) openVectors(ctx context.Context) error {
 		}
 	}
 	v.table = fmt.Sprintf("vectors_%d", v.setID)
-	if _, err := ix.db.ExecContext(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+	if _, err := ix.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+v.table+` (
 		block_id BIGINT PRIMARY KEY,
-		vector   FLOAT[%d] NOT NULL)`, v.table, spec.Dim)); err != nil {
+		vector   BLOB NOT NULL)`); err != nil {
 		return fmt.Errorf("create %s: %w", v.table, err)
+	}
+	if err := ix.convertVectors(ctx, v); err != nil {
+		return err
 	}
 	ix.vec = v
 	return ix.embedMissing(ctx)
+}
+
+// A vector is stored as a BLOB of its dim components, each a float32
+// in little-endian byte order (sql/0014_vector_blobs.sql): read as one
+// value per row, not one boxed value per component as a FLOAT[dim]
+// array is through database/sql.
+
+// vectorValue is v as a vectors_<set_id> table stores it.
+func vectorValue(v []float32) driver.Value {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+// decodeVector appends the vector that b stores to dst; b must hold dim
+// components.
+func decodeVector(dst []float32, b []byte, dim int) ([]float32, error) {
+	if len(b) != 4*dim {
+		return dst, fmt.Errorf("a stored vector of %d bytes, want %d (%d dimensions): the file is damaged; run escurel rebuild", len(b), 4*dim, dim)
+	}
+	for i := 0; i < len(b); i += 4 {
+		dst = append(dst, math.Float32frombits(binary.LittleEndian.Uint32(b[i:])))
+	}
+	return dst, nil
+}
+
+// convertBatch is how many FLOAT[dim] rows convertVectors reads at once.
+const convertBatch = 4096
+
+// convertVectors rewrites a vectors table of a file from before schema
+// 14, FLOAT[dim] arrays, as BLOBs, in one transaction (read in batches of
+// convertBatch rows, so memory stays bounded), then checkpoints; a table
+// already of BLOBs is left alone. A crash before the commit leaves the old
+// table, converted by the next open.
+func (ix *state) convertVectors(ctx context.Context, v *vectors) error {
+	var typ string
+	if err := ix.db.QueryRowContext(ctx, `SELECT data_type FROM information_schema.columns
+		WHERE table_schema = 'main' AND table_name = ? AND column_name = 'vector'`, v.table).Scan(&typ); err != nil {
+		return fmt.Errorf("convert %s: %w", v.table, err)
+	}
+	switch {
+	case typ == "BLOB":
+		return nil
+	case typ != fmt.Sprintf("FLOAT[%d]", v.spec.Dim):
+		return fmt.Errorf("convert %s: its vectors are %s, want BLOB or FLOAT[%d]: the file is damaged; run escurel rebuild", v.table, typ, v.spec.Dim)
+	}
+	tx, err := duck.Begin(ctx, ix.db)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	tmp := v.table + "_blobs"
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE `+tmp+` (block_id BIGINT PRIMARY KEY, vector BLOB NOT NULL)`); err != nil {
+		return fmt.Errorf("convert %s: %w", v.table, err)
+	}
+	ids := make([]int64, 0, convertBatch)
+	vals := make([]driver.Value, 0, convertBatch)
+	for last := int64(math.MinInt64); ; {
+		ids, vals = ids[:0], vals[:0]
+		rows, err := tx.QueryContext(ctx, `SELECT block_id, vector FROM `+v.table+` WHERE block_id > ? ORDER BY block_id LIMIT ?`, last, convertBatch)
+		if err != nil {
+			return fmt.Errorf("convert %s: %w", v.table, err)
+		}
+		vec := make([]float32, v.spec.Dim)
+		for rows.Next() {
+			var id int64
+			var xs []any
+			if err := rows.Scan(&id, &xs); err != nil {
+				rows.Close()
+				return fmt.Errorf("convert %s: %w", v.table, err)
+			}
+			for i, x := range xs {
+				vec[i], _ = x.(float32)
+			}
+			ids, vals = append(ids, id), append(vals, vectorValue(vec))
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("convert %s: %w", v.table, err)
+		}
+		if len(ids) == 0 {
+			break
+		}
+		last = ids[len(ids)-1]
+		err = duck.Append(ctx, tx.Conn, tmp, []string{"block_id", "vector"}, func(add func(...driver.Value) error) error {
+			for i, id := range ids {
+				if err := add(id, vals[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("convert %s: %w", v.table, err)
+		}
+	}
+	for _, q := range []string{`DROP TABLE ` + v.table, `ALTER TABLE ` + tmp + ` RENAME TO ` + v.table} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("convert %s: %w", v.table, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("convert %s: %w", v.table, err)
+	}
+	if _, err := ix.db.ExecContext(ctx, `CHECKPOINT`); err != nil {
+		return fmt.Errorf("convert %s: checkpoint: %w", v.table, err)
+	}
+	return nil
 }
 
 // embedMissing embeds and stores the blocks without a vector in the active
@@ -93,7 +209,7 @@ func (ix *state) embedMissing(ctx context.Context) error {
 	defer tx.Rollback()
 	err = duck.Append(ctx, tx.Conn, ix.vec.table, []string{"block_id", "vector"}, func(add func(...driver.Value) error) error {
 		for i, id := range ids {
-			if err := add(id, vecs[i]); err != nil {
+			if err := add(id, vectorValue(vecs[i])); err != nil {
 				return err
 			}
 		}
@@ -204,6 +320,9 @@ func (v *vectors) isLoaded() bool {
 
 // denseIndex returns the in-memory vectors, reading them from q on first
 // use. Call it inside fts View, so that no write commits during the load.
+// The load counts the rows, then reads each row's vector as one BLOB into
+// one array of that size: its memory is the vectors' own plus one row
+// (the driver's copy of it).
 func (ix *state) denseIndex(ctx context.Context, q querier) (*dense.Index, error) {
 	v := ix.vec
 	v.mu.Lock()
@@ -211,37 +330,39 @@ func (ix *state) denseIndex(ctx context.Context, q querier) (*dense.Index, error
 	if v.loaded {
 		return v.dense, nil
 	}
-	rows, err := q.QueryContext(ctx, `SELECT v.block_id, v.vector, d.sensitivity FROM `+v.table+` v
-		JOIN blocks b ON b.block_id = v.block_id JOIN documents d ON d.doc_id = b.doc_id`)
+	from := ` FROM ` + v.table + ` v JOIN blocks b ON b.block_id = v.block_id JOIN documents d ON d.doc_id = b.doc_id`
+	var n int
+	if err := q.QueryRowContext(ctx, `SELECT count(*)`+from).Scan(&n); err != nil {
+		return nil, fmt.Errorf("load vectors: %w", err)
+	}
+	// The level as level() maps a sensitivity: an unknown one is
+	// restricted.
+	rows, err := q.QueryContext(ctx, `SELECT v.block_id, v.vector,
+		CASE d.sensitivity WHEN '`+Public+`' THEN 0 WHEN '`+Internal+`' THEN 1 ELSE 2 END::UTINYINT`+from)
 	if err != nil {
 		return nil, fmt.Errorf("load vectors: %w", err)
 	}
 	defer rows.Close()
-	var add []dense.Entry
+	dim := v.spec.Dim
+	ids, levels, vecs := make([]int64, 0, n), make([]uint8, 0, n), make([]float32, 0, n*dim)
 	for rows.Next() {
-		var e dense.Entry
-		var vec []any
-		var sens string
-		if err := rows.Scan(&e.Block, &vec, &sens); err != nil {
+		var id int64
+		var lvl uint8
+		var raw sql.RawBytes
+		if err := rows.Scan(&id, &raw, &lvl); err != nil {
 			return nil, fmt.Errorf("load vectors: %w", err)
 		}
-		e.Level = level(sens)
-		e.Vector = make([]float32, len(vec))
-		for i, x := range vec {
-			f, ok := x.(float32)
-			if !ok {
-				return nil, fmt.Errorf("load vectors: block %d: component of type %T", e.Block, x)
-			}
-			e.Vector[i] = f
+		if vecs, err = decodeVector(vecs, raw, dim); err != nil {
+			return nil, fmt.Errorf("load vectors of %s: %w", v.table, err)
 		}
-		add = append(add, e)
+		ids, levels = append(ids, id), append(levels, lvl)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("load vectors: %w", err)
 	}
-	d := dense.New(v.spec.Dim)
-	if err := d.Apply(add, nil); err != nil {
-		return nil, err
+	d, err := dense.Build(dim, ids, levels, vecs)
+	if err != nil {
+		return nil, fmt.Errorf("load vectors of %s: %w", v.table, err)
 	}
 	v.dense, v.loaded = d, true
 	return d, nil

@@ -3,11 +3,11 @@ package index
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"hash"
-	"math"
 	"sort"
 	"strings"
 	"time"
@@ -408,10 +408,9 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 		if err != nil {
 			return fail("vectors", err)
 		}
-		var buf []byte
 		for rows.Next() {
 			var id string
-			var vec []any
+			var vec sql.RawBytes // float32 little-endian (vectorValue), as digested
 			if err := rows.Scan(&id, &vec); err != nil {
 				rows.Close()
 				return fail("vectors", err)
@@ -421,12 +420,7 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 				d.str("-")
 				continue
 			}
-			buf = buf[:0]
-			for _, x := range vec {
-				f, _ := x.(float32)
-				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(f))
-			}
-			d.str(string(buf))
+			d.str(string(vec))
 			v.Vectors++
 		}
 		rows.Close()

@@ -153,7 +153,7 @@ func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err
 				i := 0
 				for _, d := range docs {
 					for _, b := range d.blocks {
-						if err := add(ids[i], b.vector); err != nil {
+						if err := add(ids[i], vectorValue(b.vector)); err != nil {
 							return err
 						}
 						denseAdd = append(denseAdd, dense.Entry{Block: ids[i], Level: level(d.rec.Sensitivity), Vector: b.vector})

@@ -44,6 +44,24 @@ func New(dim int) *Index {
 	return &Index{dim: dim, pos: map[int64]int{}}
 }
 
+// Build returns an index of n vectors given as rows: block ids[i] has
+// level levels[i] and the unit vector vecs[i*dim : (i+1)*dim]. It takes
+// the slices over (the caller must not change them after). Slices of
+// unequal rows or a block given twice are an error.
+func Build(dim int, ids []int64, levels []uint8, vecs []float32) (*Index, error) {
+	if len(levels) != len(ids) || len(vecs) != len(ids)*dim {
+		return nil, fmt.Errorf("dense: %d ids, %d levels and %d components for %d dimensions", len(ids), len(levels), len(vecs), dim)
+	}
+	pos := make(map[int64]int, len(ids))
+	for i, id := range ids {
+		if _, dup := pos[id]; dup {
+			return nil, fmt.Errorf("dense: two vectors for one block")
+		}
+		pos[id] = i
+	}
+	return &Index{dim: dim, ids: ids, levels: levels, vecs: vecs, pos: pos}, nil
+}
+
 // Dim returns the dimension of the vectors.
 func (ix *Index) Dim() int { return ix.dim }
 
@@ -52,6 +70,18 @@ func (ix *Index) Len() int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	return len(ix.ids)
+}
+
+// Vector returns a copy of block's vector and its level; ok is false when
+// the index holds no vector for block.
+func (ix *Index) Vector(block int64) (v []float32, level uint8, ok bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	i, ok := ix.pos[block]
+	if !ok {
+		return nil, 0, false
+	}
+	return append([]float32(nil), ix.vecs[i*ix.dim:(i+1)*ix.dim]...), ix.levels[i], true
 }
 
 // Entry is a vector to add: the block's id, its sensitivity level (0 =

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"sort"
 	"testing"
 
@@ -148,5 +149,46 @@ func TestHugeKAllocatesForCandidates(t *testing.T) {
 		if err != nil || len(h) != 2 {
 			t.Errorf("k=%d: %v, %v; want 2 hits", k, h, err)
 		}
+	}
+}
+
+// Build takes rows as given and searches them as Apply's index does;
+// rows of unequal lengths or a block twice are refused.
+func TestBuild(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	const dim, n = 8, 500
+	ids, levels, vecs := make([]int64, n), make([]uint8, n), make([]float32, 0, n*dim)
+	applied := New(dim)
+	for i := range n {
+		ids[i], levels[i] = int64(n-i), uint8(i%3)
+		v := randomUnit(r, dim)
+		vecs = append(vecs, v...)
+		if err := applied.Apply([]Entry{{Block: ids[i], Level: levels[i], Vector: v}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	built, err := Build(dim, ids, levels, vecs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := randomUnit(r, dim)
+	for _, lvl := range []uint8{0, 2} {
+		a, _ := applied.Search(context.Background(), q, 25, lvl)
+		b, _ := built.Search(context.Background(), q, 25, lvl)
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("level %d: built %v, applied %v", lvl, b, a)
+		}
+	}
+	if v, lvl, ok := built.Vector(ids[7]); !ok || lvl != levels[7] || !reflect.DeepEqual(v, vecs[7*dim:8*dim]) {
+		t.Errorf("Vector(%d) = %v %d %v", ids[7], v, lvl, ok)
+	}
+	if _, _, ok := built.Vector(n + 1); ok {
+		t.Error("a vector for a block never given")
+	}
+	if _, err := Build(dim, ids[:2], levels[:2], vecs[:dim]); err == nil {
+		t.Error("two ids and one row: no error")
+	}
+	if _, err := Build(dim, []int64{1, 1}, []uint8{0, 0}, vecs[:2*dim]); err == nil {
+		t.Error("a block twice: no error")
 	}
 }

@@ -1,0 +1,11 @@
+-- 0014: vectors as BLOBs (issue 19, item 10). The table of an embedding
+-- set, vectors_<set_id>, becomes
+--     (block_id BIGINT PRIMARY KEY, vector BLOB NOT NULL),
+-- each vector its <dim> components as float32, little-endian (4 × dim
+-- bytes): database/sql reads one BLOB per row, where a FLOAT[dim] array
+-- came as one boxed value per component (about 8× slower and 8× the
+-- memory of the vectors on the first dense search and on every switch).
+-- The tables are named only at open (their dimension is known then), so
+-- index.Open converts an older FLOAT[dim] table of the active set, in one
+-- transaction; the digest of Verify hashes the same bytes either way.
+COMMENT ON TABLE embedding_sets IS 'vectors_<set_id>(block_id BIGINT PRIMARY KEY, vector BLOB NOT NULL): dim float32 components, little-endian';
