@@ -6,12 +6,16 @@ package index
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/escurel/escurel/internal/duck"
 )
 
 // Export file names, in the directory Export writes.
@@ -98,22 +102,23 @@ func (ix *Index) Export(ctx context.Context, dir string, opts *ExportOptions) (*
 	type file struct {
 		name, query string
 		n           *int64
+		dim         int // vectors: the stored BLOBs are written as FLOAT[dim]
 	}
 	files := []file{
 		{ExportDocumentsFile, `SELECT d.doc_id, d.source, d.title, d.media_type, d.language, d.sensitivity,
 				d.status, d.reason, d.extractor, d.pages, d.bytes, d.blob_id, d.ingested_at, d.meta, d.meta_given,
 				(SELECT count(*) FROM blocks b WHERE b.doc_id = d.doc_id) AS block_count
-			FROM documents d WHERE d.sensitivity IN ` + in + ` ORDER BY d.doc_id`, &res.Documents},
+			FROM documents d WHERE d.sensitivity IN ` + in + ` ORDER BY d.doc_id`, &res.Documents, 0},
 		{ExportBlocksFile, `SELECT b.public_id AS block_id, b.doc_id, b.ord AS ordinal, b.body, b.context,
 				b.heading_path, b.page, b.byte_start, b.byte_end
 			FROM blocks b JOIN documents d ON d.doc_id = b.doc_id
-			WHERE d.sensitivity IN ` + in + ` ORDER BY b.doc_id, b.ord`, &res.Blocks},
+			WHERE d.sensitivity IN ` + in + ` ORDER BY b.doc_id, b.ord`, &res.Blocks, 0},
 	}
 	if v := s.vec; v != nil {
 		res.EmbeddingSet, res.Dim = v.spec.Identity().String(), v.spec.Dim
 		files = append(files, file{ExportVectorsFile, `SELECT b.public_id AS block_id, ` + sqlString(res.EmbeddingSet) + ` AS embedding_set, v.vector
 			FROM ` + v.table + ` v JOIN blocks b ON b.block_id = v.block_id JOIN documents d ON d.doc_id = b.doc_id
-			WHERE d.sensitivity IN ` + in + ` ORDER BY b.doc_id, b.ord`, &res.Vectors})
+			WHERE d.sensitivity IN ` + in + ` ORDER BY b.doc_id, b.ord`, &res.Vectors, v.spec.Dim})
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -135,11 +140,17 @@ func (ix *Index) Export(ctx context.Context, dir string, opts *ExportOptions) (*
 		if err := os.WriteFile(tmp, nil, 0o600); err != nil {
 			return nil, fmt.Errorf("export %s: %w", f.name, err)
 		}
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM (`+f.query+`)`).Scan(f.n); err != nil {
-			return nil, fmt.Errorf("export %s: %w", f.name, err)
-		}
-		if _, err := tx.ExecContext(ctx, `COPY (`+f.query+`) TO `+sqlString(tmp)+` (FORMAT parquet, COMPRESSION zstd)`); err != nil {
-			return nil, fmt.Errorf("export %s: %w", f.name, err)
+		if f.dim > 0 {
+			if *f.n, err = exportVectors(ctx, tx, f.query, tmp, f.dim); err != nil {
+				return nil, fmt.Errorf("export %s: %w", f.name, err)
+			}
+		} else {
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM (`+f.query+`)`).Scan(f.n); err != nil {
+				return nil, fmt.Errorf("export %s: %w", f.name, err)
+			}
+			if _, err := tx.ExecContext(ctx, `COPY (`+f.query+`) TO `+sqlString(tmp)+` (FORMAT parquet, COMPRESSION zstd)`); err != nil {
+				return nil, fmt.Errorf("export %s: %w", f.name, err)
+			}
 		}
 		if err := os.Chmod(tmp, 0o600); err != nil {
 			return nil, fmt.Errorf("export %s: %w", f.name, err)
@@ -159,6 +170,59 @@ func (ix *Index) Export(ctx context.Context, dir string, opts *ExportOptions) (*
 		}
 	}
 	return res, nil
+}
+
+// exportVectors writes the rows of query (block_id, embedding_set, and the
+// vector as stored: a BLOB of dim little-endian float32s) to the Parquet
+// file path, the vector as FLOAT[dim] (read back as FLOAT[]), and returns
+// how many it wrote. DuckDB cannot read a BLOB as floats, so the rows are
+// decoded here and appended, as they stream from tx, to a private
+// in-memory DuckDB database, which writes the file in their order.
+func exportVectors(ctx context.Context, tx *sql.Tx, query, path string, dim int) (int64, error) {
+	mem, err := sql.Open("duckdb", "")
+	if err != nil {
+		return 0, err
+	}
+	defer mem.Close()
+	conn, err := mem.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf(`CREATE TABLE v (block_id VARCHAR, embedding_set VARCHAR, vector FLOAT[%d])`, dim)); err != nil {
+		return 0, err
+	}
+	rows, err := tx.QueryContext(ctx, query)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var n int64
+	err = duck.Append(ctx, conn, "v", []string{"block_id", "embedding_set", "vector"}, func(add func(...driver.Value) error) error {
+		for rows.Next() {
+			var id, set string
+			var b []byte
+			if err := rows.Scan(&id, &set, &b); err != nil {
+				return err
+			}
+			vec, err := decodeVector(make([]float32, 0, dim), b, dim)
+			if err != nil {
+				return fmt.Errorf("block %s: %w", id, err)
+			}
+			if err := add(id, set, vec); err != nil {
+				return err
+			}
+			n++
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return 0, err
+	}
+	if _, err := conn.ExecContext(ctx, `COPY v TO `+sqlString(path)+` (FORMAT parquet, COMPRESSION zstd)`); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // sqlString quotes s as a SQL string literal.

@@ -3,7 +3,9 @@ package tests
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -143,7 +145,29 @@ func TestExportParquet(t *testing.T) {
 	}
 	var set int
 	db.QueryRow(`SELECT set_id FROM embedding_sets WHERE name = 'hash/384'`).Scan(&set)
-	want = rowsOf(t, db, fmt.Sprintf(`SELECT b.public_id, 'hash/384', v.vector FROM vectors_%d v JOIN blocks b USING (block_id) ORDER BY b.doc_id, b.ord`, set))
+	// The index stores each vector as a BLOB of little-endian float32s;
+	// the export writes FLOAT[384].
+	want = nil
+	vrows, err := db.Query(fmt.Sprintf(`SELECT b.public_id, v.vector FROM vectors_%d v JOIN blocks b USING (block_id) ORDER BY b.doc_id, b.ord`, set))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for vrows.Next() {
+		var id string
+		var b []byte
+		if err := vrows.Scan(&id, &b); err != nil || len(b) != 4*384 {
+			t.Fatalf("stored vector of %d bytes, want %d: %v", len(b), 4*384, err)
+		}
+		vec := make([]float32, 384)
+		for i := range vec {
+			vec[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		want = append(want, []string{id, "hash/384", fmt.Sprintf("%v", vec)})
+	}
+	if err := vrows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	vrows.Close()
 	if got := rowsOf(t, db, `SELECT * FROM `+pq(all, index.ExportVectorsFile)); len(want) == 0 || !reflect.DeepEqual(got, want) {
 		t.Errorf("exported vectors differ from the index's (%d rows, want %d)", len(got), len(want))
 	}
