@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -18,6 +21,8 @@ import (
 	"github.com/escurel/escurel/rebuild"
 	"github.com/escurel/escurel/serve"
 )
+
+var overheadOnly = flag.Bool("overhead-only", false, "with -serve: measure the HTTP overhead (step 1) only")
 
 // serveBench measures escurel serve (make bench-serve) on an index of
 // *nFlag passages with hash/384 vectors, the server on 127.0.0.1 in this
@@ -36,7 +41,9 @@ import (
 //     p95.
 //
 // With -work DIR an index already built there by an earlier run is
-// reused (hybridIndex).
+// reused (hybridIndex). With -cpuprofile FILE, after step 1 the same
+// queries run again in-process only and over HTTP only, each profiled:
+// FILE.local and FILE.http (their difference is the server's cost).
 func serveBench(dir string) error {
 	edir, e, qs, err := hybridIndex(dir)
 	if err != nil {
@@ -123,6 +130,16 @@ func serveBench(dir string) error {
 			verdict = "OVER"
 		}
 		fmt.Printf("p50 overhead %s: %.2f ms (%s the 1 ms target)\n", mode, overhead[mode], verdict)
+	}
+
+	if *cpuProfile != "" {
+		if err := profileSearches(*cpuProfile, qs, modes, localSearch, httpSearch); err != nil {
+			return err
+		}
+	}
+
+	if *overheadOnly {
+		return nil
 	}
 
 	// 2. Throughput with 16 clients.
@@ -224,6 +241,43 @@ func serveBench(dir string) error {
 	}
 	if len(phases["switch"]) > 0 && len(phases["rebuilding"]) > 0 {
 		fmt.Printf("p95 switch / p95 rebuilding = %.2f×\n", pct(phases["switch"], 95)/pct(phases["rebuilding"], 95))
+	}
+	return nil
+}
+
+// profileSearches runs every query in every mode 3 times through each of
+// local and remote, writing a CPU profile of each: prefix.local and
+// prefix.http.
+func profileSearches(prefix string, qs, modes []string, local, remote func(q, mode string) (int, error)) error {
+	for _, p := range []struct {
+		suffix string
+		search func(q, mode string) (int, error)
+	}{{"local", local}, {"http", remote}} {
+		f, err := os.Create(prefix + "." + p.suffix)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		start := time.Now()
+		for pass := 0; pass < 3; pass++ {
+			for _, mode := range modes {
+				for _, q := range qs {
+					if _, err := p.search(q, mode); err != nil {
+						pprof.StopCPUProfile()
+						f.Close()
+						return err
+					}
+				}
+			}
+		}
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return err
+		}
+		fmt.Printf("profiled %s searches: %s (%.1f s)\n", p.suffix, f.Name(), time.Since(start).Seconds())
 	}
 	return nil
 }
