@@ -177,51 +177,28 @@ func (h *hitDocs) load(ctx context.Context, q querier) error {
 	return nil
 }
 
-// lookup returns the entries of the documents ids, reading from q (the
-// search's snapshot, inside fts.View) those the table does not hold; a
-// document with no row is absent from the map.
-func (h *hitDocs) lookup(ctx context.Context, q querier, ids []string) (map[string]*hitDoc, error) {
-	if err := h.load(ctx, q); err != nil {
-		return nil, err
-	}
-	out := make(map[string]*hitDoc, len(ids))
-	var missing []string
+// lookup returns the entries of the documents ids that the table holds
+// (load it first, inside fts.View), and false when it lacks one whose
+// doc id it would hold: read that from the rows. A well-formed doc id
+// that the table lacks has no row (the table holds every document of
+// the snapshot), so it is left out of the map, as a join leaves it out.
+func (h *hitDocs) lookup(ids []string) (map[string]hitDoc, bool) {
+	out := make(map[string]hitDoc, len(ids))
 	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if !h.loaded {
+		return nil, false
+	}
 	for _, id := range ids {
-		if _, done := out[id]; done {
-			continue
+		k, ok := hitDocKey(id)
+		if !ok {
+			return nil, false
 		}
-		if k, ok := hitDocKey(id); ok {
-			if d, ok := h.docs[k]; ok {
-				out[id] = &d
-				continue
-			}
+		if d, ok := h.docs[k]; ok {
+			out[id] = d
 		}
-		out[id] = nil
-		missing = append(missing, id)
 	}
-	h.mu.RUnlock()
-	for _, id := range missing {
-		delete(out, id)
-	}
-	if len(missing) == 0 {
-		return out, nil
-	}
-	rows, err := q.QueryContext(ctx, `SELECT d.doc_id, d.source, d.title, d.sensitivity, d.meta, d.meta_given FROM documents d
-		JOIN (SELECT unnest(?::VARCHAR[]) AS id) r ON r.id = d.doc_id`, missing)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, source, title, sens, meta, given string
-		if err := rows.Scan(&id, &source, &title, &sens, &meta, &given); err != nil {
-			return nil, err
-		}
-		d := newHitDoc(source, title, sens, meta, given)
-		out[id] = &d
-	}
-	return out, rows.Err()
+	return out, true
 }
 
 // hitDocUpdates are the entries of the documents a write stores, built

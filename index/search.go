@@ -409,9 +409,35 @@ func fillHits(ctx context.Context, q querier, ids []int64, levels []string) (hit
 // fillHitsCached is fillHits with the documents' fields from the
 // generation's table (hitdocs.go): call it inside fts.View, with q the
 // search's snapshot.
+//
+// When q is a lazyTx that has not begun, the blocks are read by one
+// statement on the database, without BEGIN and ROLLBACK (two more
+// statements): a statement is its own snapshot, the one a transaction
+// begun at that moment would read, and nothing else is read after it
+// (a document missing from the table sends the whole read back to q, as
+// fillHits).
 func (ix *state) fillHitsCached(ctx context.Context, q querier, ids []int64, levels []string) (hits []Hit, kept []int, err error) {
-	return fillHitsFrom(ctx, q, ids, levels, &ix.hitDocs)
+	if len(ids) == 0 {
+		return []Hit{}, nil, nil
+	}
+	if err := ix.hitDocs.load(ctx, q); err != nil {
+		return nil, nil, err
+	}
+	one := q
+	if l, ok := q.(*lazyTx); ok && l.tx == nil {
+		one = l.db
+	}
+	hits, kept, err = fillHitsFrom(ctx, one, ids, levels, &ix.hitDocs)
+	if errors.Is(err, errHitDocMissing) {
+		return fillHitsFrom(ctx, q, ids, levels, nil)
+	}
+	return hits, kept, err
 }
+
+// errHitDocMissing is fillHitsFrom's answer when a block's document is
+// not in the table (a doc id that is not 32 hex digits): read them again
+// joined with their documents' rows.
+var errHitDocMissing = errors.New("a hit's document is not in memory")
 
 // hitRow is a block's row as fillHits reads it, with its document's
 // fields.
@@ -470,9 +496,9 @@ func fillHitsFrom(ctx context.Context, q querier, ids []int64, levels []string, 
 		for i := range read {
 			docIDs[i] = read[i].hit.DocID
 		}
-		byID, err := docs.lookup(ctx, q, docIDs)
-		if err != nil {
-			return nil, nil, fmt.Errorf("read the hits' documents: %w", err)
+		byID, ok := docs.lookup(docIDs)
+		if !ok {
+			return nil, nil, errHitDocMissing
 		}
 		joined := read[:0]
 		for _, r := range read {
