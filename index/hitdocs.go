@@ -2,9 +2,11 @@ package index
 
 import (
 	"context"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // hitDocs holds, per document of a generation, what a hit carries of its
@@ -26,6 +28,26 @@ type hitDocs struct {
 	mu     sync.RWMutex
 	loaded bool
 	docs   map[[16]byte]hitDoc
+	// stmt is hitBlocksSQL prepared on the state's database (blocksStmt),
+	// closed with it.
+	stmt atomic.Pointer[sql.Stmt]
+}
+
+// blocksStmt returns hitBlocksSQL prepared on db, preparing it on first
+// use.
+func (h *hitDocs) blocksStmt(ctx context.Context, db *sql.DB) (*sql.Stmt, error) {
+	if st := h.stmt.Load(); st != nil {
+		return st, nil
+	}
+	st, err := db.PrepareContext(ctx, hitBlocksSQL)
+	if err != nil {
+		return nil, fmt.Errorf("prepare the hits' read: %w", err)
+	}
+	if !h.stmt.CompareAndSwap(nil, st) {
+		st.Close()
+		return h.stmt.Load(), nil
+	}
+	return st, nil
 }
 
 // hitDoc is a document's fields that hits carry, as stored.

@@ -403,19 +403,20 @@ func (ix *state) setLanguages(langs map[string][3]int) {
 // It joins the blocks with their documents' rows; a search, inside
 // fts.View, reads the documents from memory instead (fillHitsCached).
 func fillHits(ctx context.Context, q querier, ids []int64, levels []string) (hits []Hit, kept []int, err error) {
-	return fillHitsFrom(ctx, q, ids, levels, nil)
+	return fillHitsFrom(ctx, q, ids, levels, nil, nil)
 }
 
 // fillHitsCached is fillHits with the documents' fields from the
 // generation's table (hitdocs.go): call it inside fts.View, with q the
 // search's snapshot.
 //
-// When q is a lazyTx that has not begun, the blocks are read by one
-// statement on the database, without BEGIN and ROLLBACK (two more
-// statements): a statement is its own snapshot, the one a transaction
-// begun at that moment would read, and nothing else is read after it
-// (a document missing from the table sends the whole read back to q, as
-// fillHits).
+// The blocks are read by a statement prepared once per state (parsing
+// and planning it cost about as much as running it). When q is a lazyTx
+// that has not begun, that is one statement on the database, without
+// BEGIN and ROLLBACK (two more statements): a statement is its own
+// snapshot, the one a transaction begun at that moment would read, and
+// nothing else is read after it (a document missing from the table
+// sends the whole read back to q, as fillHits).
 func (ix *state) fillHitsCached(ctx context.Context, q querier, ids []int64, levels []string) (hits []Hit, kept []int, err error) {
 	if len(ids) == 0 {
 		return []Hit{}, nil, nil
@@ -423,13 +424,22 @@ func (ix *state) fillHitsCached(ctx context.Context, q querier, ids []int64, lev
 	if err := ix.hitDocs.load(ctx, q); err != nil {
 		return nil, nil, err
 	}
-	one := q
-	if l, ok := q.(*lazyTx); ok && l.tx == nil {
-		one = l.db
+	stmt, err := ix.hitDocs.blocksStmt(ctx, ix.db)
+	if err != nil {
+		return nil, nil, err
 	}
-	hits, kept, err = fillHitsFrom(ctx, one, ids, levels, &ix.hitDocs)
+	var read *sql.Stmt // stmt on the connection q reads from
+	if l, ok := q.(*lazyTx); ok {
+		if l.tx == nil {
+			read = stmt
+		} else {
+			read = l.tx.StmtContext(ctx, stmt)
+			defer read.Close()
+		}
+	}
+	hits, kept, err = fillHitsFrom(ctx, q, ids, levels, &ix.hitDocs, read)
 	if errors.Is(err, errHitDocMissing) {
-		return fillHitsFrom(ctx, q, ids, levels, nil)
+		return fillHitsFrom(ctx, q, ids, levels, nil, nil)
 	}
 	return hits, kept, err
 }
@@ -448,9 +458,15 @@ type hitRow struct {
 	given                             string
 }
 
+// hitBlocksSQL reads the hits' block rows, without their documents'.
+const hitBlocksSQL = `SELECT b.block_id, b.public_id, b.doc_id, b.body, b.context,
+		b.heading_path, b.page, b.byte_start, b.byte_end, b.window_text, b.parent_locator
+		FROM blocks b JOIN (SELECT unnest(?::BIGINT[]) AS id) r ON r.id = b.block_id`
+
 // fillHitsFrom is fillHits, with the documents' fields from docs when not
-// nil (inside fts.View), else from their rows.
-func fillHitsFrom(ctx context.Context, q querier, ids []int64, levels []string, docs *hitDocs) (hits []Hit, kept []int, err error) {
+// nil (inside fts.View), else from their rows. stmt, when not nil, is
+// hitBlocksSQL prepared where q reads (with docs only).
+func fillHitsFrom(ctx context.Context, q querier, ids []int64, levels []string, docs *hitDocs, stmt *sql.Stmt) (hits []Hit, kept []int, err error) {
 	if len(ids) == 0 {
 		return []Hit{}, nil, nil
 	}
@@ -464,11 +480,14 @@ func fillHitsFrom(ctx context.Context, q querier, ids []int64, levels []string, 
 		b.heading_path, b.page, b.byte_start, b.byte_end, d.sensitivity, b.window_text, b.parent_locator, d.meta, d.meta_given
 		FROM blocks b JOIN documents d ON d.doc_id = b.doc_id JOIN (SELECT unnest(?::BIGINT[]) AS id) r ON r.id = b.block_id`
 	if docs != nil {
-		query = `SELECT b.block_id, b.public_id, b.doc_id, b.body, b.context,
-		b.heading_path, b.page, b.byte_start, b.byte_end, b.window_text, b.parent_locator
-		FROM blocks b JOIN (SELECT unnest(?::BIGINT[]) AS id) r ON r.id = b.block_id`
+		query = hitBlocksSQL
 	}
-	rows, err := q.QueryContext(ctx, query, ids)
+	var rows *sql.Rows
+	if stmt != nil {
+		rows, err = stmt.QueryContext(ctx, ids)
+	} else {
+		rows, err = q.QueryContext(ctx, query, ids)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
