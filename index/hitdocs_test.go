@@ -286,3 +286,53 @@ func containsWord(s, w string) bool {
 	}
 	return false
 }
+
+// A hit whose document's id the table cannot hold (not 32 lowercase hex
+// digits: no write makes one, an edited file might) is read joined with
+// its document's row, gate included.
+func TestHitDocsOddDocID(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix, err := Open(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []Input{
+		{Source: "/odd.md", Sensitivity: Public, Data: []byte("# Odd\n\nquokka text\n")},
+		{Source: "/odd-secret.md", Sensitivity: Restricted, Data: []byte("# Secret\n\nquokka secret\n")},
+	} {
+		if _, err := ix.Ingest(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, _ := ix.acquire()
+	for _, q := range []string{
+		`UPDATE blocks SET doc_id = 'ODD-' || doc_id`,
+		`UPDATE documents SET doc_id = 'ODD-' || doc_id`,
+	} {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.unref()
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ix, err = Open(ctx, dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	hits, err := ix.Search(ctx, "quokka", &SearchOptions{K: 10, Mode: ModeBM25})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) != 1 || hits[0].Source != "/odd.md" {
+		t.Fatalf("public hits %+v", hits)
+	}
+	if _, ok := ix.cur.Load().hitDocs.lookup([]string{hits[0].DocID}); ok {
+		t.Errorf("the table claims to hold %q", hits[0].DocID)
+	}
+	if hits, _ := ix.Search(ctx, "quokka", &SearchOptions{K: 10, Mode: ModeBM25, Clearance: Restricted}); len(hits) != 2 {
+		t.Errorf("restricted: %d hits, want 2", len(hits))
+	}
+}
