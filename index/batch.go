@@ -12,6 +12,7 @@ import (
 
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index/extract"
+	"github.com/escurel/escurel/internal/duck"
 )
 
 // batch is a derived and embedded batch whose blobs are stored, ready to
@@ -264,9 +265,21 @@ func (ix *state) updateMeta(ctx context.Context, recs []*blobstore.Record, curre
 	if err := up.Sync(ctx); err != nil {
 		return fmt.Errorf("ingest: %w", err)
 	}
-	_, err := ix.db.ExecContext(ctx, `UPDATE documents SET meta_given = t.given
+	// Committed under the full-text write lock, with the hits' documents
+	// (hitdocs.go): a search never sees the one without the other.
+	err := func() error {
+		tx, err := duck.Begin(ctx, ix.db)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, `UPDATE documents SET meta_given = t.given
 		FROM (SELECT unnest(?::VARCHAR[]) AS doc_id, unnest(?::VARCHAR[]) AS given) t
-		WHERE documents.doc_id = t.doc_id`, ids, given)
+		WHERE documents.doc_id = t.doc_id`, ids, given); err != nil {
+			return err
+		}
+		return ix.fts.CommitWith(ctx, tx, func() { ix.hitDocs.setGiven(ids, given) })
+	}()
 	if err != nil {
 		err = fmt.Errorf("ingest: metadata: %w", err)
 		if uerr := ix.restoreRecords(context.WithoutCancel(ctx), ids, current); uerr != nil {

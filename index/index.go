@@ -171,12 +171,13 @@ type state struct {
 	vec       *vectors       // the active embedding set; nil for embed.None
 	context   string         // ContextStructural or ContextOff
 
-	fts    *fts.Index
-	pub    publicIDs // internal block number → public id, for Rank
-	docs   docSet    // which doc ids the generation may hold, for ingest
-	langMu sync.RWMutex
-	langs  map[string][3]int // documents per language and sensitivity level: how a caller's queries are analyzed
-	meta   metaCache         // the documents' metadata for filters (metastore.go)
+	fts     *fts.Index
+	pub     publicIDs // internal block number → public id, for Rank
+	docs    docSet    // which doc ids the generation may hold, for ingest
+	hitDocs hitDocs   // what hits carry of their documents, for search (hitdocs.go)
+	langMu  sync.RWMutex
+	langs   map[string][3]int // documents per language and sensitivity level: how a caller's queries are analyzed
+	meta    metaCache         // the documents' metadata for filters (metastore.go)
 
 	// closeErr is close's error: its checkpoint's or the database's; set
 	// before closed runs, read after the Index's states.Wait.

@@ -225,7 +225,7 @@ func (ix *state) search(ctx context.Context, query string, opts *SearchOptions) 
 		}
 		var kept []int
 		var err error
-		if hits, kept, err = fillHits(ctx, tx, ids, levels); err != nil {
+		if hits, kept, err = ix.fillHitsCached(ctx, tx, ids, levels); err != nil {
 			return err
 		}
 		for i, k := range kept {
@@ -400,7 +400,73 @@ func (ix *state) setLanguages(langs map[string][3]int) {
 // keeping their order, and is the output gate: it drops any block whose
 // document's sensitivity is not in levels, whatever the ranking did.
 // kept[i] is the index in ids of hits[i]. Hits carry the public id only.
+// It joins the blocks with their documents' rows; a search, inside
+// fts.View, reads the documents from memory instead (fillHitsCached).
 func fillHits(ctx context.Context, q querier, ids []int64, levels []string) (hits []Hit, kept []int, err error) {
+	return fillHitsFrom(ctx, q, ids, levels, nil, nil)
+}
+
+// fillHitsCached is fillHits with the documents' fields from the
+// generation's table (hitdocs.go): call it inside fts.View, with q the
+// search's snapshot.
+//
+// The blocks are read by a statement prepared once per state (parsing
+// and planning it cost about as much as running it). When q is a lazyTx
+// that has not begun, that is one statement on the database, without
+// BEGIN and ROLLBACK (two more statements): a statement is its own
+// snapshot, the one a transaction begun at that moment would read, and
+// nothing else is read after it (a document missing from the table
+// sends the whole read back to q, as fillHits).
+func (ix *state) fillHitsCached(ctx context.Context, q querier, ids []int64, levels []string) (hits []Hit, kept []int, err error) {
+	if len(ids) == 0 {
+		return []Hit{}, nil, nil
+	}
+	if err := ix.hitDocs.load(ctx, q); err != nil {
+		return nil, nil, err
+	}
+	stmt, err := ix.hitDocs.blocksStmt(ctx, ix.db)
+	if err != nil {
+		return nil, nil, err
+	}
+	var read *sql.Stmt // stmt on the connection q reads from
+	if l, ok := q.(*lazyTx); ok {
+		if l.tx == nil {
+			read = stmt
+		} else {
+			read = l.tx.StmtContext(ctx, stmt)
+			defer read.Close()
+		}
+	}
+	hits, kept, err = fillHitsFrom(ctx, q, ids, levels, &ix.hitDocs, read)
+	if errors.Is(err, errHitDocMissing) {
+		return fillHitsFrom(ctx, q, ids, levels, nil, nil)
+	}
+	return hits, kept, err
+}
+
+// errHitDocMissing is fillHitsFrom's answer when a block's document is
+// not in the table (a doc id that is not 32 hex digits): read them again
+// joined with their documents' rows.
+var errHitDocMissing = errors.New("a hit's document is not in memory")
+
+// hitRow is a block's row as fillHits reads it, with its document's
+// fields.
+type hitRow struct {
+	id                                int64
+	hit                               Hit
+	path, sens, window, locator, meta string
+	given                             string
+}
+
+// hitBlocksSQL reads the hits' block rows, without their documents'.
+const hitBlocksSQL = `SELECT b.block_id, b.public_id, b.doc_id, b.body, b.context,
+		b.heading_path, b.page, b.byte_start, b.byte_end, b.window_text, b.parent_locator
+		FROM blocks b JOIN (SELECT unnest(?::BIGINT[]) AS id) r ON r.id = b.block_id`
+
+// fillHitsFrom is fillHits, with the documents' fields from docs when not
+// nil (inside fts.View), else from their rows. stmt, when not nil, is
+// hitBlocksSQL prepared where q reads (with docs only).
+func fillHitsFrom(ctx context.Context, q querier, ids []int64, levels []string, docs *hitDocs, stmt *sql.Stmt) (hits []Hit, kept []int, err error) {
 	if len(ids) == 0 {
 		return []Hit{}, nil, nil
 	}
@@ -410,49 +476,87 @@ func fillHits(ctx context.Context, q querier, ids []int64, levels []string) (hit
 	}
 	// A list parameter joined, not an IN list of placeholders: binding
 	// 1,000 placeholders costs DuckDB ~50 ms, the list ~3 ms.
-	rows, err := q.QueryContext(ctx, `SELECT b.block_id, b.public_id, b.doc_id, d.source, d.title, b.body, b.context,
+	query := `SELECT b.block_id, b.public_id, b.doc_id, d.source, d.title, b.body, b.context,
 		b.heading_path, b.page, b.byte_start, b.byte_end, d.sensitivity, b.window_text, b.parent_locator, d.meta, d.meta_given
-		FROM blocks b JOIN documents d ON d.doc_id = b.doc_id JOIN (SELECT unnest(?::BIGINT[]) AS id) r ON r.id = b.block_id`, ids)
+		FROM blocks b JOIN documents d ON d.doc_id = b.doc_id JOIN (SELECT unnest(?::BIGINT[]) AS id) r ON r.id = b.block_id`
+	if docs != nil {
+		query = hitBlocksSQL
+	}
+	var rows *sql.Rows
+	if stmt != nil {
+		rows, err = stmt.QueryContext(ctx, ids)
+	} else {
+		rows, err = q.QueryContext(ctx, query, ids)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
-	defer rows.Close()
-	found := 0
-	all := make([]Hit, len(ids))
-	visible := make([]bool, len(ids))
+	read := make([]hitRow, 0, len(ids))
 	for rows.Next() {
-		var id int64
-		var path, sens, window, locator, meta, given string
-		var h Hit
-		if err := rows.Scan(&id, &h.BlockID, &h.DocID, &h.Source, &h.Title, &h.Body, &h.Context, &path, &h.Page, &h.ByteStart, &h.ByteEnd, &sens, &window, &locator, &meta, &given); err != nil {
+		var r hitRow
+		h := &r.hit
+		if docs != nil {
+			err = rows.Scan(&r.id, &h.BlockID, &h.DocID, &h.Body, &h.Context, &r.path, &h.Page, &h.ByteStart, &h.ByteEnd, &r.window, &r.locator)
+		} else {
+			err = rows.Scan(&r.id, &h.BlockID, &h.DocID, &h.Source, &h.Title, &h.Body, &h.Context, &r.path, &h.Page, &h.ByteStart, &h.ByteEnd, &r.sens, &r.window, &r.locator, &r.meta, &r.given)
+		}
+		if err != nil {
+			rows.Close()
 			return nil, nil, err
 		}
-		found++
-		if !slices.Contains(levels, sens) {
+		read = append(read, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	if docs != nil {
+		docIDs := make([]string, len(read))
+		for i := range read {
+			docIDs[i] = read[i].hit.DocID
+		}
+		byID, ok := docs.lookup(docIDs)
+		if !ok {
+			return nil, nil, errHitDocMissing
+		}
+		joined := read[:0]
+		for _, r := range read {
+			d, ok := byID[r.hit.DocID]
+			if !ok {
+				continue // no document row: counted below, as the join would drop it
+			}
+			r.hit.Source, r.hit.Title, r.sens = d.source, d.title, d.sensitivity
+			r.meta, r.given = d.metaColumns()
+			joined = append(joined, r)
+		}
+		read = joined
+	}
+	if len(read) != len(ids) {
+		return nil, nil, fmt.Errorf("%d of %d ranked blocks have no block row", len(ids)-len(read), len(ids))
+	}
+	all := make([]Hit, len(ids))
+	visible := make([]bool, len(ids))
+	for _, r := range read {
+		if !slices.Contains(levels, r.sens) {
 			// The output gate, before expansion: a block the caller may
 			// not see never has its window read into a hit.
 			continue
 		}
-		if window != "" {
-			h.PromptText = window
+		h := r.hit
+		if r.window != "" {
+			h.PromptText = r.window
 			h.ParentLocator = &Locator{}
-			if err := json.Unmarshal([]byte(locator), h.ParentLocator); err != nil {
-				return nil, nil, fmt.Errorf("block %s: parent_locator %q: %w", h.BlockID, locator, err)
+			if err := json.Unmarshal([]byte(r.locator), h.ParentLocator); err != nil {
+				return nil, nil, fmt.Errorf("block %s: parent_locator %q: %w", h.BlockID, r.locator, err)
 			}
 		}
-		if h.HeadingPath, err = decodeHeadingPath(h.BlockID, path); err != nil {
+		if h.HeadingPath, err = decodeHeadingPath(h.BlockID, r.path); err != nil {
 			return nil, nil, err
 		}
-		if h.Meta, err = storedMeta(meta, given); err != nil {
+		if h.Meta, err = storedMeta(r.meta, r.given); err != nil {
 			return nil, nil, fmt.Errorf("block %s: %w", h.BlockID, err)
 		}
-		all[pos[id]], visible[pos[id]] = h, true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, err
-	}
-	if found != len(ids) {
-		return nil, nil, fmt.Errorf("%d of %d ranked blocks have no block row", len(ids)-found, len(ids))
+		all[pos[r.id]], visible[pos[r.id]] = h, true
 	}
 	hits = make([]Hit, 0, len(ids))
 	for i, h := range all {

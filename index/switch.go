@@ -112,8 +112,8 @@ func (ix *Index) openWarm(ctx context.Context, gen string) (*state, error) {
 		return nil, fmt.Errorf("switch to %s: %w", gen, err)
 	}
 	// Warm the new state as the old one is (Lucene's IndexReaderWarmer):
-	// its vectors and public ids are read now, not by the first search
-	// after the switch.
+	// its vectors, public ids and hits' documents are read now, not by the
+	// first search after the switch.
 	if old.vec != nil && n.vec != nil && old.vec.isLoaded() {
 		if _, err := n.denseIndex(ctx, n.db); err != nil {
 			n.unref()
@@ -122,6 +122,12 @@ func (ix *Index) openWarm(ctx context.Context, gen string) (*state, error) {
 	}
 	if old.pub.isLoaded() {
 		if err := n.pub.load(ctx, n.db); err != nil {
+			n.unref()
+			return nil, fmt.Errorf("switch to %s: %w", gen, err)
+		}
+	}
+	if old.hitDocs.isLoaded() {
+		if err := n.hitDocs.load(ctx, n.db); err != nil {
 			n.unref()
 			return nil, fmt.Errorf("switch to %s: %w", gen, err)
 		}

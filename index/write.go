@@ -176,6 +176,7 @@ func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err
 		ix.applyLanguages(langs)
 		ix.pub.apply(ids, public, gone)
 		ix.docs.apply(addedIDs, replacedIDs)
+		ix.hitDocs.apply(hitDocUpdates(docs), replacedIDs)
 	}, rm, ad); err != nil {
 		return false, err
 	}
@@ -519,6 +520,7 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string
 			ix.applyLanguages(langs)
 			ix.pub.apply(nil, nil, gone)
 			ix.docs.apply(nil, deleted)
+			ix.hitDocs.apply(nil, deleted)
 		}, rm); err != nil {
 			return nil, nil, err
 		}

@@ -125,6 +125,20 @@ func (m *metrics) handler() http.Handler {
 type requestInfo struct {
 	mode   string
 	caller string
+	// pattern is the mux pattern that serves the request ("" for none),
+	// when routed: looked up once a request (routeOf).
+	pattern string
+	routed  bool
+}
+
+// routeOf returns the mux pattern that serves r, "" for none: the one
+// instrument looked up, else looked up now.
+func routeOf(mux *http.ServeMux, r *http.Request) string {
+	if info := requestInfoFrom(r.Context()); info != nil && info.routed {
+		return info.pattern
+	}
+	_, pattern := mux.Handler(r)
+	return pattern
 }
 
 type requestInfoKey struct{}
@@ -174,11 +188,12 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (s *Server) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		_, route := s.mux.Handler(r)
+		_, pattern := s.mux.Handler(r)
+		route := pattern
 		if route == "" {
 			route = "other"
 		}
-		info := &requestInfo{caller: Anonymous.Name}
+		info := &requestInfo{caller: Anonymous.Name, pattern: pattern, routed: true}
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info)))
 		d := time.Since(start)

@@ -236,11 +236,11 @@ func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
 // and refuses a clearance query parameter: clearance comes from the token.
 func (s *Server) problems(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Has("clearance") {
+		if r.URL.RawQuery != "" && r.URL.Query().Has("clearance") {
 			writeProblem(w, http.StatusBadRequest, "clearance: not a request parameter; a caller's clearance comes from its bearer token only")
 			return
 		}
-		if _, pattern := s.mux.Handler(r); pattern == "" {
+		if routeOf(s.mux, r) == "" {
 			// Allow is set by the mux for a wrong method; keep it.
 			rec := &problemWriter{ResponseWriter: w}
 			next.ServeHTTP(rec, r)
@@ -278,7 +278,7 @@ func (w *problemWriter) Write(b []byte) (int, error) {
 }
 
 // timeout bounds each /v1 request by RequestTimeout (MCP tool calls are
-// bounded in tool).
+// bounded in tool), and sends its answer whole (bufferBody).
 func (s *Server) timeout(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasPrefix(r.URL.Path, "/v1/") {
@@ -287,7 +287,9 @@ func (s *Server) timeout(next http.Handler) http.Handler {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
 		defer cancel()
-		next.ServeHTTP(w, r.WithContext(ctx))
+		bw := newBufferedWriter(w, r.Method != http.MethodHead)
+		next.ServeHTTP(bw, r.WithContext(ctx))
+		bw.finish() // not after a panic: net/http then drops the connection, as it would without the buffer
 	})
 }
 

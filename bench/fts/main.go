@@ -37,7 +37,7 @@ var (
 	jsonOut    = flag.String("json", "", "also write the results as JSON to this file")
 	childMode  = flag.String("child", "", "internal: build | baseline")
 	childName  = flag.String("engine", "", "internal: the engine a child builds")
-	cpuProfile = flag.String("cpuprofile", "", "with -child build: write a CPU profile of the build here")
+	cpuProfile = flag.String("cpuprofile", "", "with -child build: write a CPU profile of the build here; with -serve: profiles of the searches, FILE.local and FILE.http")
 	switchF    = flag.Bool("switch", false, "instead of comparing engines: search escurel during a live rebuild and its switch (switch.go)")
 	writesF    = flag.Int("writes", -1, "instead of comparing engines: on the indexes already built in -work (and written by earlier rounds), for rounds K, K+1, K+2 add the round's passages (the 1,000 past -n + 1,000 × round) and delete p(n/2+round+1), timed; with -cpuprofile FILE, profiles in FILE.ENGINE.add and .delete")
 	serveF     = flag.Bool("serve", false, "instead of comparing engines: escurel serve over HTTP against in-process search, throughput, and a live switch (serve.go)")

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -19,6 +22,8 @@ import (
 	"github.com/escurel/escurel/serve"
 )
 
+var overheadOnly = flag.Bool("overhead-only", false, "with -serve: measure the HTTP overhead (step 1) only")
+
 // serveBench measures escurel serve (make bench-serve) on an index of
 // *nFlag passages with hash/384 vectors, the server on 127.0.0.1 in this
 // process and its clients real HTTP clients with keep-alive connections:
@@ -26,7 +31,9 @@ import (
 //  1. overhead: the same queries, one at a time, in-process (Index.Search,
 //     the call the server makes) and over HTTP (POST /v1/search, the
 //     response decoded), interleaved; p50 and p95 of each and of their
-//     difference. Issue 13's target: p50 overhead ≤ 1 ms.
+//     difference. Issue 13's target: p50 overhead ≤ 1 ms (HTTP p50 −
+//     in-process p50). "paired" is the p50 of each query's own
+//     difference, steadier on a busy machine.
 //  2. throughput: 16 concurrent HTTP clients for a fixed time, in bm25
 //     and in hybrid mode: queries/s and p50/p95.
 //  3. switch: 4 HTTP clients (2 bm25, 2 hybrid) while the server's index
@@ -36,7 +43,9 @@ import (
 //     p95.
 //
 // With -work DIR an index already built there by an earlier run is
-// reused (hybridIndex).
+// reused (hybridIndex). With -cpuprofile FILE, after step 1 the same
+// queries run again in-process only and over HTTP only, each profiled:
+// FILE.local and FILE.http (their difference is the server's cost).
 func serveBench(dir string) error {
 	edir, e, qs, err := hybridIndex(dir)
 	if err != nil {
@@ -115,6 +124,7 @@ func serveBench(dir string) error {
 		fmt.Printf("%-8s %-10s %9.2f %9.2f\n", mode, "in-process", pct(local, 50), pct(local, 95))
 		fmt.Printf("%-8s %-10s %9.2f %9.2f\n", mode, "HTTP", pct(remote, 50), pct(remote, 95))
 		fmt.Printf("%-8s %-10s %9.2f %9.2f\n", mode, "overhead", pct(remote, 50)-pct(local, 50), pct(diff, 95))
+		fmt.Printf("%-8s %-10s %9.2f %9.2f\n", mode, "paired", pct(diff, 50), pct(diff, 95))
 		overhead[mode] = pct(remote, 50) - pct(local, 50)
 	}
 	for _, mode := range modes {
@@ -123,6 +133,16 @@ func serveBench(dir string) error {
 			verdict = "OVER"
 		}
 		fmt.Printf("p50 overhead %s: %.2f ms (%s the 1 ms target)\n", mode, overhead[mode], verdict)
+	}
+
+	if *cpuProfile != "" {
+		if err := profileSearches(*cpuProfile, qs, modes, localSearch, httpSearch); err != nil {
+			return err
+		}
+	}
+
+	if *overheadOnly {
+		return nil
 	}
 
 	// 2. Throughput with 16 clients.
@@ -224,6 +244,43 @@ func serveBench(dir string) error {
 	}
 	if len(phases["switch"]) > 0 && len(phases["rebuilding"]) > 0 {
 		fmt.Printf("p95 switch / p95 rebuilding = %.2f×\n", pct(phases["switch"], 95)/pct(phases["rebuilding"], 95))
+	}
+	return nil
+}
+
+// profileSearches runs every query in every mode 3 times through each of
+// local and remote, writing a CPU profile of each: prefix.local and
+// prefix.http.
+func profileSearches(prefix string, qs, modes []string, local, remote func(q, mode string) (int, error)) error {
+	for _, p := range []struct {
+		suffix string
+		search func(q, mode string) (int, error)
+	}{{"local", local}, {"http", remote}} {
+		f, err := os.Create(prefix + "." + p.suffix)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		start := time.Now()
+		for pass := 0; pass < 3; pass++ {
+			for _, mode := range modes {
+				for _, q := range qs {
+					if _, err := p.search(q, mode); err != nil {
+						pprof.StopCPUProfile()
+						f.Close()
+						return err
+					}
+				}
+			}
+		}
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return err
+		}
+		fmt.Printf("profiled %s searches: %s (%.1f s)\n", p.suffix, f.Name(), time.Since(start).Seconds())
 	}
 	return nil
 }
