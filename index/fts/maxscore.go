@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"sort"
 	"sync"
 )
@@ -45,7 +46,9 @@ import (
 // scores are bit-identical; a block is dropped only when its score is
 // certainly below θ, so the top k and their order (score, then block id)
 // are those of exhaustive scoring. Blocks that are not live, above the
-// caller's level or outside Query.Allowed never become candidates.
+// caller's level or outside Query.Allowed never become candidates; where a
+// candidate falls outside Query.Allowed, the essential lists jump to the
+// next allowed block, so a selective filter skips whole chunks.
 
 // chunkSize is the postings per skip-table chunk.
 const chunkSize = 128
@@ -273,9 +276,24 @@ func (ix *Index) maxScore(qts []qterm, q Query, avg [NumFields]float64) ([]Hit, 
 			if d == math.MaxInt64 {
 				break
 			}
+			if q.Allowed != nil {
+				// Outside the filter: jump the essential lists to the next
+				// allowed block (a selective filter skips whole chunks).
+				next := nextAllowed(q.Allowed, d)
+				if next < 0 {
+					break
+				}
+				if next > d {
+					for _, c := range cs[ne:] {
+						if err := c.seek(next); err != nil {
+							return nil, st, fmt.Errorf("fts: segment %d: %w", seg, err)
+						}
+					}
+					continue
+				}
+			}
 			b := &ix.blocks[d]
-			visible := b.state == live && b.level <= q.MaxLevel &&
-				(q.Allowed == nil || (int(d>>6) < len(q.Allowed) && q.Allowed[d>>6]&(1<<(d&63)) != 0))
+			visible := b.state == live && b.level <= q.MaxLevel
 			// Score the essential lists (and move them past d).
 			sum := 0.0
 			for _, c := range cs[ne:] {
@@ -370,4 +388,21 @@ func (ix *Index) termScore(c *cursor, b *blockInfo, p Params, avg [NumFields]flo
 		tf += p.Weight[f] * float64(c.tf[f]) / nf
 	}
 	return c.idf * tf * (p.K1 + 1) / (p.K1 + tf)
+}
+
+// nextAllowed returns the least block ≥ d in the bitmap allowed, or −1.
+func nextAllowed(allowed []uint64, d int64) int64 {
+	w := int(d >> 6)
+	if w >= len(allowed) {
+		return -1
+	}
+	if word := allowed[w] >> (d & 63); word != 0 {
+		return d + int64(bits.TrailingZeros64(word))
+	}
+	for w++; w < len(allowed); w++ {
+		if allowed[w] != 0 {
+			return int64(w)<<6 + int64(bits.TrailingZeros64(allowed[w]))
+		}
+	}
+	return -1
 }
