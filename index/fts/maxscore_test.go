@@ -135,3 +135,40 @@ func TestMaxScoreEqualsExhaustive(t *testing.T) {
 		})
 	}
 }
+
+// Concurrent searches share the cached lists and build each skip table
+// once (run with -race): all of them see the exhaustive ranking.
+func TestMaxScoreConcurrentSkipTables(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	ix, err := Load(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	write(t, ix, db, randomCorpus(rng, 1, 1500), nil)
+	q := Query{Terms: []string{"w0", "w1", "w3", "w40", "w300"}, K: 10, MaxLevel: 2, Params: DefaultParams}
+	ix.cache.clear()
+	want := exhaustive(t, ix, db, q) // fills the cache: lists without skip tables
+	hits := make([][]Hit, 8)
+	done := make(chan error, len(hits))
+	for g := range hits {
+		go func() {
+			done <- ix.View(func() error {
+				var err error
+				hits[g], _, err = ix.search(ctx, db, q, false)
+				return err
+			})
+		}()
+	}
+	for range hits {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for g := range hits {
+		if diff := cmp.Diff(want, hits[g]); diff != "" {
+			t.Errorf("goroutine %d (-want +got):\n%s", g, diff)
+		}
+	}
+}
