@@ -5,9 +5,16 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/escurel/escurel/internal/duck"
+	schemasql "github.com/escurel/escurel/sql"
 )
 
 // exhaustive runs q scoring every posting (the term-at-a-time reference).
@@ -171,4 +178,110 @@ func TestMaxScoreConcurrentSkipTables(t *testing.T) {
 			t.Errorf("goroutine %d (-want +got):\n%s", g, diff)
 		}
 	}
+}
+
+// BenchmarkSearch compares MaxScore with exhaustive scoring on a synthetic
+// corpus of FTS_BENCH_BLOCKS blocks (default 200,000; Zipf words over a
+// 50,000-word vocabulary, 60 body and 6 context words per block, written in
+// batches of 1,000) and 200 queries of 3 to 10 words (a mix of common and
+// rare): p50 and p95 per mode over the queries, after one warm-up pass.
+//
+//	go test ./index/fts -run '^$' -bench BenchmarkSearch -benchtime 1x
+func BenchmarkSearch(b *testing.B) {
+	ctx := context.Background()
+	n := 200000
+	if v := os.Getenv("FTS_BENCH_BLOCKS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1000 {
+			b.Fatalf("FTS_BENCH_BLOCKS=%q: want a number ≥ 1000", v)
+		}
+	}
+	db, err := sql.Open("duckdb", b.TempDir()+"/fts.duckdb")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	ms, err := schemasql.Migrations()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, m := range ms {
+		if _, err := db.Exec(m.SQL); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ix, err := Load(ctx, db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	z := rand.NewZipf(rng, 1.07, 2, 49999)
+	word := func() string { return "w" + strconv.FormatUint(z.Uint64(), 36) }
+	t0 := time.Now()
+	for first := 0; first < n; first += 1000 {
+		var bs []Block
+		for id := first; id < min(n, first+1000); id++ {
+			var blk Block
+			blk.ID = int64(id + 1)
+			for j := 0; j < 60; j++ {
+				blk.Terms[Body] = append(blk.Terms[Body], word())
+			}
+			for j := 0; j < 6; j++ {
+				blk.Terms[Context] = append(blk.Terms[Context], word())
+			}
+			bs = append(bs, blk)
+		}
+		tx, err := duck.Begin(ctx, db)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ch, err := ix.Add(ctx, tx, bs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := ix.Commit(ctx, tx, ch); err != nil {
+			b.Fatal(err)
+		}
+		if err := ix.Maintain(ctx, db, 0.2); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("%d blocks in %d segments, built in %s", n, ix.Stats().Segments, time.Since(t0).Round(time.Second))
+	queries := make([]Query, 200)
+	for i := range queries {
+		var terms []string
+		for j := 3 + rng.IntN(8); j > 0; j-- {
+			terms = append(terms, "w"+strconv.FormatUint(uint64(rng.IntN([]int{30, 1000, 20000}[rng.IntN(3)])), 36))
+		}
+		queries[i] = Query{Terms: terms, K: 10, MaxLevel: 2, Params: DefaultParams}
+	}
+	b.ResetTimer()
+	lat := map[bool][]time.Duration{}
+	for pass := 0; pass < 2; pass++ {
+		for _, q := range queries {
+			for _, exh := range []bool{false, true} {
+				t := time.Now()
+				err := ix.View(func() error {
+					_, _, err := ix.search(ctx, db, q, exh)
+					return err
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if pass == 1 {
+					lat[exh] = append(lat[exh], time.Since(t))
+				}
+			}
+		}
+	}
+	for _, exh := range []bool{true, false} {
+		l := lat[exh]
+		sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+		name := map[bool]string{true: "exhaustive", false: "maxscore"}[exh]
+		p50, p95 := float64(l[len(l)/2].Microseconds())/1000, float64(l[len(l)*95/100].Microseconds())/1000
+		b.ReportMetric(p50, name+"-p50-ms")
+		b.ReportMetric(p95, name+"-p95-ms")
+		b.Logf("%-10s p50 %.2f ms, p95 %.2f ms", name, p50, p95)
+	}
+	b.ReportMetric(0, "ns/op")
 }
