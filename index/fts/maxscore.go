@@ -293,14 +293,26 @@ func (ix *Index) maxScore(qts []qterm, q Query, avg [NumFields]float64) ([]Hit, 
 				}
 			}
 			b := &ix.blocks[d]
-			visible := b.state == live && b.level <= q.MaxLevel
-			// Score the essential lists (and move them past d).
+			cand := b.state == live && b.level <= q.MaxLevel
+			if cand && theta > 0 {
+				// The block's bound from the chunks it lies in: below θ,
+				// it is not scored at all.
+				ub := prefix[ne]
+				for _, c := range cs[ne:] {
+					if c.block == d {
+						ub += c.cub[c.i/chunkSize]
+					}
+				}
+				cand = ub*slack >= theta
+			}
+			// Score the essential lists if d is a candidate (and move them
+			// past d).
 			sum := 0.0
 			for _, c := range cs[ne:] {
 				if c.block != d {
 					continue
 				}
-				if visible {
+				if cand {
 					s := ix.termScore(c, b, p, avg)
 					contrib[c.term], has[c.term] = s, true
 					sum += s
@@ -310,7 +322,7 @@ func (ix *Index) maxScore(qts []qterm, q Query, avg [NumFields]float64) ([]Hit, 
 					return nil, st, fmt.Errorf("fts: segment %d: %w", seg, err)
 				}
 			}
-			if !visible {
+			if !cand {
 				continue
 			}
 			// Probe the non-essential lists, most promising first,
