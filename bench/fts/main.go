@@ -37,7 +37,7 @@ var (
 	jsonOut    = flag.String("json", "", "also write the results as JSON to this file")
 	childMode  = flag.String("child", "", "internal: build | baseline")
 	childName  = flag.String("engine", "", "internal: the engine a child builds")
-	cpuProfile = flag.String("cpuprofile", "", "with -child build: write a CPU profile of the build here")
+	cpuProfile = flag.String("cpuprofile", "", "with -child build: write a CPU profile of the build here; in a compare run: of the timed query pass")
 	switchF    = flag.Bool("switch", false, "instead of comparing engines: search escurel during a live rebuild and its switch (switch.go)")
 	writesF    = flag.Int("writes", -1, "instead of comparing engines: on the indexes already built in -work (and written by earlier rounds), for rounds K, K+1, K+2 add the round's passages (the 1,000 past -n + 1,000 × round) and delete p(n/2+round+1), timed; with -cpuprofile FILE, profiles in FILE.ENGINE.add and .delete")
 	reuseF     = flag.Bool("reuse", false, "with -work: keep an engine's index built by an earlier run with the same -n (its build figures are read back from built.json) instead of building it again")
@@ -209,6 +209,13 @@ func run() error {
 	qs := queries(*shared, *queriesN)
 	lat := map[string][]time.Duration{}
 	for pass := 0; pass < 2; pass++ { // pass 0 warms up
+		if pass == 1 && *cpuProfile != "" {
+			f, err := os.Create(*cpuProfile)
+			if err != nil {
+				return err
+			}
+			pprof.StartCPUProfile(f)
+		}
 		for i, q := range qs {
 			for j := range names {
 				name := names[(i+j)%len(names)] // rotate who goes first
@@ -223,6 +230,9 @@ func run() error {
 				}
 			}
 		}
+	}
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
 	}
 	extra := corpus(*shared, *nFlag+batchSize)[*nFlag:]
 	for _, name := range names {
