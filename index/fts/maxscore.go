@@ -269,12 +269,29 @@ func (ix *Index) maxScore(qts []qterm, q Query, avg [NumFields]float64) ([]Hit, 
 		split()
 		for ne < len(cs) {
 			// The next candidate: the least block of the essential lists.
-			d := int64(math.MaxInt64)
+			// Up to the first end of their current chunks (m), no block
+			// scores more than those chunks' bounds and the non-essential
+			// lists' (block-max): below θ, the lists jump past m at once.
+			d, m := int64(math.MaxInt64), int64(math.MaxInt64)
+			ub := prefix[ne]
 			for _, c := range cs[ne:] {
 				d = min(d, c.block)
+				if c.i < c.sk.n {
+					ch := c.i / chunkSize
+					m = min(m, c.sk.chunks[ch].last)
+					ub += c.cub[ch]
+				}
 			}
 			if d == math.MaxInt64 {
 				break
+			}
+			if theta > 0 && ub*slack < theta && m < math.MaxInt64 {
+				for _, c := range cs[ne:] {
+					if err := c.seek(m + 1); err != nil {
+						return nil, st, fmt.Errorf("fts: segment %d: %w", seg, err)
+					}
+				}
+				continue
 			}
 			if q.Allowed != nil {
 				// Outside the filter: jump the essential lists to the next
