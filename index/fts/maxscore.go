@@ -25,7 +25,10 @@ import (
 // terms, whose lists are short); the non-essential lists are only probed
 // for those candidates, skipping whole chunks of postings, and a candidate
 // is dropped as soon as its score so far plus the bounds of the lists not
-// yet probed falls below θ. A block's postings are all in one segment (a
+// yet probed falls below θ. Where the bounds of the essential lists'
+// current chunks and of the non-essential lists sum below θ, no block up to
+// the first end of those chunks can enter, and the essential lists jump
+// past it (block-max, as in Ding & Suel). A block's postings are all in one segment (a
 // write adds its blocks to one new segment; a merge replaces its input
 // segments), so each segment is evaluated apart, θ carried over.
 //
