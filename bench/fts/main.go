@@ -37,9 +37,10 @@ var (
 	jsonOut    = flag.String("json", "", "also write the results as JSON to this file")
 	childMode  = flag.String("child", "", "internal: build | baseline")
 	childName  = flag.String("engine", "", "internal: the engine a child builds")
-	cpuProfile = flag.String("cpuprofile", "", "with -child build: write a CPU profile of the build here; with -serve: profiles of the searches, FILE.local and FILE.http")
+	cpuProfile = flag.String("cpuprofile", "", "with -child build: write a CPU profile of the build here; in a compare run: of the timed query pass; with -serve: profiles of the searches, FILE.local and FILE.http")
 	switchF    = flag.Bool("switch", false, "instead of comparing engines: search escurel during a live rebuild and its switch (switch.go)")
 	writesF    = flag.Int("writes", -1, "instead of comparing engines: on the indexes already built in -work (and written by earlier rounds), for rounds K, K+1, K+2 add the round's passages (the 1,000 past -n + 1,000 × round) and delete p(n/2+round+1), timed; with -cpuprofile FILE, profiles in FILE.ENGINE.add and .delete")
+	reuseF     = flag.Bool("reuse", false, "with -work: keep an engine's index built by an earlier run with the same -n (its build figures are read back from built.json) instead of building it again")
 	serveF     = flag.Bool("serve", false, "instead of comparing engines: escurel serve over HTTP against in-process search, throughput, and a live switch (serve.go)")
 )
 
@@ -157,12 +158,22 @@ func run() error {
 	}
 	fmt.Printf("%d passages; corpus-only process peak RSS %.0f MB\n", *nFlag, baseRSS)
 	res := map[string]*result{}
+	reused := map[string]bool{}
 	for _, name := range names {
 		if shares[name] != "" {
 			res[name] = &result{Engine: name}
 			continue
 		}
 		edir := filepath.Join(dir, name)
+		marker := filepath.Join(dir, name+".built.json")
+		if *reuseF {
+			if r, ok := readBuilt(marker); ok {
+				res[name], reused[name] = r, r.Add1000ms > 0
+				fmt.Printf("reusing %s built earlier (%.0f passages/s)\n", name, r.IngestPerSec)
+				continue
+			}
+		}
+		os.RemoveAll(edir)
 		os.MkdirAll(edir, 0o755)
 		out, rss, err := child(append([]string{"-child", "build", "-engine", name, "-work", edir}, common...)...)
 		if err != nil {
@@ -173,6 +184,9 @@ func run() error {
 		res[name] = &result{Engine: name, IngestPerSec: float64(*nFlag) / secs,
 			RSSMB: rss - baseRSS, FileMB: float64(dirSize(edir)) / 1e6}
 		fmt.Printf("built %s in %.1f s\n", name, secs)
+		if *reuseF {
+			writeBuilt(marker, res[name])
+		}
 	}
 
 	engines := map[string]Engine{}
@@ -195,6 +209,13 @@ func run() error {
 	qs := queries(*shared, *queriesN)
 	lat := map[string][]time.Duration{}
 	for pass := 0; pass < 2; pass++ { // pass 0 warms up
+		if pass == 1 && *cpuProfile != "" {
+			f, err := os.Create(*cpuProfile)
+			if err != nil {
+				return err
+			}
+			pprof.StartCPUProfile(f)
+		}
 		for i, q := range qs {
 			for j := range names {
 				name := names[(i+j)%len(names)] // rotate who goes first
@@ -210,10 +231,16 @@ func run() error {
 			}
 		}
 	}
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	extra := corpus(*shared, *nFlag+batchSize)[*nFlag:]
 	for _, name := range names {
 		r, e := res[name], engines[name]
 		r.QueryP50ms, r.QueryP95ms = pct(lat[name], 50), pct(lat[name], 95)
+		if reused[name] {
+			continue // its writes were timed (and done) by the run that built it
+		}
 		t0 := time.Now()
 		if err := e.Add(extra); err != nil {
 			return fmt.Errorf("%s: add: %w", name, err)
@@ -224,6 +251,9 @@ func run() error {
 			return fmt.Errorf("%s: delete: %w", name, err)
 		}
 		r.DeleteMs = ms(time.Since(t0))
+		if *reuseF && shares[name] == "" {
+			writeBuilt(filepath.Join(dir, name+".built.json"), r)
+		}
 	}
 	report(names, res)
 	if *jsonOut != "" {
@@ -235,6 +265,36 @@ func run() error {
 		return os.WriteFile(*jsonOut, data, 0o644)
 	}
 	return nil
+}
+
+// builtRecord is what -reuse keeps of a build: its figures, and the size it
+// was built at (a record for another -n is not reused).
+type builtRecord struct {
+	N      int     `json:"n"`
+	Result *result `json:"result"`
+}
+
+// readBuilt reads a build record written by writeBuilt for this -n.
+func readBuilt(path string) (*result, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false
+	}
+	var b builtRecord
+	if json.Unmarshal(data, &b) != nil || b.N != *nFlag || b.Result == nil {
+		return nil, false
+	}
+	b.Result.Hits = 0
+	return b.Result, true
+}
+
+// writeBuilt records a finished build, and again with its writes (the
+// compare run adds 1,000 passages and deletes one after its queries; a
+// reused index that has had those writes is searched with them, and they are
+// not done again).
+func writeBuilt(path string, r *result) {
+	data, _ := json.Marshal(builtRecord{N: *nFlag, Result: r})
+	os.WriteFile(path, data, 0o644)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

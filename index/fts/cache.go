@@ -12,6 +12,7 @@ const DefaultCacheBytes = 64 << 20
 type segList struct {
 	seg  int32
 	data []byte
+	sk   *skips // the list's skip table (maxscore.go), built on first use
 }
 
 // cache keeps the posting lists of recently queried terms in memory, least
@@ -85,7 +86,7 @@ func (c *cache) appendSegment(seg int32, lists map[int32][]byte) {
 			continue
 		}
 		e := el.Value.(*entry)
-		e.lists = append(e.lists[:len(e.lists):len(e.lists)], segList{seg, data})
+		e.lists = append(e.lists[:len(e.lists):len(e.lists)], segList{seg, data, &skips{}})
 		e.bytes += int64(len(data)) + 16
 		c.bytes += int64(len(data)) + 16
 	}

@@ -85,10 +85,28 @@ type Hit struct {
 // tell a caller nothing about blocks it may not see. Where such blocks
 // exist, a term's document frequency is counted from its posting lists
 // (read anyway to score them), which decodes them twice.
+//
+// A disjunctive query is evaluated document at a time with MaxScore
+// (maxscore.go): it returns the same hits, scores and order as scoring
+// every posting, which a conjunctive query still does.
 func (ix *Index) Search(ctx context.Context, db Querier, q Query) ([]Hit, error) {
+	hits, _, err := ix.search(ctx, db, q, false)
+	return hits, err
+}
+
+// searchStats counts a search's work: the postings of its terms' lists
+// and those it scored.
+type searchStats struct {
+	postings, scored int
+}
+
+// search is Search; with exhaustive set it scores every posting term at a
+// time (the reference MaxScore is tested against).
+func (ix *Index) search(ctx context.Context, db Querier, q Query, exhaustive bool) ([]Hit, searchStats, error) {
+	var st searchStats
 	n, avg := ix.visible(q.MaxLevel)
 	if q.K <= 0 || len(q.Terms) == 0 || n == 0 {
-		return nil, nil
+		return nil, st, nil
 	}
 	hidden := n < ix.live // live blocks above the caller's level exist
 	var terms []int32
@@ -97,7 +115,7 @@ func (ix *Index) Search(ctx context.Context, db Querier, q Query) ([]Hit, error)
 		id, ok := ix.ids[t]
 		if !ok || ix.df[id][0] <= 0 {
 			if q.Conjunctive {
-				return nil, nil
+				return nil, st, nil
 			}
 			continue
 		}
@@ -108,7 +126,7 @@ func (ix *Index) Search(ctx context.Context, db Querier, q Query) ([]Hit, error)
 		terms = append(terms, id)
 	}
 	if len(terms) == 0 {
-		return nil, nil
+		return nil, st, nil
 	}
 	// Posting lists: from the cache, the others in one query.
 	var lists []plist
@@ -117,7 +135,7 @@ func (ix *Index) Search(ctx context.Context, db Querier, q Query) ([]Hit, error)
 	for i, id := range terms {
 		if ls, ok := ix.cache.get(id); ok {
 			for _, l := range ls {
-				lists = append(lists, plist{i, l.seg, l.data})
+				lists = append(lists, plist{i, l.seg, l.data, l.sk})
 			}
 			continue
 		}
@@ -130,21 +148,22 @@ func (ix *Index) Search(ctx context.Context, db Querier, q Query) ([]Hit, error)
 	if missing.Len() > 0 {
 		rows, err := db.QueryContext(ctx, `SELECT term_id, segment_id, data FROM fts_postings WHERE term_id IN (`+missing.String()+`)`)
 		if err != nil {
-			return nil, fmt.Errorf("fts: read postings: %w", err)
+			return nil, st, fmt.Errorf("fts: read postings: %w", err)
 		}
 		for rows.Next() {
 			var id, seg int32
 			var data []byte
 			if err := rows.Scan(&id, &seg, &data); err != nil {
 				rows.Close()
-				return nil, fmt.Errorf("fts: read postings: %w", err)
+				return nil, st, fmt.Errorf("fts: read postings: %w", err)
 			}
-			lists = append(lists, plist{pos[id], seg, data})
-			fetched[id] = append(fetched[id], segList{seg, data})
+			sk := &skips{}
+			lists = append(lists, plist{pos[id], seg, data, sk})
+			fetched[id] = append(fetched[id], segList{seg, data, sk})
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("fts: read postings: %w", err)
+			return nil, st, fmt.Errorf("fts: read postings: %w", err)
 		}
 		for id, ls := range fetched {
 			sort.Slice(ls, func(i, j int) bool { return ls[i].seg < ls[j].seg })
@@ -159,9 +178,8 @@ func (ix *Index) Search(ctx context.Context, db Querier, q Query) ([]Hit, error)
 	})
 
 	p := q.Params
-	acc := getAcc(len(ix.blocks))
-	defer putAcc(acc)
-	scored := 0 // terms that some visible block holds
+	// The terms some visible block holds, in query order, with their idf.
+	var qts []qterm
 	for i, id := range terms {
 		start := sort.Search(len(lists), func(j int) bool { return lists[j].term >= i })
 		end := start
@@ -173,36 +191,47 @@ func (ix *Index) Search(ctx context.Context, db Querier, q Query) ([]Hit, error)
 		if hidden {
 			var err error
 			if d, err = ix.visibleDF(mine, id, q.MaxLevel); err != nil {
-				return nil, err
+				return nil, st, err
 			}
 		}
 		if d <= 0 {
 			if q.Conjunctive {
-				return nil, nil
+				return nil, st, nil
 			}
 			continue
 		}
-		scored++
 		fd := float64(d)
-		idf := math.Log(1 + (float64(n)-fd+0.5)/(fd+0.5))
+		qts = append(qts, qterm{id: id, idf: math.Log(1 + (float64(n)-fd+0.5)/(fd+0.5)), lists: mine})
+	}
+	// MaxScore's bounds assume a finite, non-negative score per posting:
+	// with K1 = 0 a posting whose fields all weigh 0 scores 0/0.
+	degenerate := p.K1 == 0 && (p.Weight[Body] == 0 || p.Weight[Context] == 0)
+	if !exhaustive && !q.Conjunctive && !degenerate {
+		return ix.maxScore(qts, q, avg)
+	}
+	acc := getAcc(len(ix.blocks))
+	defer putAcc(acc)
+	for _, qt := range qts {
+		id, idf, mine := qt.id, qt.idf, qt.lists
 		// The scoring loop is eachVisible written out: no call per posting.
 		var post Posting
 		for _, l := range mine {
 			dec, err := newDecoder(l.data)
 			if err != nil {
-				return nil, fmt.Errorf("fts: term %d segment %d: %w", id, l.seg, err)
+				return nil, st, fmt.Errorf("fts: term %d segment %d: %w", id, l.seg, err)
 			}
 			for {
 				ok, err := dec.next(&post)
 				if err != nil {
-					return nil, fmt.Errorf("fts: term %d segment %d: %w", id, l.seg, err)
+					return nil, st, fmt.Errorf("fts: term %d segment %d: %w", id, l.seg, err)
 				}
 				if !ok {
 					break
 				}
 				if post.Block >= int64(len(ix.blocks)) {
-					return nil, fmt.Errorf("fts: term %d segment %d: block %d unknown", id, l.seg, post.Block)
+					return nil, st, fmt.Errorf("fts: term %d segment %d: block %d unknown", id, l.seg, post.Block)
 				}
+				st.postings++
 				b := &ix.blocks[post.Block]
 				if b.state != live || b.level > q.MaxLevel {
 					continue
@@ -222,10 +251,19 @@ func (ix *Index) Search(ctx context.Context, db Querier, q Query) ([]Hit, error)
 					tf += p.Weight[f] * float64(post.TF[f]) / nf
 				}
 				acc.add(post.Block, idf*tf*(p.K1+1)/(p.K1+tf))
+				st.scored++
 			}
 		}
 	}
-	return acc.top(q.K, q.Conjunctive, scored), nil
+	return acc.top(q.K, q.Conjunctive, len(qts)), st, nil
+}
+
+// qterm is a query term some visible block holds: its id, its idf and its
+// posting lists (one per segment, ascending segment id).
+type qterm struct {
+	id    int32
+	idf   float64
+	lists []plist
 }
 
 // plist is one posting list of a query: the term's position in the query,
@@ -234,6 +272,7 @@ type plist struct {
 	term int
 	seg  int32
 	data []byte
+	sk   *skips // its skip table, built on first use
 }
 
 // visibleDF counts the live blocks of level maxLevel or lower in the
