@@ -24,6 +24,10 @@ import (
 // them (then publishes).
 var ErrReadOnly = errors.New("index: read-only replica")
 
+// ErrDigestMismatch is returned, wrapped, when a replica's download opens
+// but the digest of its rows is not the published one: it is refused.
+var ErrDigestMismatch = errors.New("index: digest differs from the published one")
+
 // ErrUnverified is returned, wrapped in an *UnverifiedError, when a
 // generation to be published does not verify against the blob store.
 var ErrUnverified = errors.New("index: generation does not verify")
@@ -178,7 +182,7 @@ func openReplica(ctx context.Context, dir string, fill func(path string) error, 
 	s := ix.cur.Load()
 	digest, err := s.digestOnly(ctx)
 	if err == nil && digest != info.Digest {
-		err = fmt.Errorf("replica %s: the download of %s has digest %s, not the published %s: refused", dir, info.Generation, digest, info.Digest)
+		err = fmt.Errorf("replica %s: the download of %s has digest %s, not the published %s: refused: %w", dir, info.Generation, digest, info.Digest, ErrDigestMismatch)
 	}
 	if err == nil {
 		err = d.Publish(gen)
@@ -225,7 +229,7 @@ func (ix *Index) adopt(ctx context.Context, fill func(path string) error, info R
 	}
 	digest, err := n.digestOnly(ctx)
 	if err == nil && digest != info.Digest {
-		err = fmt.Errorf("replica %s: the download of %s has digest %s, not the published %s: refused", ix.dir, info.Generation, digest, info.Digest)
+		err = fmt.Errorf("replica %s: the download of %s has digest %s, not the published %s: refused: %w", ix.dir, info.Generation, digest, info.Digest, ErrDigestMismatch)
 	}
 	if err == nil {
 		err = ix.layout.Publish(gen)

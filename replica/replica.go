@@ -7,9 +7,15 @@
 //
 // The objects under the publish URL:
 //
-//	generations/<gen-NNNNNN>-<digest>/index.duckdb   the generation's file (immutable)
-//	generations/<gen-NNNNNN>-<digest>/manifest.json  its Pointer, without Seq (immutable)
+//	generations/<gen-NNNNNN>-<digest>-<sha16>/index.duckdb   the generation's file (immutable)
+//	generations/<gen-NNNNNN>-<digest>-<sha16>/manifest.json  its Pointer, without Seq (immutable)
 //	current/<seq, 20 digits>                         a Pointer: publish number seq
+//
+// sha16 is the first 16 hex digits of the file's SHA-256: the digest
+// covers the rows, not the bytes, and two copies of the same rows (a
+// generation published again after a delete undid an ingest) differ, so
+// each distinct file has a key of its own and an object, once written,
+// never changes.
 //
 // The pointer with the highest sequence is CURRENT. A publisher reads it
 // before it copies the live generation and creates the next one with a
@@ -62,7 +68,8 @@ type Pointer struct {
 	Generation string `json:"generation"`
 	// Digest is index.Verification.Digest of its rows.
 	Digest string `json:"digest"`
-	// Object is the key prefix of its objects: generations/<gen>-<digest>/.
+	// Object is the key prefix of its objects:
+	// generations/<gen>-<digest>-<first 16 hex digits of SHA256>/.
 	Object string `json:"object"`
 	// Bytes and SHA256 are the index file's size and hash (hex), checked
 	// on download before DuckDB opens it.
@@ -90,6 +97,10 @@ const (
 // another publisher got there first, and nothing of this publish is
 // served (its immutable objects stay, harmless).
 var ErrConflict = errors.New("replica: another publisher moved CURRENT")
+
+// errDamaged is wrapped by a download whose size or SHA-256 is not the
+// published one's.
+var errDamaged = errors.New("the object is damaged; refused")
 
 // ErrNothingPublished is returned, wrapped, by Open when the URL holds no
 // published generation yet.
@@ -146,7 +157,7 @@ func Latest(ctx context.Context, b *blob.Bucket) (p *Pointer, ok bool, err error
 	if best < 0 {
 		return nil, false, nil
 	}
-	data, err := b.ReadAll(ctx, key)
+	data, err := readSmall(ctx, b, key)
 	if err != nil {
 		return nil, false, fmt.Errorf("read %s: %w", key, err)
 	}
@@ -155,6 +166,27 @@ func Latest(ctx context.Context, b *blob.Bucket) (p *Pointer, ok bool, err error
 		return nil, false, fmt.Errorf("read %s: not a publish pointer (%v): the published URL is damaged; publish again", key, err)
 	}
 	return p, true, nil
+}
+
+// maxSmall bounds what is read of a pointer or a manifest: a few hundred
+// bytes each; anything bigger is not one.
+const maxSmall = 64 << 10
+
+// readSmall reads a pointer or a manifest, refusing one over maxSmall.
+func readSmall(ctx context.Context, b *blob.Bucket, key string) ([]byte, error) {
+	rd, err := b.NewReader(ctx, key, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	data, err := io.ReadAll(io.LimitReader(rd, maxSmall+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxSmall {
+		return nil, fmt.Errorf("over %d bytes: not a pointer or a manifest", maxSmall)
+	}
+	return data, nil
 }
 
 func pointerKey(seq int64) string { return fmt.Sprintf("%s%020d", currentPrefix, seq) }
@@ -211,7 +243,7 @@ func Publish(ctx context.Context, ix *index.Index, urlstr string, opts *PublishO
 		return nil, err
 	}
 	v := vv.(*index.Verification)
-	p := Pointer{Generation: v.Generation, Digest: v.Digest, Object: fmt.Sprintf("%s%s-%s/", genPrefix, v.Generation, v.Digest),
+	p := Pointer{Generation: v.Generation, Digest: v.Digest,
 		Documents: v.Documents, Blocks: v.Blocks, EscurelVersion: index.Version, SchemaVersion: index.SchemaVersion}
 	if hasPrev && prev.Digest == v.Digest {
 		return &Publication{Pointer: *prev, Unchanged: true}, nil
@@ -221,15 +253,28 @@ func Publish(ctx context.Context, ix *index.Index, urlstr string, opts *PublishO
 		return nil, fmt.Errorf("publish: read %s: %w", f.Name(), err)
 	}
 	p.SHA256 = hex.EncodeToString(h.Sum(nil))
+	p.Object = fmt.Sprintf("%s%s-%s-%s/", genPrefix, v.Generation, v.Digest, p.SHA256[:16])
 	out := &Publication{}
 	exists, err := b.Exists(ctx, p.Object+manifestName)
 	if err != nil {
 		return nil, fmt.Errorf("publish to %s: %w", blobstore.Redact(urlstr), err)
 	}
-	if !exists {
+	if exists {
+		// The same bytes, published before: the manifest must say so.
+		var m Pointer
+		data, err := readSmall(ctx, b, p.Object+manifestName)
+		if err == nil {
+			err = json.Unmarshal(data, &m)
+		}
+		if err != nil || m.SHA256 != p.SHA256 || m.Bytes != p.Bytes {
+			return nil, fmt.Errorf("publish to %s: %s%s names another file (SHA-256 %q, %d bytes) than this publish's (%s, %d bytes) (%v): the published URL is damaged",
+				blobstore.Redact(urlstr), p.Object, manifestName, m.SHA256, m.Bytes, p.SHA256, p.Bytes, err)
+		}
+	} else {
 		// The file first, then the manifest: a manifest names a complete
-		// file. Both are immutable: a copy another publisher of the same
-		// digest wrote first is as good.
+		// file. Both are immutable, and their key names the file's hash:
+		// a file another publisher (or a crash before its manifest) left
+		// there has these bytes.
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return nil, err
 		}
@@ -349,7 +394,14 @@ type Replica struct {
 	log    *slog.Logger
 	now    func() time.Time
 	mu     sync.Mutex // one poll at a time
+	// refused holds, by refusalKey, why a published file was refused
+	// (damaged bytes, a digest that differs): a pointer names an
+	// immutable object, so it is not downloaded again. Under mu.
+	refused map[string]string
 }
+
+// refusalKey names a published file: its publish and its hash.
+func refusalKey(p *Pointer) string { return fmt.Sprintf("%d/%s", p.Seq, p.SHA256) }
 
 // Open downloads the generation CURRENT names at urlstr into dir (the
 // replica's own directory, which it locks; never a writer's), checks it
@@ -422,8 +474,8 @@ func (r *Replica) fill(ctx context.Context, b *blob.Bucket, p *Pointer) func(str
 			return fmt.Errorf("replica of %s: download %s: %w", r.from, key, err)
 		}
 		if sum := hex.EncodeToString(h.Sum(nil)); n != p.Bytes || sum != p.SHA256 {
-			return fmt.Errorf("replica of %s: download %s: %d bytes with SHA-256 %s, not the published %d bytes with %s: the object is damaged; refused",
-				r.from, key, n, sum, p.Bytes, p.SHA256)
+			return fmt.Errorf("replica of %s: download %s: %d bytes with SHA-256 %s, not the published %d bytes with %s: %w",
+				r.from, key, n, sum, p.Bytes, p.SHA256, errDamaged)
 		}
 		return nil
 	}
@@ -455,7 +507,17 @@ func (r *Replica) Poll(ctx context.Context) (switched bool, err error) {
 	if !ok || p.Seq <= cur.Seq || p.Digest == cur.Digest {
 		return false, nil
 	}
+	if why, ok := r.refused[refusalKey(p)]; ok {
+		return false, fmt.Errorf("replica of %s: publish %d was refused before, not downloaded again (serving publish %d until the next publish): %s",
+			r.from, p.Seq, cur.Seq, why)
+	}
 	if err := hooks.Adopt(ctx, r.ix, r.fill(ctx, r.bucket, p), r.info(p)); err != nil {
+		if errors.Is(err, errDamaged) || errors.Is(err, index.ErrDigestMismatch) {
+			if r.refused == nil {
+				r.refused = map[string]string{}
+			}
+			r.refused[refusalKey(p)] = err.Error()
+		}
 		return false, err
 	}
 	r.log.Info("replica switched", "from", r.from, "generation", p.Generation, "digest", p.Digest, "seq", p.Seq,

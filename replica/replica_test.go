@@ -398,3 +398,95 @@ func TestPointerRace(t *testing.T) {
 		})
 	}
 }
+
+// TestRepublishSameDigest: a digest published before (a delete undoing
+// an ingest) is published again from a new copy, whose bytes differ from
+// the first one's; a fresh replica must start from it, so each distinct
+// file has an object of its own.
+func TestRepublishSameDigest(t *testing.T) {
+	ctx := context.Background()
+	to := "file://" + t.TempDir()
+	w := openWriter(t)
+	ingest(t, w, "a.md", "# A\n\nalpha\n")
+	p1, err := replica.Publish(ctx, w, to, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ingest(t, w, "b.md", "# B\n\nbeta\n")
+	if _, err := replica.Publish(ctx, w, to, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Delete(ctx, "b.md"); err != nil {
+		t.Fatal(err)
+	}
+	p3, err := replica.Publish(ctx, w, to, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p3.Seq != 3 || p3.Digest != p1.Digest {
+		t.Fatalf("third publication %+v, want seq 3 with the first's digest %s", p3, p1.Digest)
+	}
+	if p3.SHA256 != p1.SHA256 && p3.Object == p1.Object {
+		t.Fatalf("two files (%s, %s) under one object %s", p1.SHA256[:16], p3.SHA256[:16], p3.Object)
+	}
+	if !strings.Contains(p3.Object, p3.SHA256[:16]) {
+		t.Fatalf("object %s does not name the file's SHA-256 %s", p3.Object, p3.SHA256)
+	}
+	r, err := replica.Open(ctx, to, t.TempDir(), nil)
+	if err != nil {
+		t.Fatalf("a new replica of a republished digest: %v", err)
+	}
+	defer r.Close()
+	if info, _ := r.Index().Replica(); info.Seq != 3 || info.Digest != p1.Digest {
+		t.Fatalf("replica serves %+v", info)
+	}
+}
+
+// TestReplicaRemembersRefusal: a replica that refused a damaged file does
+// not download it again at every poll; it reports the refusal meanwhile.
+func TestReplicaRemembersRefusal(t *testing.T) {
+	ctx := context.Background()
+	to := "file://" + t.TempDir()
+	w := openWriter(t)
+	ingest(t, w, "a.md", "# A\n\nalpha\n")
+	if _, err := replica.Publish(ctx, w, to, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := replica.Open(ctx, to, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ingest(t, w, "b.md", "# B\n\nbeta\n")
+	p2, err := replica.Publish(ctx, w, to, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := replica.OpenBucket(ctx, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	key := p2.Object + "index.duckdb"
+	data, err := b.ReadAll(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := b.WriteAll(ctx, key, data, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Poll(ctx); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("first poll of a damaged file: %v", err)
+	}
+	// Gone from the bucket: a poll that downloads again fails otherwise.
+	if err := b.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Poll(ctx); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("second poll of a refused file: %v, want the remembered refusal", err)
+	}
+	if info, _ := r.Index().Replica(); !strings.Contains(info.CheckError, "damaged") {
+		t.Fatalf("replica info %+v, want the refusal reported", info)
+	}
+}
