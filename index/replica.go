@@ -150,8 +150,25 @@ func openReplica(ctx context.Context, dir string, fill func(path string) error, 
 		opts = &Options{}
 	}
 	o := *opts
-	if o.Blobs == nil && o.BlobURL == "" {
-		o.BlobURL = "mem://"
+	ownBlobs := false
+	if o.Blobs == nil {
+		// The replica opens the store itself and hands it over: a
+		// replica's rows come from the published bucket, not from this
+		// store, so the directory records no store and opening it checks
+		// none (which the second start would otherwise refuse).
+		u := o.BlobURL
+		if u == "" {
+			u = "mem://"
+		}
+		if o.Blobs, err = blobstore.Open(ctx, u); err != nil {
+			return nil, fmt.Errorf("replica %s: %w", dir, err)
+		}
+		o.BlobURL, ownBlobs = "", true
+		defer func() {
+			if err != nil {
+				o.Blobs.Close()
+			}
+		}()
 	}
 	d, err := layout.Lock(dir)
 	if err != nil {
@@ -193,7 +210,7 @@ func openReplica(ctx context.Context, dir string, fill func(path string) error, 
 		d.Abandon(gen)
 		return nil, err
 	}
-	ix.ownDir = true
+	ix.ownDir, ix.ownBlobs = true, ownBlobs
 	info.ServingSince = ix.cfg.now()
 	ix.replica.Store(&info)
 	return ix, nil

@@ -490,3 +490,26 @@ func TestReplicaRemembersRefusal(t *testing.T) {
 		t.Fatalf("replica info %+v, want the refusal reported", info)
 	}
 }
+
+// TestReplicaWithBlobStoreRestarts: a replica given a blob store (for the
+// text of documents) opens again on its directory after a restart.
+func TestReplicaWithBlobStoreRestarts(t *testing.T) {
+	ctx := context.Background()
+	to := "file://" + t.TempDir()
+	w := openWriter(t)
+	ingest(t, w, "a.md", "# A\n\nalpha\n")
+	if _, err := replica.Publish(ctx, w, to, nil); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	opts := &replica.Options{Index: &index.Options{BlobURL: "file://" + t.TempDir()}}
+	for i := range 2 {
+		r, err := replica.Open(ctx, to, dir, opts)
+		if err != nil {
+			t.Fatalf("open %d of a replica with a blob store: %v", i+1, err)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
