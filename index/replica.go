@@ -284,6 +284,22 @@ func (ix *Index) checked(at time.Time, failure string) {
 	}
 }
 
+// republished records that the digest the replica serves was published
+// again, as publish seq at publishedAt: its age is that publish's.
+func (ix *Index) republished(seq int64, publishedAt time.Time) {
+	for {
+		p := ix.replica.Load()
+		if p == nil {
+			return
+		}
+		n := *p
+		n.Seq, n.PublishedAt = seq, publishedAt
+		if ix.replica.CompareAndSwap(p, &n) {
+			return
+		}
+	}
+}
+
 func init() {
 	hooks.Snapshot = func(ctx context.Context, ix any, dst string) (any, error) {
 		v, err := ix.(*Index).snapshot(ctx, dst)
@@ -297,4 +313,5 @@ func init() {
 		return ix.(*Index).adopt(ctx, fill, info.(ReplicaInfo))
 	}
 	hooks.Checked = func(ix any, at time.Time, failure string) { ix.(*Index).checked(at, failure) }
+	hooks.Republished = func(ix any, seq int64, at time.Time) { ix.(*Index).republished(seq, at) }
 }
