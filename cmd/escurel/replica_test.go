@@ -196,3 +196,20 @@ func TestPublishAndReplicaCLI(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardedPublishReadsPublishTo: escurel publish forwarded to a
+// running server takes its URL from the client's ESCUREL_PUBLISH_TO.
+func TestForwardedPublishReadsPublishTo(t *testing.T) {
+	idx := filepath.Join(t.TempDir(), "idx")
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "soup.md"), []byte("# Soup\n\nLentil soup for everyone.\n"), 0o644)
+	if out, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 0 {
+		t.Fatalf("ingest: %d %s%s", code, out, errOut)
+	}
+	startServe(t, idx)
+	to := "file://" + t.TempDir()
+	out, errOut, code := run(t, map[string]string{"ESCUREL_PUBLISH_TO": to}, "--index", idx, "publish")
+	if code != 0 || !strings.Contains(out, "as publish 1") {
+		t.Fatalf("forwarded publish with ESCUREL_PUBLISH_TO: %d %s%s", code, out, errOut)
+	}
+}
