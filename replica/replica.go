@@ -17,7 +17,7 @@
 // each distinct file has a key of its own and an object, once written,
 // never changes.
 //
-// The pointer with the highest sequence is CURRENT. A publisher reads it
+// The valid pointer with the highest sequence is CURRENT. A publisher reads it
 // before it copies the live generation and creates the next one with a
 // conditional write (gocloud's WriterOptions.IfNotExist; on file://, under
 // an flock as well, since fileblob's check is not atomic): of two
