@@ -24,6 +24,10 @@ import (
 // them (then publishes).
 var ErrReadOnly = errors.New("index: read-only replica")
 
+// ErrDigestMismatch is returned, wrapped, when a replica's download opens
+// but the digest of its rows is not the published one: it is refused.
+var ErrDigestMismatch = errors.New("index: digest differs from the published one")
+
 // ErrUnverified is returned, wrapped in an *UnverifiedError, when a
 // generation to be published does not verify against the blob store.
 var ErrUnverified = errors.New("index: generation does not verify")
@@ -146,8 +150,25 @@ func openReplica(ctx context.Context, dir string, fill func(path string) error, 
 		opts = &Options{}
 	}
 	o := *opts
-	if o.Blobs == nil && o.BlobURL == "" {
-		o.BlobURL = "mem://"
+	ownBlobs := false
+	if o.Blobs == nil {
+		// The replica opens the store itself and hands it over: a
+		// replica's rows come from the published bucket, not from this
+		// store, so the directory records no store and opening it checks
+		// none (which the second start would otherwise refuse).
+		u := o.BlobURL
+		if u == "" {
+			u = "mem://"
+		}
+		if o.Blobs, err = blobstore.Open(ctx, u); err != nil {
+			return nil, fmt.Errorf("replica %s: %w", dir, err)
+		}
+		o.BlobURL, ownBlobs = "", true
+		defer func() {
+			if err != nil {
+				o.Blobs.Close()
+			}
+		}()
 	}
 	d, err := layout.Lock(dir)
 	if err != nil {
@@ -178,7 +199,7 @@ func openReplica(ctx context.Context, dir string, fill func(path string) error, 
 	s := ix.cur.Load()
 	digest, err := s.digestOnly(ctx)
 	if err == nil && digest != info.Digest {
-		err = fmt.Errorf("replica %s: the download of %s has digest %s, not the published %s: refused", dir, info.Generation, digest, info.Digest)
+		err = fmt.Errorf("replica %s: the download of %s has digest %s, not the published %s: refused: %w", dir, info.Generation, digest, info.Digest, ErrDigestMismatch)
 	}
 	if err == nil {
 		err = d.Publish(gen)
@@ -189,7 +210,7 @@ func openReplica(ctx context.Context, dir string, fill func(path string) error, 
 		d.Abandon(gen)
 		return nil, err
 	}
-	ix.ownDir = true
+	ix.ownDir, ix.ownBlobs = true, ownBlobs
 	info.ServingSince = ix.cfg.now()
 	ix.replica.Store(&info)
 	return ix, nil
@@ -225,7 +246,7 @@ func (ix *Index) adopt(ctx context.Context, fill func(path string) error, info R
 	}
 	digest, err := n.digestOnly(ctx)
 	if err == nil && digest != info.Digest {
-		err = fmt.Errorf("replica %s: the download of %s has digest %s, not the published %s: refused", ix.dir, info.Generation, digest, info.Digest)
+		err = fmt.Errorf("replica %s: the download of %s has digest %s, not the published %s: refused: %w", ix.dir, info.Generation, digest, info.Digest, ErrDigestMismatch)
 	}
 	if err == nil {
 		err = ix.layout.Publish(gen)
@@ -263,6 +284,22 @@ func (ix *Index) checked(at time.Time, failure string) {
 	}
 }
 
+// republished records that the digest the replica serves was published
+// again, as publish seq at publishedAt: its age is that publish's.
+func (ix *Index) republished(seq int64, publishedAt time.Time) {
+	for {
+		p := ix.replica.Load()
+		if p == nil {
+			return
+		}
+		n := *p
+		n.Seq, n.PublishedAt = seq, publishedAt
+		if ix.replica.CompareAndSwap(p, &n) {
+			return
+		}
+	}
+}
+
 func init() {
 	hooks.Snapshot = func(ctx context.Context, ix any, dst string) (any, error) {
 		v, err := ix.(*Index).snapshot(ctx, dst)
@@ -276,4 +313,5 @@ func init() {
 		return ix.(*Index).adopt(ctx, fill, info.(ReplicaInfo))
 	}
 	hooks.Checked = func(ix any, at time.Time, failure string) { ix.(*Index).checked(at, failure) }
+	hooks.Republished = func(ix any, seq int64, at time.Time) { ix.(*Index).republished(seq, at) }
 }

@@ -7,11 +7,17 @@
 //
 // The objects under the publish URL:
 //
-//	generations/<gen-NNNNNN>-<digest>/index.duckdb   the generation's file (immutable)
-//	generations/<gen-NNNNNN>-<digest>/manifest.json  its Pointer, without Seq (immutable)
+//	generations/<gen-NNNNNN>-<digest>-<sha16>/index.duckdb   the generation's file (immutable)
+//	generations/<gen-NNNNNN>-<digest>-<sha16>/manifest.json  its Pointer, without Seq (immutable)
 //	current/<seq, 20 digits>                         a Pointer: publish number seq
 //
-// The pointer with the highest sequence is CURRENT. A publisher reads it
+// sha16 is the first 16 hex digits of the file's SHA-256: the digest
+// covers the rows, not the bytes, and two copies of the same rows (a
+// generation published again after a delete undid an ingest) differ, so
+// each distinct file has a key of its own and an object, once written,
+// never changes.
+//
+// The valid pointer with the highest sequence is CURRENT. A publisher reads it
 // before it copies the live generation and creates the next one with a
 // conditional write (gocloud's WriterOptions.IfNotExist; on file://, under
 // an flock as well, since fileblob's check is not atomic): of two
@@ -40,6 +46,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,7 +69,8 @@ type Pointer struct {
 	Generation string `json:"generation"`
 	// Digest is index.Verification.Digest of its rows.
 	Digest string `json:"digest"`
-	// Object is the key prefix of its objects: generations/<gen>-<digest>/.
+	// Object is the key prefix of its objects:
+	// generations/<gen>-<digest>-<first 16 hex digits of SHA256>/.
 	Object string `json:"object"`
 	// Bytes and SHA256 are the index file's size and hash (hex), checked
 	// on download before DuckDB opens it.
@@ -91,6 +99,10 @@ const (
 // served (its immutable objects stay, harmless).
 var ErrConflict = errors.New("replica: another publisher moved CURRENT")
 
+// errDamaged is wrapped by a download whose size or SHA-256 is not the
+// published one's.
+var errDamaged = errors.New("the object is damaged; refused")
+
 // ErrNothingPublished is returned, wrapped, by Open when the URL holds no
 // published generation yet.
 var ErrNothingPublished = errors.New("replica: nothing published")
@@ -117,44 +129,127 @@ func OpenBucket(ctx context.Context, urlstr string) (*blob.Bucket, error) {
 	return blobstore.OpenBucket(ctx, urlstr)
 }
 
-// Latest returns CURRENT: the pointer with the highest sequence under the
-// bucket; ok is false when none was published.
+// Latest returns CURRENT: the valid pointer with the highest sequence
+// under the bucket; ok is false when none was published. Pointers above
+// it that are damaged or foreign (not JSON, over 64 KiB, fields that do
+// not check) are passed over, as replicas pass them over.
 func Latest(ctx context.Context, b *blob.Bucket) (p *Pointer, ok bool, err error) {
+	seqs, err := pointers(ctx, b)
+	if err != nil {
+		return nil, false, err
+	}
+	p, _, err = highestValid(ctx, b, seqs)
+	return p, p != nil, err
+}
+
+// pointers lists the numbers of the pointers under current/, highest
+// first.
+func pointers(ctx context.Context, b *blob.Bucket) ([]int64, error) {
 	it := b.List(&blob.ListOptions{Prefix: currentPrefix})
-	best := int64(-1)
-	var key string
+	var seqs []int64
 	for {
 		o, err := it.Next(ctx)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, false, fmt.Errorf("list %s: %w", currentPrefix, err)
+			return nil, fmt.Errorf("list %s: %w", currentPrefix, err)
 		}
 		name := strings.TrimPrefix(o.Key, currentPrefix)
 		if len(name) != 20 || o.IsDir {
 			continue // not a pointer (a lock file)
 		}
-		seq, err := strconv.ParseInt(name, 10, 64)
+		if seq, err := strconv.ParseInt(name, 10, 64); err == nil && seq >= 0 {
+			seqs = append(seqs, seq)
+		}
+	}
+	slices.Sort(seqs)
+	slices.Reverse(seqs)
+	return seqs, nil
+}
+
+// highestValid reads the pointers seqs (highest first) until one is
+// valid and returns it (nil when none is); damaged reports those passed
+// over (nil when none). err is a failure to read (the network), not a
+// damaged pointer.
+func highestValid(ctx context.Context, b *blob.Bucket, seqs []int64) (p *Pointer, damaged, err error) {
+	var bad []error
+	for _, seq := range seqs {
+		p, derr, err := readPointer(ctx, b, seq)
 		if err != nil {
+			return nil, nil, err
+		}
+		if derr != nil {
+			bad = append(bad, derr)
 			continue
 		}
-		if seq > best {
-			best, key = seq, o.Key
+		if p != nil {
+			return p, errors.Join(bad...), nil
 		}
 	}
-	if best < 0 {
-		return nil, false, nil
+	return nil, errors.Join(bad...), nil
+}
+
+// readPointer reads current/<seq>: p is nil when it is gone; damaged says
+// why it is not a pointer; err is a failure to read it.
+func readPointer(ctx context.Context, b *blob.Bucket, seq int64) (p *Pointer, damaged, err error) {
+	key := pointerKey(seq)
+	data, err := readSmall(ctx, b, key)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return nil, nil, nil
 	}
-	data, err := b.ReadAll(ctx, key)
+	if errors.Is(err, errTooBig) {
+		return nil, fmt.Errorf("%s: %w: not a publish pointer, passed over", key, err), nil
+	}
 	if err != nil {
-		return nil, false, fmt.Errorf("read %s: %w", key, err)
+		return nil, nil, fmt.Errorf("read %s: %w", key, err)
 	}
 	p = &Pointer{}
-	if err := json.Unmarshal(data, p); err != nil || p.Seq != best || p.Digest == "" || !strings.HasPrefix(p.Object, genPrefix) {
-		return nil, false, fmt.Errorf("read %s: not a publish pointer (%v): the published URL is damaged; publish again", key, err)
+	var why []string
+	if err := json.Unmarshal(data, p); err != nil {
+		why = append(why, err.Error())
+	} else {
+		if p.Seq != seq {
+			why = append(why, fmt.Sprintf("seq is %d, not %d", p.Seq, seq))
+		}
+		if p.Digest == "" {
+			why = append(why, "no digest")
+		}
+		if !strings.HasPrefix(p.Object, genPrefix) || strings.Contains(p.Object, "..") {
+			why = append(why, fmt.Sprintf("object %q is not under %s", p.Object, genPrefix))
+		}
+		if len(p.SHA256) != 64 || p.Bytes <= 0 {
+			why = append(why, "no file size or SHA-256")
+		}
 	}
-	return p, true, nil
+	if len(why) > 0 {
+		return nil, fmt.Errorf("%s is not a publish pointer (%s): passed over", key, strings.Join(why, "; ")), nil
+	}
+	return p, nil, nil
+}
+
+// errTooBig is readSmall's answer to an object over maxSmall.
+var errTooBig = fmt.Errorf("over %d KiB", maxSmall>>10)
+
+// maxSmall bounds what is read of a pointer or a manifest: a few hundred
+// bytes each; anything bigger is not one.
+const maxSmall = 64 << 10
+
+// readSmall reads a pointer or a manifest, refusing one over maxSmall.
+func readSmall(ctx context.Context, b *blob.Bucket, key string) ([]byte, error) {
+	rd, err := b.NewReader(ctx, key, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	data, err := io.ReadAll(io.LimitReader(rd, maxSmall+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxSmall {
+		return nil, errTooBig
+	}
+	return data, nil
 }
 
 func pointerKey(seq int64) string { return fmt.Sprintf("%s%020d", currentPrefix, seq) }
@@ -194,10 +289,17 @@ func Publish(ctx context.Context, ix *index.Index, urlstr string, opts *PublishO
 		return nil, err
 	}
 	defer b.Close()
-	prev, hasPrev, err := Latest(ctx, b)
+	// CURRENT is the highest valid pointer; the next number is above
+	// every pointer, a damaged one included (its key is taken).
+	seqs, err := pointers(ctx, b)
 	if err != nil {
 		return nil, fmt.Errorf("publish to %s: %w", blobstore.Redact(urlstr), err)
 	}
+	prev, _, err := highestValid(ctx, b, seqs)
+	if err != nil {
+		return nil, fmt.Errorf("publish to %s: %w", blobstore.Redact(urlstr), err)
+	}
+	hasPrev := prev != nil
 	f, err := os.CreateTemp(ix.Dir(), "publish-*.tmp") // a crash's copy is a .tmp the cleaner removes
 	if err != nil {
 		return nil, fmt.Errorf("publish: %w", err)
@@ -211,7 +313,7 @@ func Publish(ctx context.Context, ix *index.Index, urlstr string, opts *PublishO
 		return nil, err
 	}
 	v := vv.(*index.Verification)
-	p := Pointer{Generation: v.Generation, Digest: v.Digest, Object: fmt.Sprintf("%s%s-%s/", genPrefix, v.Generation, v.Digest),
+	p := Pointer{Generation: v.Generation, Digest: v.Digest,
 		Documents: v.Documents, Blocks: v.Blocks, EscurelVersion: index.Version, SchemaVersion: index.SchemaVersion}
 	if hasPrev && prev.Digest == v.Digest {
 		return &Publication{Pointer: *prev, Unchanged: true}, nil
@@ -221,15 +323,28 @@ func Publish(ctx context.Context, ix *index.Index, urlstr string, opts *PublishO
 		return nil, fmt.Errorf("publish: read %s: %w", f.Name(), err)
 	}
 	p.SHA256 = hex.EncodeToString(h.Sum(nil))
+	p.Object = fmt.Sprintf("%s%s-%s-%s/", genPrefix, v.Generation, v.Digest, p.SHA256[:16])
 	out := &Publication{}
 	exists, err := b.Exists(ctx, p.Object+manifestName)
 	if err != nil {
 		return nil, fmt.Errorf("publish to %s: %w", blobstore.Redact(urlstr), err)
 	}
-	if !exists {
+	if exists {
+		// The same bytes, published before: the manifest must say so.
+		var m Pointer
+		data, err := readSmall(ctx, b, p.Object+manifestName)
+		if err == nil {
+			err = json.Unmarshal(data, &m)
+		}
+		if err != nil || m.SHA256 != p.SHA256 || m.Bytes != p.Bytes {
+			return nil, fmt.Errorf("publish to %s: %s%s names another file (SHA-256 %q, %d bytes) than this publish's (%s, %d bytes) (%v): the published URL is damaged",
+				blobstore.Redact(urlstr), p.Object, manifestName, m.SHA256, m.Bytes, p.SHA256, p.Bytes, err)
+		}
+	} else {
 		// The file first, then the manifest: a manifest names a complete
-		// file. Both are immutable: a copy another publisher of the same
-		// digest wrote first is as good.
+		// file. Both are immutable, and their key names the file's hash:
+		// a file another publisher (or a crash before its manifest) left
+		// there has these bytes.
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return nil, err
 		}
@@ -243,8 +358,8 @@ func Publish(ctx context.Context, ix *index.Index, urlstr string, opts *PublishO
 		out.Uploaded = true
 	}
 	p.Seq = 1
-	if hasPrev {
-		p.Seq = prev.Seq + 1
+	if len(seqs) > 0 {
+		p.Seq = seqs[0] + 1
 	}
 	p.PublishedAt = now().UTC()
 	data, _ := json.MarshalIndent(p, "", "  ")
@@ -349,7 +464,14 @@ type Replica struct {
 	log    *slog.Logger
 	now    func() time.Time
 	mu     sync.Mutex // one poll at a time
+	// refused holds, by refusalKey, why a published file was refused
+	// (damaged bytes, a digest that differs): a pointer names an
+	// immutable object, so it is not downloaded again. Under mu.
+	refused map[string]string
 }
+
+// refusalKey names a published file: its publish and its hash.
+func refusalKey(p *Pointer) string { return fmt.Sprintf("%d/%s", p.Seq, p.SHA256) }
 
 // Open downloads the generation CURRENT names at urlstr into dir (the
 // replica's own directory, which it locks; never a writer's), checks it
@@ -373,9 +495,14 @@ func Open(ctx context.Context, urlstr, dir string, opts *Options) (*Replica, err
 	if err != nil {
 		return nil, err
 	}
-	p, ok, err := Latest(ctx, b)
-	if err == nil && !ok {
-		err = fmt.Errorf("replica of %s: %w (run escurel publish --to on the writer first)", blobstore.Redact(urlstr), ErrNothingPublished)
+	seqs, err := pointers(ctx, b)
+	var p *Pointer
+	var damaged error
+	if err == nil {
+		p, damaged, err = highestValid(ctx, b, seqs)
+	}
+	if err == nil && p == nil {
+		err = fmt.Errorf("replica of %s: %w (run escurel publish --to on the writer first)", blobstore.Redact(urlstr), errors.Join(ErrNothingPublished, damaged))
 	}
 	if err != nil {
 		b.Close()
@@ -387,7 +514,11 @@ func Open(ctx context.Context, urlstr, dir string, opts *Options) (*Replica, err
 		return nil, err
 	}
 	r.bucket, r.ix = b, ix.(*index.Index)
-	hooks.Checked(r.ix, r.now(), "")
+	msg := ""
+	if damaged != nil {
+		msg = fmt.Sprintf("replica of %s: %v", r.from, damaged)
+	}
+	hooks.Checked(r.ix, r.now(), msg)
 	return r, nil
 }
 
@@ -422,8 +553,8 @@ func (r *Replica) fill(ctx context.Context, b *blob.Bucket, p *Pointer) func(str
 			return fmt.Errorf("replica of %s: download %s: %w", r.from, key, err)
 		}
 		if sum := hex.EncodeToString(h.Sum(nil)); n != p.Bytes || sum != p.SHA256 {
-			return fmt.Errorf("replica of %s: download %s: %d bytes with SHA-256 %s, not the published %d bytes with %s: the object is damaged; refused",
-				r.from, key, n, sum, p.Bytes, p.SHA256)
+			return fmt.Errorf("replica of %s: download %s: %d bytes with SHA-256 %s, not the published %d bytes with %s: %w",
+				r.from, key, n, sum, p.Bytes, p.SHA256, errDamaged)
 		}
 		return nil
 	}
@@ -434,9 +565,15 @@ func (r *Replica) fill(ctx context.Context, b *blob.Bucket, p *Pointer) func(str
 func (r *Replica) Index() *index.Index { return r.ix }
 
 // Poll reads CURRENT once and, when it names another digest with a higher
-// sequence, downloads, checks and switches to it; switched says so. On
-// an error the replica serves what it served, and Index().Replica()
-// reports the error until a poll succeeds.
+// sequence, downloads, checks and switches to it; switched says so. When
+// it names the digest served, the replica takes its sequence and
+// publication time (its age). It reads the next pointers by name, from
+// the served one's sequence up, and lists every pointer only when the
+// served one is gone (a wiped bucket: a CURRENT below the served one is
+// an error). On an error the replica serves what it served, and
+// Index().Replica() reports the error until a poll succeeds; damaged
+// pointers passed over are reported as an error too, even with switched
+// true.
 func (r *Replica) Poll(ctx context.Context) (switched bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -447,20 +584,69 @@ func (r *Replica) Poll(ctx context.Context) (switched bool, err error) {
 		}
 		hooks.Checked(r.ix, r.now(), msg)
 	}()
-	p, ok, err := Latest(ctx, r.bucket)
+	cur, _ := r.ix.Replica()
+	var seqs []int64 // above cur.Seq, highest first
+	for seq := cur.Seq + 1; ; seq++ {
+		ok, err := r.bucket.Exists(ctx, pointerKey(seq))
+		if err != nil {
+			return false, fmt.Errorf("replica of %s: %w", r.from, err)
+		}
+		if !ok {
+			break
+		}
+		seqs = append([]int64{seq}, seqs...)
+	}
+	if len(seqs) == 0 {
+		ok, err := r.bucket.Exists(ctx, pointerKey(cur.Seq))
+		if err != nil {
+			return false, fmt.Errorf("replica of %s: %w", r.from, err)
+		}
+		if ok {
+			return false, nil // nothing new
+		}
+		if seqs, err = pointers(ctx, r.bucket); err != nil {
+			return false, fmt.Errorf("replica of %s: %w", r.from, err)
+		}
+		p, damaged, err := highestValid(ctx, r.bucket, seqs)
+		if err != nil {
+			return false, fmt.Errorf("replica of %s: %w", r.from, err)
+		}
+		cause := "none is left"
+		if p != nil {
+			cause = fmt.Sprintf("CURRENT is publish %d, lower than the served one (the bucket was wiped or replaced?)", p.Seq)
+		}
+		return false, errors.Join(fmt.Errorf("replica of %s: the served publish %d is gone and %s; serving it until a higher one is published", r.from, cur.Seq, cause), damaged)
+	}
+	p, damaged, err := highestValid(ctx, r.bucket, seqs)
 	if err != nil {
 		return false, fmt.Errorf("replica of %s: %w", r.from, err)
 	}
-	cur, _ := r.ix.Replica()
-	if !ok || p.Seq <= cur.Seq || p.Digest == cur.Digest {
-		return false, nil
+	if damaged != nil {
+		damaged = fmt.Errorf("replica of %s: %w", r.from, damaged)
+	}
+	if p == nil {
+		return false, damaged
+	}
+	if p.Digest == cur.Digest {
+		hooks.Republished(r.ix, p.Seq, p.PublishedAt)
+		return false, damaged
+	}
+	if why, ok := r.refused[refusalKey(p)]; ok {
+		return false, errors.Join(fmt.Errorf("replica of %s: publish %d was refused before, not downloaded again (serving publish %d until the next publish): %s",
+			r.from, p.Seq, cur.Seq, why), damaged)
 	}
 	if err := hooks.Adopt(ctx, r.ix, r.fill(ctx, r.bucket, p), r.info(p)); err != nil {
-		return false, err
+		if errors.Is(err, errDamaged) || errors.Is(err, index.ErrDigestMismatch) {
+			if r.refused == nil {
+				r.refused = map[string]string{}
+			}
+			r.refused[refusalKey(p)] = err.Error()
+		}
+		return false, errors.Join(err, damaged)
 	}
 	r.log.Info("replica switched", "from", r.from, "generation", p.Generation, "digest", p.Digest, "seq", p.Seq,
 		"age", r.now().Sub(p.PublishedAt).Round(time.Millisecond))
-	return true, nil
+	return true, damaged
 }
 
 // Run polls every Options.Poll until ctx is done, logging failed polls;

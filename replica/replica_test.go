@@ -10,6 +10,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -396,5 +399,288 @@ func TestPointerRace(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRepublishSameDigest: a digest published before (a delete undoing
+// an ingest) is published again from a new copy, whose bytes differ from
+// the first one's; a fresh replica must start from it, so each distinct
+// file has an object of its own.
+func TestRepublishSameDigest(t *testing.T) {
+	ctx := context.Background()
+	to := "file://" + t.TempDir()
+	w := openWriter(t)
+	ingest(t, w, "a.md", "# A\n\nalpha\n")
+	p1, err := replica.Publish(ctx, w, to, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ingest(t, w, "b.md", "# B\n\nbeta\n")
+	if _, err := replica.Publish(ctx, w, to, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Delete(ctx, "b.md"); err != nil {
+		t.Fatal(err)
+	}
+	p3, err := replica.Publish(ctx, w, to, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p3.Seq != 3 || p3.Digest != p1.Digest {
+		t.Fatalf("third publication %+v, want seq 3 with the first's digest %s", p3, p1.Digest)
+	}
+	if p3.SHA256 != p1.SHA256 && p3.Object == p1.Object {
+		t.Fatalf("two files (%s, %s) under one object %s", p1.SHA256[:16], p3.SHA256[:16], p3.Object)
+	}
+	if !strings.Contains(p3.Object, p3.SHA256[:16]) {
+		t.Fatalf("object %s does not name the file's SHA-256 %s", p3.Object, p3.SHA256)
+	}
+	r, err := replica.Open(ctx, to, t.TempDir(), nil)
+	if err != nil {
+		t.Fatalf("a new replica of a republished digest: %v", err)
+	}
+	defer r.Close()
+	if info, _ := r.Index().Replica(); info.Seq != 3 || info.Digest != p1.Digest {
+		t.Fatalf("replica serves %+v", info)
+	}
+}
+
+// TestReplicaRemembersRefusal: a replica that refused a damaged file does
+// not download it again at every poll; it reports the refusal meanwhile.
+func TestReplicaRemembersRefusal(t *testing.T) {
+	ctx := context.Background()
+	to := "file://" + t.TempDir()
+	w := openWriter(t)
+	ingest(t, w, "a.md", "# A\n\nalpha\n")
+	if _, err := replica.Publish(ctx, w, to, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := replica.Open(ctx, to, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ingest(t, w, "b.md", "# B\n\nbeta\n")
+	p2, err := replica.Publish(ctx, w, to, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := replica.OpenBucket(ctx, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	key := p2.Object + "index.duckdb"
+	data, err := b.ReadAll(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := b.WriteAll(ctx, key, data, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Poll(ctx); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("first poll of a damaged file: %v", err)
+	}
+	// Gone from the bucket: a poll that downloads again fails otherwise.
+	if err := b.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Poll(ctx); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("second poll of a refused file: %v, want the remembered refusal", err)
+	}
+	if info, _ := r.Index().Replica(); !strings.Contains(info.CheckError, "damaged") {
+		t.Fatalf("replica info %+v, want the refusal reported", info)
+	}
+}
+
+// TestReplicaWithBlobStoreRestarts: a replica given a blob store (for the
+// text of documents) opens again on its directory after a restart.
+func TestReplicaWithBlobStoreRestarts(t *testing.T) {
+	ctx := context.Background()
+	to := "file://" + t.TempDir()
+	w := openWriter(t)
+	ingest(t, w, "a.md", "# A\n\nalpha\n")
+	if _, err := replica.Publish(ctx, w, to, nil); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	opts := &replica.Options{Index: &index.Options{BlobURL: "file://" + t.TempDir()}}
+	for i := range 2 {
+		r, err := replica.Open(ctx, to, dir, opts)
+		if err != nil {
+			t.Fatalf("open %d of a replica with a blob store: %v", i+1, err)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestDamagedHighestPointer: a damaged or foreign pointer above CURRENT
+// (garbage, one over 64 KiB) blocks neither publishing nor replicas: they
+// fall back to the highest valid pointer, report the damaged one, and a
+// publish takes the next free number.
+func TestDamagedHighestPointer(t *testing.T) {
+	ctx := context.Background()
+	to := "file://" + t.TempDir()
+	w := openWriter(t)
+	ingest(t, w, "a.md", "# A\n\nalpha\n")
+	p1, err := replica.Publish(ctx, w, to, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := replica.OpenBucket(ctx, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.WriteAll(ctx, "current/00000000000000000002", []byte("not json"), nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := replica.Open(ctx, to, t.TempDir(), nil)
+	if err != nil {
+		t.Fatalf("a replica with a damaged pointer above CURRENT: %v", err)
+	}
+	defer r.Close()
+	if info, _ := r.Index().Replica(); info.Seq != 1 || info.Digest != p1.Digest || !strings.Contains(info.CheckError, "00000000000000000002") {
+		t.Fatalf("replica serves %+v, want publish 1 and the damaged pointer reported", info)
+	}
+	ingest(t, w, "b.md", "# B\n\nbeta\n")
+	p3, err := replica.Publish(ctx, w, to, nil)
+	if err != nil {
+		t.Fatalf("publish above a damaged pointer: %v", err)
+	}
+	if p3.Seq != 3 {
+		t.Fatalf("publish above a damaged pointer 2: seq %d, want 3", p3.Seq)
+	}
+	// A valid pointer padded past 64 KiB is not read whole: damaged too.
+	big, _ := json.Marshal(p3.Pointer)
+	big = bytes.Replace(big, []byte(`"seq":3`), []byte(`"seq":4`), 1)
+	big = append(big, bytes.Repeat([]byte(" "), 70<<10)...)
+	if err := b.WriteAll(ctx, "current/00000000000000000004", big, nil); err != nil {
+		t.Fatal(err)
+	}
+	if switched, err := r.Poll(ctx); !switched || err == nil || !strings.Contains(err.Error(), "00000000000000000004") {
+		t.Fatalf("poll: switched %v, %v; want a switch to publish 3 and pointer 4 reported", switched, err)
+	}
+	if info, _ := r.Index().Replica(); info.Seq != 3 || info.Digest != p3.Digest {
+		t.Fatalf("replica serves %+v, want publish 3", info)
+	}
+	// A pointer whose fields are wrong says which, not "(<nil>)".
+	bad, _ := json.Marshal(map[string]any{"seq": 5, "digest": "", "object": "elsewhere/"})
+	if err := b.WriteAll(ctx, "current/00000000000000000005", bad, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Poll(ctx); err == nil || strings.Contains(err.Error(), "<nil>") || !strings.Contains(err.Error(), "digest") {
+		t.Fatalf("poll of a pointer without a digest: %v", err)
+	}
+}
+
+// TestRepublishedDigestAge: CURRENT moving to the digest the replica
+// already serves (a later publish of the same rows) updates its publish
+// number and age without a download; a pointer below the served one (a
+// wiped bucket) is reported, not ignored.
+func TestRepublishedDigestAge(t *testing.T) {
+	ctx := context.Background()
+	to := "file://" + t.TempDir()
+	w := openWriter(t)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *replica.PublishOptions {
+		return &replica.PublishOptions{Now: func() time.Time { return t0.Add(d) }}
+	}
+	ingest(t, w, "a.md", "# A\n\nalpha\n")
+	if _, err := replica.Publish(ctx, w, to, at(0)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := replica.Open(ctx, to, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ingest(t, w, "b.md", "# B\n\nbeta\n")
+	if _, err := replica.Publish(ctx, w, to, at(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Delete(ctx, "b.md"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replica.Publish(ctx, w, to, at(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := r.Index().Replica(); info.Seq != 3 || !info.PublishedAt.Equal(t0.Add(2*time.Hour)) {
+		t.Fatalf("after a republish of the served digest the replica says %+v, want publish 3 at %v", info, t0.Add(2*time.Hour))
+	}
+	// The bucket is wiped and published into anew: publish 1 < 3.
+	b, err := replica.OpenBucket(ctx, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for seq := 1; seq <= 3; seq++ {
+		if err := b.Delete(ctx, fmt.Sprintf("current/%020d", seq)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ingest(t, w, "c.md", "# C\n\ngamma\n")
+	if p, err := replica.Publish(ctx, w, to, at(3*time.Hour)); err != nil || p.Seq != 1 {
+		t.Fatalf("publish into a wiped bucket: %+v, %v", p, err)
+	}
+	if switched, err := r.Poll(ctx); switched || err == nil || !strings.Contains(err.Error(), "lower") {
+		t.Fatalf("poll of a pointer below the served one: switched %v, %v", switched, err)
+	}
+	if info, _ := r.Index().Replica(); info.Seq != 3 || info.CheckError == "" {
+		t.Fatalf("replica says %+v, want publish 3 with the error", info)
+	}
+}
+
+// TestPollDoesNotList: a poll reads the next pointer by name and lists
+// the pointers only when the served one is gone; Open lists once.
+func TestPollDoesNotList(t *testing.T) {
+	ctx := context.Background()
+	srv := s3test.Start(t)
+	direct := srv.Bucket(t, "published", "escurel/")
+	target, _ := url.Parse(srv.Endpoint)
+	var lists atomic.Int64
+	proxy := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodGet && req.URL.Query().Has("list-type") || req.URL.Query().Has("delimiter") {
+			lists.Add(1)
+		}
+		httputil.NewSingleHostReverseProxy(target).ServeHTTP(rw, req)
+	}))
+	defer proxy.Close()
+	to := strings.Replace(direct, url.QueryEscape(srv.Endpoint), url.QueryEscape(proxy.URL), 1)
+	w := openWriter(t)
+	ingest(t, w, "a.md", "# A\n\nalpha\n")
+	if _, err := replica.Publish(ctx, w, direct, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := replica.Open(ctx, to, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	opened := lists.Load()
+	for range 5 {
+		if _, err := r.Poll(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ingest(t, w, "b.md", "# B\n\nbeta\n")
+	p2, err := replica.Publish(ctx, w, direct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if switched, err := r.Poll(ctx); !switched || err != nil {
+		t.Fatalf("poll after publish 2: %v, %v", switched, err)
+	}
+	if info, _ := r.Index().Replica(); info.Seq != p2.Seq {
+		t.Fatalf("replica serves %+v", info)
+	}
+	if n := lists.Load() - opened; n != 0 {
+		t.Fatalf("6 polls listed the pointers %d times, want 0", n)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,8 +20,34 @@ import (
 // with args added and returns its address.
 func startReplica(t *testing.T, rdir string, args ...string) string {
 	t.Helper()
-	var stderr bytes.Buffer
-	m := &Main{Stdout: &bytes.Buffer{}, Stderr: &stderr, Getenv: func(string) string { return "" }}
+	addr, _ := startReplicaLog(t, rdir, args...)
+	return addr
+}
+
+// lockedBuffer is a bytes.Buffer safe for a server's goroutines and a
+// test's reads together.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startReplicaLog is startReplica that also returns the server's log.
+func startReplicaLog(t *testing.T, rdir string, args ...string) (string, *lockedBuffer) {
+	t.Helper()
+	stderr := &lockedBuffer{}
+	m := &Main{Stdout: &bytes.Buffer{}, Stderr: stderr, Getenv: func(string) string { return "" }}
 	addr := make(chan string, 1)
 	c := &ServeCommand{m: m, g: globals{indexDir: rdir}, listening: func(a string) { addr <- a }}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -39,12 +66,37 @@ func startReplica(t *testing.T, rdir string, args ...string) string {
 	})
 	select {
 	case a := <-addr:
-		return a
+		return a, stderr
 	case err := <-done:
 		done <- nil // for the cleanup: it has stopped
 		t.Fatalf("serve: %v\n%s", err, stderr.String())
 	}
-	return ""
+	return "", nil
+}
+
+// TestReplicaLogRedactsURL: serve --replica-of logs the URL it follows
+// without its secrets (here a password in the endpoint).
+func TestReplicaLogRedactsURL(t *testing.T) {
+	srv := s3test.Start(t)
+	to := srv.Bucket(t, "published", "team/")
+	to = strings.Replace(to, "endpoint=http%3A%2F%2F", "endpoint=http%3A%2F%2Fops%3Ahunter2-secret%40", 1)
+	if !strings.Contains(to, "hunter2-secret") {
+		t.Fatalf("no password in %s", to)
+	}
+	idx := filepath.Join(t.TempDir(), "idx")
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "soup.md"), []byte("# Soup\n\nLentil soup for everyone.\n"), 0o644)
+	if out, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 0 {
+		t.Fatalf("ingest: %d %s%s", code, out, errOut)
+	}
+	if out, errOut, code := run(t, nil, "--index", idx, "publish", "--to", to); code != 0 {
+		t.Fatalf("publish: %d %s%s", code, out, errOut)
+	}
+	_, log := startReplicaLog(t, filepath.Join(t.TempDir(), "replica"), "--replica-of", to, "--poll", "50ms")
+	time.Sleep(200 * time.Millisecond) // a few polls
+	if l := log.String(); !strings.Contains(l, "msg=replica") || strings.Contains(l, "hunter2-secret") {
+		t.Fatalf("the replica's log shows the URL's password, or no replica line:\n%s", l)
+	}
 }
 
 // escurel publish, then escurel serve --replica-of on another directory:
@@ -142,5 +194,22 @@ func TestPublishAndReplicaCLI(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Fatalf("/metrics lacks %q:\n%s", want, body)
 		}
+	}
+}
+
+// TestForwardedPublishReadsPublishTo: escurel publish forwarded to a
+// running server takes its URL from the client's ESCUREL_PUBLISH_TO.
+func TestForwardedPublishReadsPublishTo(t *testing.T) {
+	idx := filepath.Join(t.TempDir(), "idx")
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "soup.md"), []byte("# Soup\n\nLentil soup for everyone.\n"), 0o644)
+	if out, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 0 {
+		t.Fatalf("ingest: %d %s%s", code, out, errOut)
+	}
+	startServe(t, idx)
+	to := "file://" + t.TempDir()
+	out, errOut, code := run(t, map[string]string{"ESCUREL_PUBLISH_TO": to}, "--index", idx, "publish")
+	if code != 0 || !strings.Contains(out, "as publish 1") {
+		t.Fatalf("forwarded publish with ESCUREL_PUBLISH_TO: %d %s%s", code, out, errOut)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/replica"
 )
@@ -23,7 +24,7 @@ func (c *ServeCommand) openReplica(ctx context.Context, from string, poll time.D
 		return nil, nil, err
 	}
 	info, _ := r.Index().Replica()
-	log.Info("replica", "of", from, "generation", info.Generation, "digest", info.Digest, "seq", info.Seq,
+	log.Info("replica", "of", blobstore.Redact(from), "generation", info.Generation, "digest", info.Digest, "seq", info.Seq,
 		"age", time.Since(info.PublishedAt).Round(time.Second))
 	pollCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})

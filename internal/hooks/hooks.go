@@ -78,4 +78,8 @@ var (
 
 	// Checked records the replica's last look at the published pointer.
 	Checked func(ix any, at time.Time, failure string)
+
+	// Republished records that the digest the replica ix serves was
+	// published again, as publish seq at publishedAt.
+	Republished func(ix any, seq int64, publishedAt time.Time)
 )
