@@ -12,12 +12,26 @@ func TestRedact(t *testing.T) {
 	for in, want := range map[string]string{
 		"s3://bucket?region=us-east-1&prefix=team%2F":                    "s3://bucket?region=us-east-1&prefix=team%2F",
 		"file:///var/lib/escurel/blobs":                                  "file:///var/lib/escurel/blobs",
-		"s3://AKIA:hunter2@bucket?region=eu":                             "s3://AKIA:xxxxx@bucket?region=eu",
+		"s3://AKIA:hunter2@bucket?region=eu":                             "s3://xxxxx@bucket?region=eu",
 		"azblob://c?sas_token=sv%3D2024%26sig%3Dabc&domain=x":            "azblob://c?sas_token=xxxxx&domain=x",
-		"s3://b?endpoint=http%3A%2F%2Fu%3Apw42x%40127.0.0.1%3A9000":      "s3://b?endpoint=http%3A%2F%2Fu%3Axxxxx%40127.0.0.1%3A9000",
+		"s3://b?endpoint=http%3A%2F%2Fu%3Apw42x%40127.0.0.1%3A9000":      "s3://b?endpoint=http%3A%2F%2Fxxxxx%40127.0.0.1%3A9000",
 		"gs://b?private_key_path=%2Fsecrets%2Fkey.pem&access_id=someone": "gs://b?private_key_path=xxxxx&access_id=someone",
 		"s3://b?X-Amz-Signature=deadbeef&X-Amz-Security-Token=tok":       "s3://b?X-Amz-Signature=xxxxx&X-Amz-Security-Token=xxxxx",
 		"s3://b\x7f?secret=x":                                            "(not a URL)",
+		// Equivalent encodings of a secret, and pairs url.Query drops.
+		"s3://b?region=x&secret_key=ab%2bcd":              "s3://b?region=x&secret_key=xxxxx",
+		"s3://b?region=x&secret_key=a%41b":                "s3://b?region=x&secret_key=xxxxx",
+		"s3://b?x-amz-security-token=tok;region=x":        "s3://b?x-amz-security-token=xxxxx;region=x",
+		"s3://b?region=x&secret%5Fkey=abc":                "s3://b?region=x&secret%5Fkey=xxxxx",
+		"s3://AKIAXXXX@b":                                 "s3://xxxxx@b",
+		"s3://b/team/docs?region=x&token=t#frag":          "s3://b/team/docs?region=x&token=xxxxx#xxxxx",
+		"s3://b?endpoint=http%3A%2F%2Fh%3A9%2F%3Fkey%3Dk": "s3://b?endpoint=http%3A%2F%2Fh%3A9%2F%3Fkey%3Dxxxxx",
+		"s3://b?endpoint=u%3Apw%40h%3A9000":               "s3://b?endpoint=xxxxx%40h%3A9000",
+		"s3://b?AKIAXXXXsecret&region=x":                  "s3://b?xxxxx&region=x",
+		// A query that does not parse cleanly is hidden whole.
+		"s3://b?region=x&secret_key=a%zzb":  "s3://b?xxxxx",
+		"s3://b?region=x&endpoint=http%3A%": "s3://b?xxxxx",
+		"s3:AKIA:secret@b":                  "s3:xxxxx",
 	} {
 		if got := Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
@@ -58,6 +72,9 @@ func TestOpenErrorHidesSecrets(t *testing.T) {
 		"s3://AKIA:zzsecret42@bucket?nosuchparam=1",
 		"s3://bucket?endpoint=http%3A%2F%2Fu%3Azzsecret42%40127.0.0.1%3A1&bogus=1",
 		"s3://bu cket\x7f?token=zzsecret42",
+		"s3://bucket?region=us-east-1&bogus=1&x_secret=zz%73ecret42",
+		"s3://zzsecret42@bucket?nosuchparam=1",
+		"s3://bucket?nosuchparam=1&a=1;token=zzsecret42",
 	} {
 		_, err := Open(context.Background(), u)
 		if err == nil {
