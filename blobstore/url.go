@@ -245,23 +245,50 @@ func scrubError(err error, urlstr string) error {
 }
 
 // SameURL reports whether the blob store URLs a and b name the same
-// store: equal scheme, host (case-insensitive), user information, path
-// (a trailing slash aside) and query parameters, whatever the order of
-// the parameters. An unparsable URL is the same only as the identical
-// string.
+// store, as OpenBucket opens them (a path after an object store's bucket
+// is its prefix=, file:// URLs get their default parameters): equal
+// scheme, host (case-insensitive), user information, path (a trailing
+// slash aside) and query parameters, whatever their order. A URL that
+// does not open (unparsable, a path and prefix= both, a bad escape or a
+// ";" in its query) is the same only as the identical string.
 func SameURL(a, b string) bool {
 	if a == b {
 		return true
 	}
-	ua, errA := url.Parse(a)
-	ub, errB := url.Parse(b)
+	ua, errA := bucketURL(a)
+	ub, errB := bucketURL(b)
 	if errA != nil || errB != nil {
+		return false
+	}
+	qa, okA := queryValues(a, ua)
+	qb, okB := queryValues(b, ub)
+	if !okA || !okB {
 		return false
 	}
 	return ua.Scheme == ub.Scheme && strings.EqualFold(ua.Host, ub.Host) &&
 		ua.User.String() == ub.User.String() &&
 		strings.TrimSuffix(ua.Path, "/") == strings.TrimSuffix(ub.Path, "/") &&
-		ua.Query().Encode() == ub.Query().Encode()
+		qa.Encode() == qb.Encode()
+}
+
+// queryValues returns the query parameters of u (urlstr after bucketURL);
+// ok is false when urlstr's own query holds a ";" or a bad escape (which
+// url.Query would drop silently).
+func queryValues(urlstr string, u *url.URL) (url.Values, bool) {
+	if o, err := url.Parse(urlstr); err != nil || strings.Contains(o.RawQuery, ";") {
+		return nil, false
+	}
+	pairs, ok := splitQuery(u.RawQuery)
+	if !ok {
+		return nil, false
+	}
+	q := url.Values{}
+	for _, p := range pairs {
+		if p.rawKey != "" || p.hasValue {
+			q.Add(p.key, p.val)
+		}
+	}
+	return q, true
 }
 
 // parseError is url.Parse's error without the URL it quotes (which may

@@ -2,7 +2,10 @@ package blobstore
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/escurel/escurel/internal/s3test"
@@ -44,6 +47,10 @@ func TestSameURL(t *testing.T) {
 		{"s3://b?region=r&endpoint=e", "s3://b?endpoint=e&region=r"},
 		{"file:///x/blobs/", "file:///x/blobs"},
 		{"s3://B?region=r", "s3://b?region=r"},
+		// A path after the bucket is the key prefix (OpenBucket).
+		{"s3://b/team?region=r", "s3://b?prefix=team/&region=r"},
+		{"s3://b/team/docs/?region=r", "s3://b?region=r&prefix=team%2Fdocs%2F"},
+		{"file:///x/blobs", "file:///x/blobs?create_dir=1"},
 	}
 	for _, p := range same {
 		if !SameURL(p[0], p[1]) {
@@ -56,6 +63,13 @@ func TestSameURL(t *testing.T) {
 		{"s3://b", "gs://b"},
 		{"file:///x/blobs", "file:///y/blobs"},
 		{"s3://b?region=r", "s3://b?region=r&prefix=p%2F"},
+		{"s3://b/team?region=r", "s3://b?prefix=team&region=r"},
+		{"s3://b/team?region=r", "s3://b/other?region=r"},
+		{"s3://u@b?region=r", "s3://b?region=r"},
+		// A pair url.Query drops (";") is not ignored.
+		{"s3://b?region=r;endpoint=e", "s3://b?region=r"},
+		// A path and prefix= both do not open: not the same as anything.
+		{"s3://b/team?prefix=team/", "s3://b?prefix=team/"},
 	}
 	for _, p := range differ {
 		if SameURL(p[0], p[1]) {
@@ -118,5 +132,43 @@ func TestObjectStorePathIsPrefix(t *testing.T) {
 	}
 	if _, err := Open(ctx, withPath+"&prefix=other%2F"); err == nil || !strings.Contains(err.Error(), "prefix") {
 		t.Errorf("a path and prefix= both: %v", err)
+	}
+}
+
+// UploadFiles opens its bucket as OpenBucket does: a file:// destination
+// is created when missing and private (directories 0700, objects 0600),
+// and a path after an object store's bucket is the key prefix.
+func TestUploadFilesOpensAsOpenBucket(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	ctx := context.Background()
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "a.parquet"), []byte("rows"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "missing", "exports")
+	if err := UploadFiles(ctx, "file://"+dst, src, []string{"a.parquet"}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(filepath.Join(dst, "a.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != 0o600 {
+		t.Errorf("uploaded file mode %v, want 0600", info.Mode().Perm())
+	}
+
+	srv := s3test.Start(t)
+	root := srv.Bucket(t, "uploads", "")
+	if err := UploadFiles(ctx, strings.Replace(root, "s3://uploads?", "s3://uploads/team/x?", 1), src, []string{"a.parquet"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenBucket(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if ok, err := b.Exists(ctx, "team/x/a.parquet"); err != nil || !ok {
+		t.Errorf("team/x/a.parquet not uploaded: %v", err)
 	}
 }
