@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 
@@ -12,25 +11,19 @@ import (
 )
 
 // UploadFiles copies the files names (plain names) of the local directory
-// dir into the bucket at urlstr, each under its name (below the URL's key
-// prefix: a path after an object store's bucket, or prefix=, as in Open),
+// dir into the bucket at urlstr, opened as OpenBucket does, each under its
+// name (below the URL's key prefix: a path after an object store's
+// bucket, or prefix=; a file:// directory is created, private),
 // replacing objects of the same name, and returns once every upload is
 // complete. Files are streamed, not read into memory. It is for exports
 // written locally first (escurel export --parquet s3://…); the blob
 // store's own objects go through Store. Errors name the URL without its
 // secrets and the file.
 func UploadFiles(ctx context.Context, urlstr, dir string, names []string) error {
-	u, err := url.Parse(urlstr)
-	if err != nil {
-		return fmt.Errorf("upload to %s: not a URL: %w", Redact(urlstr), parseError(err))
-	}
 	shown := Redact(urlstr)
-	if u, err = pathAsPrefix(u); err != nil {
-		return fmt.Errorf("upload to %s: %w", shown, err)
-	}
-	b, err := blob.OpenBucket(ctx, u.String())
+	b, err := OpenBucket(ctx, urlstr)
 	if err != nil {
-		return fmt.Errorf("upload to %s: %w", shown, scrubError(err, urlstr))
+		return fmt.Errorf("upload to %s: %w", shown, err)
 	}
 	defer b.Close()
 	for _, name := range names {
@@ -53,7 +46,16 @@ func uploadFile(ctx context.Context, b *blob.Bucket, path, key string) error {
 	if filepath.Ext(key) == ".parquet" {
 		ct = "application/vnd.apache.parquet"
 	}
-	w, err := b.NewWriter(ctx, key, &blob.WriterOptions{ContentType: ct})
+	w, err := b.NewWriter(ctx, key, &blob.WriterOptions{
+		ContentType: ct,
+		BeforeWrite: func(as func(any) bool) error {
+			var tmp *os.File
+			if as(&tmp) { // a file:// bucket: fileblob creates it 0666 less the umask
+				return tmp.Chmod(0o600)
+			}
+			return nil
+		},
+	})
 	if err != nil {
 		return err
 	}

@@ -76,8 +76,10 @@ type ExportResult struct {
 // transaction on a reference to the live generation, so writes go on
 // meanwhile and a switch does not tear the export. Rows are in canonical
 // order: documents by doc id, blocks and vectors by (doc id, ordinal).
-// Each file is written beside its name and renamed into place, so an
-// export that fails leaves the earlier files whole. Errors: a bad
+// Each file is written in a private (0700) temporary directory inside dir
+// and renamed into place once all are written, so no one else can read a
+// file while DuckDB writes it, and an export that fails leaves the
+// earlier files whole and no temporary file. Errors: a bad
 // clearance; dir not writable; DuckDB's.
 func (ix *Index) Export(ctx context.Context, dir string, opts *ExportOptions) (*ExportResult, error) {
 	if opts == nil {
@@ -125,30 +127,39 @@ func (ix *Index) Export(ctx context.Context, dir string, opts *ExportOptions) (*
 		return nil, fmt.Errorf("export: %w", err)
 	}
 	defer tx.Rollback()
-	var tmps []string
-	defer func() {
-		for _, t := range tmps {
-			os.Remove(t)
-		}
-	}()
+	// Every file is written in a private (0700) directory inside dir and
+	// renamed out of it at the end: DuckDB's COPY may create files of its
+	// own (with the umask's mode), and dir may be readable by others.
+	priv, err := os.MkdirTemp(dir, ".export-")
+	if err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	defer os.RemoveAll(priv)
 	for _, f := range files {
-		final := filepath.Join(dir, f.name)
-		tmp := final + ".tmp"
-		tmps = append(tmps, tmp)
-		// Private from the start: DuckDB truncates the file it finds
-		// and keeps its mode.
-		if err := os.WriteFile(tmp, nil, 0o600); err != nil {
+		tmp := filepath.Join(priv, f.name)
+		// Private from the start: with USE_TMP_FILE false DuckDB writes
+		// into the file it finds, which keeps its mode.
+		fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			err = fh.Close()
+		}
+		if err != nil {
 			return nil, fmt.Errorf("export %s: %w", f.name, err)
 		}
 		if f.dim > 0 {
-			if *f.n, err = exportVectors(ctx, tx, f.query, tmp, f.dim); err != nil {
+			if *f.n, err = exportVectors(ctx, tx, f.query, tmp, f.dim, priv); err != nil {
 				return nil, fmt.Errorf("export %s: %w", f.name, err)
 			}
 		} else {
 			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM (`+f.query+`)`).Scan(f.n); err != nil {
 				return nil, fmt.Errorf("export %s: %w", f.name, err)
 			}
-			if _, err := tx.ExecContext(ctx, `COPY (`+f.query+`) TO `+sqlString(tmp)+` (FORMAT parquet, COMPRESSION zstd)`); err != nil {
+			if _, err := tx.ExecContext(ctx, `COPY (`+f.query+`) TO `+sqlString(tmp)+` (FORMAT parquet, COMPRESSION zstd, USE_TMP_FILE false)`); err != nil {
+				return nil, fmt.Errorf("export %s: %w", f.name, err)
+			}
+		}
+		if exportCopied != nil {
+			if err := exportCopied(f.name); err != nil {
 				return nil, fmt.Errorf("export %s: %w", f.name, err)
 			}
 		}
@@ -156,8 +167,8 @@ func (ix *Index) Export(ctx context.Context, dir string, opts *ExportOptions) (*
 			return nil, fmt.Errorf("export %s: %w", f.name, err)
 		}
 	}
-	for i, f := range files {
-		if err := os.Rename(tmps[i], filepath.Join(dir, f.name)); err != nil {
+	for _, f := range files {
+		if err := os.Rename(filepath.Join(priv, f.name), filepath.Join(dir, f.name)); err != nil {
 			return nil, fmt.Errorf("export %s: %w", f.name, err)
 		}
 		res.Files = append(res.Files, f.name)
@@ -172,13 +183,23 @@ func (ix *Index) Export(ctx context.Context, dir string, opts *ExportOptions) (*
 	return res, nil
 }
 
+// exportMemoryLimit bounds the memory of exportVectors' private DuckDB
+// database; beyond it the rows spill to its private temp directory.
+const exportMemoryLimit = "1GB"
+
+// exportCopied, when set (by tests), is called after each file's COPY,
+// with the file's name: to look at the directory while an export runs,
+// or to make it fail there.
+var exportCopied func(name string) error
+
 // exportVectors writes the rows of query (block_id, embedding_set, and the
 // vector as stored: a BLOB of dim little-endian float32s) to the Parquet
 // file path, the vector as FLOAT[dim] (read back as FLOAT[]), and returns
 // how many it wrote. DuckDB cannot read a BLOB as floats, so the rows are
 // decoded here and appended, as they stream from tx, to a private
-// in-memory DuckDB database, which writes the file in their order.
-func exportVectors(ctx context.Context, tx *sql.Tx, query, path string, dim int) (int64, error) {
+// in-memory DuckDB database (at most exportMemoryLimit, spilling into the
+// private directory spill), which writes the file in their order.
+func exportVectors(ctx context.Context, tx *sql.Tx, query, path string, dim int, spill string) (int64, error) {
 	mem, err := sql.Open("duckdb", "")
 	if err != nil {
 		return 0, err
@@ -189,6 +210,11 @@ func exportVectors(ctx context.Context, tx *sql.Tx, query, path string, dim int)
 		return 0, err
 	}
 	defer conn.Close()
+	// What does not fit in memory spills to the private directory spill,
+	// not to ./.tmp under the umask's mode.
+	if _, err := conn.ExecContext(ctx, `SET temp_directory = `+sqlString(filepath.Join(spill, "spill"))+`; SET memory_limit = '`+exportMemoryLimit+`'`); err != nil {
+		return 0, err
+	}
 	if _, err := conn.ExecContext(ctx, fmt.Sprintf(`CREATE TABLE v (block_id VARCHAR, embedding_set VARCHAR, vector FLOAT[%d])`, dim)); err != nil {
 		return 0, err
 	}
@@ -219,7 +245,7 @@ func exportVectors(ctx context.Context, tx *sql.Tx, query, path string, dim int)
 	if err != nil {
 		return 0, err
 	}
-	if _, err := conn.ExecContext(ctx, `COPY v TO `+sqlString(path)+` (FORMAT parquet, COMPRESSION zstd)`); err != nil {
+	if _, err := conn.ExecContext(ctx, `COPY v TO `+sqlString(path)+` (FORMAT parquet, COMPRESSION zstd, USE_TMP_FILE false)`); err != nil {
 		return 0, err
 	}
 	return n, nil

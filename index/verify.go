@@ -47,7 +47,7 @@ type Verification struct {
 	RecordsWithoutRows    []string `json:"records_without_rows"`    // records the index lacks
 	RowsWithoutRecords    []string `json:"rows_without_records"`    // documents whose record is gone or differs
 	BlocksWithoutPostings []string `json:"blocks_without_postings"` // block ids (Hit.BlockID) without a full-text entry
-	BlocksWithoutVectors  []string `json:"blocks_without_vectors"`  // block ids without a vector in the active embedding set
+	BlocksWithoutVectors  []string `json:"blocks_without_vectors"`  // block ids without a vector in the active embedding set, or whose vector is not dim float32s (not counted in Vectors)
 	// RecordsWithoutBlobs are records whose bytes the blob store lacks:
 	// the index may serve them, but no rebuild can (not checked with
 	// VerifyOptions.SkipOrphans).
@@ -421,6 +421,12 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 				continue
 			}
 			d.str(string(vec))
+			if len(vec) != 4*ix.vec.spec.Dim {
+				// Damaged, or written for another dimension: no
+				// vector a search could use.
+				v.BlocksWithoutVectors = append(v.BlocksWithoutVectors, id)
+				continue
+			}
 			v.Vectors++
 		}
 		rows.Close()

@@ -72,9 +72,9 @@ func (ix *Index) Len() int {
 	return len(ix.ids)
 }
 
-// Vector returns a copy of block's vector and its level; ok is false when
-// the index holds no vector for block.
-func (ix *Index) Vector(block int64) (v []float32, level uint8, ok bool) {
+// vector returns a copy of block's vector and its level; ok is false when
+// the index holds no vector for block. Only tests read it.
+func (ix *Index) vector(block int64) (v []float32, level uint8, ok bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	i, ok := ix.pos[block]

@@ -179,10 +179,10 @@ func TestBuild(t *testing.T) {
 			t.Fatalf("level %d: built %v, applied %v", lvl, b, a)
 		}
 	}
-	if v, lvl, ok := built.Vector(ids[7]); !ok || lvl != levels[7] || !reflect.DeepEqual(v, vecs[7*dim:8*dim]) {
-		t.Errorf("Vector(%d) = %v %d %v", ids[7], v, lvl, ok)
+	if v, lvl, ok := built.vector(ids[7]); !ok || lvl != levels[7] || !reflect.DeepEqual(v, vecs[7*dim:8*dim]) {
+		t.Errorf("vector(%d) = %v %d %v", ids[7], v, lvl, ok)
 	}
-	if _, _, ok := built.Vector(n + 1); ok {
+	if _, _, ok := built.vector(n + 1); ok {
 		t.Error("a vector for a block never given")
 	}
 	if _, err := Build(dim, ids[:2], levels[:2], vecs[:dim]); err == nil {
