@@ -406,20 +406,9 @@ func (ix *Index) maxScore(qts []qterm, q Query, avg [NumFields]float64) ([]Hit, 
 }
 
 // termScore is one term's BM25F score for block b at c's posting: the
-// exhaustive scorer's expression, operation for operation.
+// exhaustive scorer's expression (bm25f), so the two agree bit for bit.
 func (ix *Index) termScore(c *cursor, b *blockInfo, p Params, avg [NumFields]float64) float64 {
-	var tf float64
-	for f := 0; f < NumFields; f++ {
-		if c.tf[f] == 0 {
-			continue
-		}
-		nf := 1.0
-		if avg[f] > 0 {
-			nf = 1 - p.B[f] + p.B[f]*float64(b.len[f])/avg[f]
-		}
-		tf += p.Weight[f] * float64(c.tf[f]) / nf
-	}
-	return c.idf * tf * (p.K1 + 1) / (p.K1 + tf)
+	return bm25f(&c.tf, &b.len, c.idf, p, avg)
 }
 
 // nextAllowed returns the least block ≥ d in the bitmap allowed, or −1.

@@ -239,18 +239,7 @@ func (ix *Index) search(ctx context.Context, db Querier, q Query, exhaustive boo
 				if q.Allowed != nil && (int(post.Block>>6) >= len(q.Allowed) || q.Allowed[post.Block>>6]&(1<<(post.Block&63)) == 0) {
 					continue
 				}
-				var tf float64
-				for f := 0; f < NumFields; f++ {
-					if post.TF[f] == 0 {
-						continue
-					}
-					nf := 1.0
-					if avg[f] > 0 {
-						nf = 1 - p.B[f] + p.B[f]*float64(b.len[f])/avg[f]
-					}
-					tf += p.Weight[f] * float64(post.TF[f]) / nf
-				}
-				acc.add(post.Block, idf*tf*(p.K1+1)/(p.K1+tf))
+				acc.add(post.Block, bm25f(&post.TF, &b.len, idf, p, avg))
 				st.scored++
 			}
 		}
@@ -387,4 +376,25 @@ func (h *hitHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+// bm25f is one term's BM25F score in a block: with per-field term
+// frequencies tf and field lengths blen, the pseudo-frequency
+// tf' = Σ_f w_f · tf_f / (1 − b_f + b_f · len_f / avglen_f) (a field with no
+// average length is not normalised), then idf · tf' · (k1 + 1) / (k1 + tf')
+// (Robertson, Zaragoza & Taylor 2004; see Params). The exhaustive scorer and
+// MaxScore both call it, so their scores agree bit for bit.
+func bm25f(tf, blen *[NumFields]uint32, idf float64, p Params, avg [NumFields]float64) float64 {
+	var t float64
+	for f := 0; f < NumFields; f++ {
+		if tf[f] == 0 {
+			continue
+		}
+		nf := 1.0
+		if avg[f] > 0 {
+			nf = 1 - p.B[f] + p.B[f]*float64(blen[f])/avg[f]
+		}
+		t += p.Weight[f] * float64(tf[f]) / nf
+	}
+	return idf * t * (p.K1 + 1) / (p.K1 + t)
 }
