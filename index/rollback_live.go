@@ -5,10 +5,8 @@ package index
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	"github.com/escurel/escurel/embed"
 	"github.com/escurel/escurel/internal/layout"
 )
 
@@ -56,7 +54,7 @@ func (ix *Index) Rollback(ctx context.Context, opts *RollbackOptions) (from, to 
 	if err := checkRollback(ix.dir, to); err != nil {
 		return "", "", err // past a purge: even Force would serve erased documents
 	}
-	n, err := ix.openGeneration(ctx, old, to)
+	n, err := ix.openWarmFrom(ctx, old, to)
 	if err != nil {
 		return "", "", fmt.Errorf("rollback %s to %s: %w", ix.dir, to, err)
 	}
@@ -74,33 +72,4 @@ func (ix *Index) Rollback(ctx context.Context, opts *RollbackOptions) (from, to 
 	ix.cur.Store(n)
 	old.unref()
 	return from, to, nil
-}
-
-// openGeneration opens generation gen with the settings of old, the live
-// state, for a switch: a generation of another embedding model (a
-// re-embed's) adopts its own, and its vectors are warmed when old's are
-// loaded. The caller holds writeMu; the state returned has one reference,
-// the caller's.
-//
-// TODO(index): switchTo opens the same way; it could call this.
-func (ix *Index) openGeneration(ctx context.Context, old *state, gen string) (*state, error) {
-	want, err := parseOptions(&Options{Blobs: ix.blobs, Embedder: old.embedSpec, MemoryLimit: ix.cfg.memLimit})
-	if err != nil {
-		return nil, err
-	}
-	n, err := ix.openState(ctx, gen, want)
-	if errors.Is(err, ErrManifestMismatch) {
-		want.embedder = embed.Spec{}
-		n, err = ix.openState(ctx, gen, want)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if old.vec != nil && n.vec != nil && old.vec.isLoaded() {
-		if _, err := n.denseIndex(ctx, n.db); err != nil {
-			n.unref()
-			return nil, err
-		}
-	}
-	return n, nil
 }

@@ -93,10 +93,23 @@ func (ix *Index) switchTo(ctx context.Context, gen string) error {
 // it as the live state is; it does not make it live. The caller holds
 // writeMu.
 func (ix *Index) openWarm(ctx context.Context, gen string) (*state, error) {
-	old := ix.cur.Load()
+	n, err := ix.openWarmFrom(ctx, ix.cur.Load(), gen)
+	if err != nil {
+		return nil, fmt.Errorf("switch to %s: %w", gen, err)
+	}
+	return n, nil
+}
+
+// openWarmFrom opens generation gen with the settings of old, the live
+// state (a generation of another embedding model, a re-embed's, adopts its
+// own), and warms it as old is: its vectors, public ids and hits'
+// documents are read now, not by the first search after the switch or
+// rollback (Lucene's IndexReaderWarmer). The caller holds writeMu; the
+// state returned has one reference, the caller's.
+func (ix *Index) openWarmFrom(ctx context.Context, old *state, gen string) (*state, error) {
 	// DuckDB would create a missing file: a generation to switch to exists.
 	if _, err := os.Stat(layout.GenerationPath(ix.dir, gen)); err != nil {
-		return nil, fmt.Errorf("switch to %s: %w", gen, err)
+		return nil, err
 	}
 	opts := &Options{Blobs: ix.blobs, Embedder: old.embedSpec, MemoryLimit: ix.cfg.memLimit}
 	want, err := parseOptions(opts)
@@ -109,27 +122,24 @@ func (ix *Index) openWarm(ctx context.Context, gen string) (*state, error) {
 		n, err = ix.openState(ctx, gen, want)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("switch to %s: %w", gen, err)
+		return nil, err
 	}
-	// Warm the new state as the old one is (Lucene's IndexReaderWarmer):
-	// its vectors, public ids and hits' documents are read now, not by the
-	// first search after the switch.
 	if old.vec != nil && n.vec != nil && old.vec.isLoaded() {
 		if _, err := n.denseIndex(ctx, n.db); err != nil {
 			n.unref()
-			return nil, fmt.Errorf("switch to %s: %w", gen, err)
+			return nil, err
 		}
 	}
 	if old.pub.isLoaded() {
 		if err := n.pub.load(ctx, n.db); err != nil {
 			n.unref()
-			return nil, fmt.Errorf("switch to %s: %w", gen, err)
+			return nil, err
 		}
 	}
 	if old.hitDocs.isLoaded() {
 		if err := n.hitDocs.load(ctx, n.db); err != nil {
 			n.unref()
-			return nil, fmt.Errorf("switch to %s: %w", gen, err)
+			return nil, err
 		}
 	}
 	return n, nil

@@ -1,0 +1,59 @@
+package index
+
+import (
+	"context"
+	"testing"
+)
+
+// A live rollback warms the generation it goes back to as the live state
+// was: what of its vectors, public ids and hits' documents the live state
+// had loaded is loaded before it serves, not by the first search after it.
+func TestRollbackWarms(t *testing.T) {
+	ctx := context.Background()
+	ix, err := Open(ctx, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	for _, src := range []string{"/a.md", "/b.md"} {
+		if _, err := ix.Ingest(ctx, Input{Source: src, Data: []byte("# T\n\napples and pears " + src + "\n")}); err != nil {
+			t.Fatal(err)
+		}
+		// A hybrid search loads the vectors, public ids and hits' documents.
+		if _, err := ix.Search(ctx, "apples", &SearchOptions{Mode: ModeHybrid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A second generation, a copy of the first, made live by Reload.
+	gen, err := ix.layout.NewGeneration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.snapshot(ctx, ix.layout.GenerationPath(gen)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.layout.Publish(gen); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Reload(ctx); err != nil || ix.Generation() != gen {
+		t.Fatalf("reload to %s: serving %s, %v", gen, ix.Generation(), err)
+	}
+	loaded := func() [3]bool {
+		s, err := ix.acquire()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.unref()
+		return [3]bool{s.vec.isLoaded(), s.pub.isLoaded(), s.hitDocs.isLoaded()}
+	}
+	before := loaded()
+	if !before[0] || !before[2] {
+		t.Fatalf("before the rollback: vectors, public ids, hits' documents loaded %v: the reload did not warm them", before)
+	}
+	if _, _, err := ix.Rollback(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if after := loaded(); after != before {
+		t.Errorf("vectors, public ids, hits' documents loaded %v after the rollback, %v before: want it as warm as the state it replaced", after, before)
+	}
+}
