@@ -151,10 +151,12 @@ func (ix *Index) Export(ctx context.Context, dir string, opts *ExportOptions) (*
 				return nil, fmt.Errorf("export %s: %w", f.name, err)
 			}
 		} else {
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM (`+f.query+`)`).Scan(f.n); err != nil {
-				return nil, fmt.Errorf("export %s: %w", f.name, err)
+			// COPY answers the rows it wrote: the query runs once.
+			r, err := tx.ExecContext(ctx, `COPY (`+f.query+`) TO `+sqlString(tmp)+` (FORMAT parquet, COMPRESSION zstd, USE_TMP_FILE false)`)
+			if err == nil {
+				*f.n, err = r.RowsAffected()
 			}
-			if _, err := tx.ExecContext(ctx, `COPY (`+f.query+`) TO `+sqlString(tmp)+` (FORMAT parquet, COMPRESSION zstd, USE_TMP_FILE false)`); err != nil {
+			if err != nil {
 				return nil, fmt.Errorf("export %s: %w", f.name, err)
 			}
 		}
