@@ -271,29 +271,26 @@ func (ix *Index) adopt(ctx context.Context, fill func(path string) error, info R
 // checked records a replica's look at the published pointer: when, and
 // what failed ("" for nothing).
 func (ix *Index) checked(at time.Time, failure string) {
-	for {
-		p := ix.replica.Load()
-		if p == nil {
-			return
-		}
-		n := *p
-		n.CheckedAt, n.CheckError = at, failure
-		if ix.replica.CompareAndSwap(p, &n) {
-			return
-		}
-	}
+	ix.updateReplica(func(n *ReplicaInfo) { n.CheckedAt, n.CheckError = at, failure })
 }
 
 // republished records that the digest the replica serves was published
 // again, as publish seq at publishedAt: its age is that publish's.
 func (ix *Index) republished(seq int64, publishedAt time.Time) {
+	ix.updateReplica(func(n *ReplicaInfo) { n.Seq, n.PublishedAt = seq, publishedAt })
+}
+
+// updateReplica replaces the replica's info by a copy that change has
+// edited, atomically against other updates (compare and swap, retried); a
+// no-op when the index is not a replica.
+func (ix *Index) updateReplica(change func(*ReplicaInfo)) {
 	for {
 		p := ix.replica.Load()
 		if p == nil {
 			return
 		}
 		n := *p
-		n.Seq, n.PublishedAt = seq, publishedAt
+		change(&n)
 		if ix.replica.CompareAndSwap(p, &n) {
 			return
 		}
