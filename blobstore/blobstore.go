@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -164,52 +163,6 @@ func Open(ctx context.Context, urlstr string) (*Store, error) {
 	}
 	s.bucket = b
 	return s, nil
-}
-
-// OpenBucket opens the gocloud bucket at urlstr as escurel's commands read
-// bucket URLs (the blob store, publish targets, replicas). For an object
-// store (s3://, gs://, azblob://, …) a path after the bucket is a key
-// prefix: s3://bucket/team/docs?region=… is s3://bucket?prefix=team/docs/&region=…
-// (gocloud's drivers would ignore the path and write at the bucket's
-// root); giving both a path and prefix= is an error. For file:// URLs the
-// directory is created when missing and the query parameters create_dir,
-// no_tmp_dir (temporary files beside their final name, so the rename never
-// crosses devices) and metadata=skip (no sidecar attribute files) are added
-// unless present, and dir_file_mode=0700: the bucket is private to its
-// owner, directories 0700 and objects 0600 (an object may hold a
-// restricted document's bytes). Errors name the URL without its secrets
-// (Redact), and never the secrets themselves.
-func OpenBucket(ctx context.Context, urlstr string) (*blob.Bucket, error) {
-	u, err := bucketURL(urlstr)
-	if err != nil {
-		return nil, fmt.Errorf("open bucket: %w", err)
-	}
-	b, err := blob.OpenBucket(ctx, u.String())
-	if err != nil {
-		return nil, fmt.Errorf("open bucket %s: %w", Redact(urlstr), scrubError(err, urlstr))
-	}
-	return b, nil
-}
-
-// bucketURL is urlstr as gocloud opens it (see OpenBucket).
-func bucketURL(urlstr string) (*url.URL, error) {
-	u, err := url.Parse(urlstr)
-	if err != nil {
-		return nil, fmt.Errorf("not a URL: %w", parseError(err))
-	}
-	if u, err = pathAsPrefix(u); err != nil {
-		return nil, fmt.Errorf("%s: %w", Redact(urlstr), err)
-	}
-	if u.Scheme == "file" {
-		q := u.Query()
-		for k, v := range map[string]string{"create_dir": "1", "no_tmp_dir": "1", "metadata": "skip", "dir_file_mode": "0700"} {
-			if !q.Has(k) {
-				q.Set(k, v)
-			}
-		}
-		u.RawQuery = q.Encode()
-	}
-	return u, nil
 }
 
 // Close releases the bucket.
