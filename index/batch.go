@@ -287,7 +287,7 @@ func (ix *state) updateMeta(ctx context.Context, recs []*blobstore.Record, curre
 		}
 		return err
 	}
-	ix.metaChanged()
+	ix.metaChanged(ids)
 	return nil
 }
 

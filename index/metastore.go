@@ -11,27 +11,101 @@ import (
 	"context"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// metaCache holds a state's metadata table and its version.
+// metaCache holds a state's metadata table, its version, and the
+// documents each write since the table was built changed, so that the
+// next filtered search re-reads those documents only.
 type metaCache struct {
 	ver   atomic.Uint64 // bumped after every commit that may change documents
 	cur   atomic.Pointer[metaStore]
 	build sync.Mutex // one build at a time
+
+	logMu sync.Mutex
+	log   []metaChange // by version, ascending; those after cur's version matter
+	logN  int          // doc ids in log
+	full  uint64       // a change at this version or below named no documents: rebuild whole
 }
 
-// metaChanged marks the metadata table stale. Writers call it after their
-// commit.
-func (ix *state) metaChanged() { ix.meta.ver.Add(1) }
+// metaChange is one committed write's documents (ids, any order) and the
+// version it bumped the cache to.
+type metaChange struct {
+	ver uint64
+	ids []string
+}
+
+// maxMetaLog bounds the doc ids the log keeps: past it, the next build
+// reads every document again (as it would anyway for that many).
+const maxMetaLog = 1 << 16
+
+// metaChanged marks the metadata table stale for the documents (doc ids,
+// any order, in one or more lists) that a committed write wrote, replaced
+// or removed; none changes nothing. Writers call it after their commit.
+func (ix *state) metaChanged(lists ...[]string) {
+	if ids := slices.Concat(lists...); len(ids) > 0 {
+		ix.meta.bump(ids)
+	}
+}
+
+// metaStale marks the whole metadata table stale: the next filtered
+// search reads every document again.
+func (ix *state) metaStale() { ix.meta.bump(nil) }
+
+// bump records a change to the documents ids (kept: the caller gives
+// them up), or to all when ids is nil, under a new version.
+func (c *metaCache) bump(ids []string) {
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	v := c.ver.Add(1)
+	if ids == nil || c.logN+len(ids) > maxMetaLog {
+		c.full, c.log, c.logN = v, nil, 0
+		return
+	}
+	c.log = append(c.log, metaChange{ver: v, ids: ids})
+	c.logN += len(ids)
+}
+
+// changedSince returns the documents the writes of versions in (from, to]
+// changed, sorted and unique; whole is true when one of them named none
+// (or the log overflowed), and forgets the changes at or below from.
+func (c *metaCache) changedSince(from, to uint64) (ids []string, whole bool) {
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	if c.full > from {
+		whole = true
+	}
+	keep := c.log[:0]
+	n := 0
+	for _, ch := range c.log {
+		if ch.ver <= from {
+			continue
+		}
+		keep = append(keep, ch)
+		n += len(ch.ids)
+		if ch.ver <= to && !whole {
+			ids = append(ids, ch.ids...)
+		}
+	}
+	clear(c.log[len(keep):])
+	c.log, c.logN = keep, n
+	if whole {
+		return nil, true
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), false
+}
 
 // metaStore is the metadata of a state's documents (status ok) at one
 // version: immutable once built, but for the cache of evaluated filters.
 type metaStore struct {
 	ver     uint64
+	whole   bool        // read from every document, not patched
 	n       int         // documents
+	ids     []string    // doc ids by document
 	levels  []uint8     // by document
 	boff    []int32     // document i's blocks are blocks[boff[i]:boff[i+1]]
 	blocks  []int64     // internal block numbers
@@ -61,9 +135,13 @@ type allowedSet struct {
 const maxCachedFilters = 64
 
 // metaStore returns the metadata table as of the caller's snapshot q,
-// building it when a write made it stale. Read the version before q's
-// transaction begins: a store built from a newer snapshot under an older
-// version is only built again.
+// bringing it up to date when a write made it stale: the documents the
+// writes since the table was built changed are read again and merged into
+// a copy of it (patchMetaStore); the whole table is read when none was
+// built, a write did not say which documents it changed, or more than an
+// eighth of them changed. Read the version before q's transaction
+// begins: a store built from a newer snapshot under an older version is
+// only brought up to date again (re-reading a document is idempotent).
 func (ix *state) metaStore(ctx context.Context, q querier) (*metaStore, error) {
 	ver := ix.meta.ver.Load()
 	if st := ix.meta.cur.Load(); st != nil && st.ver == ver {
@@ -71,10 +149,20 @@ func (ix *state) metaStore(ctx context.Context, q querier) (*metaStore, error) {
 	}
 	ix.meta.build.Lock()
 	defer ix.meta.build.Unlock()
-	if st := ix.meta.cur.Load(); st != nil && st.ver == ver {
-		return st, nil
+	cur := ix.meta.cur.Load()
+	if cur != nil && cur.ver == ver {
+		return cur, nil
 	}
-	st, err := buildMetaStore(ctx, q, ver)
+	var st *metaStore
+	var err error
+	if cur == nil {
+		ix.meta.changedSince(ver, ver) // forget what the first build reads anyway
+		st, err = buildMetaStore(ctx, q, ver, nil)
+	} else if ids, whole := ix.meta.changedSince(cur.ver, ver); whole || len(ids) > cur.n/8+64 {
+		st, err = buildMetaStore(ctx, q, ver, nil)
+	} else {
+		st, err = patchMetaStore(ctx, q, cur, ids, ver)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("metadata: %w", err)
 	}
@@ -82,11 +170,85 @@ func (ix *state) metaStore(ctx context.Context, q querier) (*metaStore, error) {
 	return st, nil
 }
 
-// buildMetaStore reads the documents' metadata and blocks.
-func buildMetaStore(ctx context.Context, q querier, ver uint64) (*metaStore, error) {
+// patchMetaStore returns old at version ver with the documents ids (sorted)
+// read again from q: those still there (status ok) with their current
+// values, level and blocks, those gone dropped. Unchanged documents keep
+// their values from old; ordinals need not follow doc ids.
+func patchMetaStore(ctx context.Context, q querier, old *metaStore, ids []string, ver uint64) (*metaStore, error) {
+	fresh, err := buildMetaStore(ctx, q, ver, ids)
+	if err != nil {
+		return nil, err
+	}
 	st := &metaStore{ver: ver, cols: map[string]*metaColumn{}, cache: map[string]*allowedSet{}}
-	rows, err := q.QueryContext(ctx, `SELECT source, media_type, language, title, ingested_at, sensitivity, meta, meta_given
-		FROM documents WHERE status = 'ok' ORDER BY doc_id`)
+	for k := range old.cols {
+		st.cols[k] = &metaColumn{}
+	}
+	for k := range fresh.cols {
+		st.cols[k] = &metaColumn{}
+	}
+	var maxBlock int64 = -1
+	copyDoc := func(from *metaStore, i int) {
+		for k, c := range st.cols {
+			c.off = append(c.off, int32(len(c.vals)))
+			if fc := from.cols[k]; fc != nil {
+				c.vals = append(c.vals, fc.vals[fc.off[i]:fc.off[i+1]]...)
+			}
+		}
+		st.ids = append(st.ids, from.ids[i])
+		st.levels = append(st.levels, from.levels[i])
+		st.boff = append(st.boff, int32(len(st.blocks)))
+		for _, b := range from.blocks[from.boff[i]:from.boff[i+1]] {
+			st.blocks = append(st.blocks, b)
+			maxBlock = max(maxBlock, b)
+		}
+		st.n++
+	}
+	for i := 0; i < old.n; i++ {
+		if _, changed := slices.BinarySearch(ids, old.ids[i]); !changed {
+			copyDoc(old, i)
+		}
+	}
+	for i := 0; i < fresh.n; i++ {
+		copyDoc(fresh, i)
+	}
+	st.finish(maxBlock)
+	return st, nil
+}
+
+// finish closes the offsets of a store of st.n documents whose largest
+// block number is maxBlock, and builds the per-level visibility bitmaps.
+func (st *metaStore) finish(maxBlock int64) {
+	for _, c := range st.cols {
+		for len(c.off) <= st.n {
+			c.off = append(c.off, int32(len(c.vals)))
+		}
+	}
+	for len(st.boff) <= st.n {
+		st.boff = append(st.boff, int32(len(st.blocks)))
+	}
+	words := (st.n + 63) / 64
+	for l := range st.visible {
+		st.visible[l] = make([]uint64, words)
+	}
+	for i, lv := range st.levels {
+		for l := int(lv); l < len(st.visible); l++ {
+			st.visible[l][i/64] |= 1 << (i % 64)
+		}
+	}
+	st.words = int(maxBlock/64) + 1
+}
+
+// buildMetaStore reads the documents' metadata and blocks: every
+// document's when only is nil, else those of the documents only (doc ids)
+// that q holds.
+func buildMetaStore(ctx context.Context, q querier, ver uint64, only []string) (*metaStore, error) {
+	st := &metaStore{ver: ver, whole: only == nil, cols: map[string]*metaColumn{}, cache: map[string]*allowedSet{}}
+	which, args := "", []any(nil)
+	if only != nil {
+		which, args = ` AND doc_id IN (SELECT unnest(?::VARCHAR[]))`, []any{only}
+	}
+	rows, err := q.QueryContext(ctx, `SELECT doc_id, source, media_type, language, title, ingested_at, sensitivity, meta, meta_given
+		FROM documents WHERE status = 'ok'`+which+` ORDER BY doc_id`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -106,13 +268,14 @@ func buildMetaStore(ctx context.Context, q querier, ver uint64) (*metaStore, err
 		c.vals = append(c.vals, v)
 	}
 	for rows.Next() {
-		var src, mt, lang, title, sens, meta, given string
+		var id, src, mt, lang, title, sens, meta, given string
 		var at time.Time
-		if err := rows.Scan(&src, &mt, &lang, &title, &at, &sens, &meta, &given); err != nil {
+		if err := rows.Scan(&id, &src, &mt, &lang, &title, &at, &sens, &meta, &given); err != nil {
 			return nil, err
 		}
 		doc := st.n
 		st.n++
+		st.ids = append(st.ids, id)
 		st.levels = append(st.levels, level(sens))
 		add(doc, MetaSource, fval{kind: kString, s: src})
 		add(doc, MetaMediaType, fval{kind: kString, s: mt})
@@ -152,25 +315,11 @@ func buildMetaStore(ctx context.Context, q querier, ver uint64) (*metaStore, err
 		return nil, err
 	}
 	rows.Close()
-	for _, c := range st.cols {
-		for len(c.off) <= st.n {
-			c.off = append(c.off, int32(len(c.vals)))
-		}
-	}
-	words := (st.n + 63) / 64
-	for l := range st.visible {
-		st.visible[l] = make([]uint64, words)
-	}
-	for i, lv := range st.levels {
-		for l := int(lv); l < len(st.visible); l++ {
-			st.visible[l][i/64] |= 1 << (i % 64)
-		}
-	}
 	// Blocks by document, in the order above (the ordinal is the rank of
 	// doc_id among the documents read).
 	brows, err := q.QueryContext(ctx, `SELECT d.ord, b.block_id FROM blocks b
-		JOIN (SELECT doc_id, (row_number() OVER (ORDER BY doc_id) - 1)::INTEGER AS ord FROM documents WHERE status = 'ok') d ON d.doc_id = b.doc_id
-		ORDER BY d.ord, b.block_id`)
+		JOIN (SELECT doc_id, (row_number() OVER (ORDER BY doc_id) - 1)::INTEGER AS ord FROM documents WHERE status = 'ok'`+which+`) d ON d.doc_id = b.doc_id
+		ORDER BY d.ord, b.block_id`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +349,7 @@ func buildMetaStore(ctx context.Context, q querier, ver uint64) (*metaStore, err
 	for ; next <= st.n; next++ {
 		st.boff[next] = int32(len(st.blocks))
 	}
-	st.words = int(maxBlock/64) + 1
+	st.finish(maxBlock)
 	return st, nil
 }
 

@@ -393,7 +393,7 @@ func (ix *state) setLanguages(langs map[string][3]int) {
 	ix.langMu.Lock()
 	ix.langs = langs
 	ix.langMu.Unlock()
-	ix.metaChanged() // every write that commits calls setLanguages
+	ix.metaStale() // the counts were read again: so are the documents
 }
 
 // fillHits reads the stored fields of the blocks ids (internal numbers),

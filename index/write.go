@@ -174,6 +174,7 @@ func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err
 	if err := ix.fts.CommitWith(ctx, tx, func() {
 		ix.applyDense(denseAdd, gone)
 		ix.applyLanguages(langs)
+		ix.metaChanged(addedIDs, replacedIDs)
 		ix.pub.apply(ids, public, gone)
 		ix.docs.apply(addedIDs, replacedIDs)
 		ix.hitDocs.apply(hitDocUpdates(docs), replacedIDs)
@@ -331,9 +332,6 @@ func (d langDelta) add(lang, sens string, n int) {
 // setLanguages does. A language left without documents is dropped, as
 // countLanguages leaves it out.
 func (ix *state) applyLanguages(deltas ...langDelta) {
-	// Every commit that changes documents applies its language deltas
-	// here: the metadata table that filters read is stale from now on.
-	ix.metaChanged()
 	ix.langMu.Lock()
 	defer ix.langMu.Unlock()
 	next := make(map[string][3]int, len(ix.langs)+1)
@@ -518,6 +516,7 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string
 		if err := ix.fts.CommitWith(ctx, tx, func() {
 			ix.applyDense(nil, gone)
 			ix.applyLanguages(langs)
+			ix.metaChanged(deleted)
 			ix.pub.apply(nil, nil, gone)
 			ix.docs.apply(nil, deleted)
 			ix.hitDocs.apply(nil, deleted)
