@@ -9,6 +9,8 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +79,8 @@ func TestJSONEncodeMatchesStd(t *testing.T) {
 }
 
 // TestSearchAnswerEncoding: the server's search answer is, byte for byte,
-// encoding/json's encoding of the in-process search's hits.
+// encoding/json's encoding of the in-process search's hits, and its
+// Server-Timing header says how long the index took.
 func TestSearchAnswerEncoding(t *testing.T) {
 	ctx := context.Background()
 	ix, err := index.Open(ctx, t.TempDir(), nil)
@@ -101,12 +104,21 @@ func TestSearchAnswerEncoding(t *testing.T) {
 	hs := httptest.NewServer(srv.Handler())
 	defer hs.Close()
 
+	start := time.Now()
 	resp, err := http.Post(hs.URL+"/v1/search", "application/json", strings.NewReader(`{"query": "lentil", "mode": "bm25", "explain": true}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	took := time.Since(start)
+	// Server-Timing: the index's part of the request, in ms.
+	var dur float64
+	if st := resp.Header.Get("Server-Timing"); !regexp.MustCompile(`^search;dur=[0-9]+\.[0-9]{3}$`).MatchString(st) {
+		t.Errorf("Server-Timing %q: want search;dur=MS.mmm", st)
+	} else if dur, _ = strconv.ParseFloat(strings.TrimPrefix(st, "search;dur="), 64); dur <= 0 || dur > float64(took.Microseconds())/1000 {
+		t.Errorf("Server-Timing %q: want more than 0 and less than the request's %s", st, took)
+	}
 	hits, err := ix.Search(ctx, "lentil", &index.SearchOptions{Mode: index.ModeBM25, Explain: true, Clearance: index.Public})
 	if err != nil {
 		t.Fatal(err)

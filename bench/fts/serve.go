@@ -13,6 +13,8 @@ import (
 	"os"
 	"runtime/pprof"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,7 +48,10 @@ const overheadPasses = 3
 //     1 ms) is checked against: it cancels what the load of the moment
 //     adds to both. "p50 diff." is HTTP p50 − in-process p50, as measured
 //     before; "decode" is the part of the HTTP time the client spends
-//     decoding the hits.
+//     decoding the hits; "in-request" is each request's HTTP time less the
+//     index's time in that same request (the answer's Server-Timing), the
+//     overhead without the noise of a second search (hybrid's dense leg
+//     varies by tens of ms on busy cores).
 //  2. throughput: 16 concurrent HTTP clients for a fixed time, in bm25
 //     and in hybrid mode: queries/s and p50/p95.
 //  3. switch: 4 HTTP clients (2 bm25, 2 hybrid) while the server's index
@@ -81,12 +86,13 @@ func serveBench(dir string) error {
 	url := "http://" + ln.Addr().String() + "/v1/search"
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	// searchHTTP searches over HTTP and also returns how long decoding
-	// the answer took.
-	searchHTTP := func(q, mode string) (int, time.Duration, error) {
+	// the answer took and how long the index took in the server (its
+	// Server-Timing header; -1 when absent).
+	searchHTTP := func(q, mode string) (int, time.Duration, time.Duration, error) {
 		body, _ := json.Marshal(map[string]any{"query": q, "k": 10, "mode": mode})
 		resp, err := client.Post(url, "application/json", bytes.NewReader(body))
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		defer resp.Body.Close()
 		var out struct {
@@ -94,16 +100,23 @@ func serveBench(dir string) error {
 		}
 		if resp.StatusCode != http.StatusOK {
 			data, _ := io.ReadAll(resp.Body)
-			return 0, 0, fmt.Errorf("HTTP %d: %s", resp.StatusCode, data)
+			return 0, 0, 0, fmt.Errorf("HTTP %d: %s", resp.StatusCode, data)
 		}
 		t0 := time.Now()
 		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
-		return len(out.Hits), time.Since(t0), nil
+		decode := time.Since(t0)
+		inServer := time.Duration(-1)
+		if v, ok := strings.CutPrefix(resp.Header.Get("Server-Timing"), "search;dur="); ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				inServer = time.Duration(f * float64(time.Millisecond))
+			}
+		}
+		return len(out.Hits), decode, inServer, nil
 	}
 	httpSearch := func(q, mode string) (int, error) {
-		n, _, err := searchHTTP(q, mode)
+		n, _, _, err := searchHTTP(q, mode)
 		return n, err
 	}
 	localSearch := func(q, mode string) (int, error) {
@@ -117,10 +130,10 @@ func serveBench(dir string) error {
 	fmt.Printf("%-8s %-10s %9s %9s\n", "mode", "path", "p50 ms", "p95 ms")
 	overhead := map[string]float64{}
 	for _, mode := range modes {
-		var local, remote, diff, decode []time.Duration
+		var local, remote, diff, decode, inRequest []time.Duration
 		for pass := 0; pass <= overheadPasses; pass++ {
 			for i, q := range qs {
-				var tl, tr, td time.Duration
+				var tl, tr, td, ts time.Duration
 				for j := 0; j < 2; j++ { // alternate who goes first
 					if (i+j+pass)%2 == 0 {
 						t0 := time.Now()
@@ -131,7 +144,7 @@ func serveBench(dir string) error {
 					} else {
 						t0 := time.Now()
 						var err error
-						if _, td, err = searchHTTP(q, mode); err != nil {
+						if _, td, ts, err = searchHTTP(q, mode); err != nil {
 							return err
 						}
 						tr = time.Since(t0)
@@ -139,6 +152,9 @@ func serveBench(dir string) error {
 				}
 				if pass > 0 {
 					local, remote, diff, decode = append(local, tl), append(remote, tr), append(diff, tr-tl), append(decode, td)
+					if ts >= 0 {
+						inRequest = append(inRequest, tr-ts)
+					}
 				}
 			}
 		}
@@ -147,6 +163,9 @@ func serveBench(dir string) error {
 		fmt.Printf("%-8s %-10s %9.2f %9.2f\n", mode, "paired", pct(diff, 50), pct(diff, 95))
 		fmt.Printf("%-8s %-10s %9.2f\n", mode, "p50 diff.", pct(remote, 50)-pct(local, 50))
 		fmt.Printf("%-8s %-10s %9.2f %9.2f\n", mode, "decode", pct(decode, 50), pct(decode, 95))
+		if len(inRequest) > 0 {
+			fmt.Printf("%-8s %-10s %9.2f %9.2f\n", mode, "in-request", pct(inRequest, 50), pct(inRequest, 95))
+		}
 		overhead[mode] = pct(diff, 50)
 	}
 	for _, mode := range modes {
