@@ -173,7 +173,7 @@ func serveBench(dir string) error {
 		if overhead[mode] > 1 {
 			verdict = "OVER"
 		}
-		fmt.Printf("p50 overhead %s (paired): %.2f ms (%s the 1 ms target)\n", mode, overhead[mode], verdict)
+		fmt.Printf("p50 overhead %s (paired): %.3f ms (%s the 1 ms target)\n", mode, overhead[mode], verdict)
 	}
 
 	if *cpuProfile != "" {
