@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -158,10 +157,4 @@ func writeProblem(w http.ResponseWriter, status int, detail string) {
 		"status": status,
 		"detail": detail,
 	})
-}
-
-func jsonEncode(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
 }

@@ -9,7 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/serve"
@@ -18,8 +21,10 @@ import (
 // BenchmarkSearchOverhead is a search in-process (Index.Search, the call
 // the server makes) and the same over HTTP (POST /v1/search on 127.0.0.1,
 // keep-alive, the hits decoded), on 2,000 small documents: the difference
-// is the server's cost per request. make bench-serve measures the same at
-// 100k passages against the best of both.
+// is the server's and the client's cost per request. Each document is a
+// title and a body of about 1 KB, so that the 10 hits weigh what
+// bench-serve's do (≈ 14 KB of JSON). make bench-serve measures the same
+// at 100k passages, each query in-process and over HTTP back to back.
 func BenchmarkSearchOverhead(b *testing.B) {
 	ctx := context.Background()
 	ix, err := index.Open(ctx, b.TempDir(), nil)
@@ -27,10 +32,15 @@ func BenchmarkSearchOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ix.Close()
+	words := strings.Fields("the a of protein cells receptor expression kinase patients study results increased levels mice signaling activity human cancer tumor gene role response induced binding — “δ-catenin” 5′-UTR")
 	var ins []index.Input
 	for i := 0; i < 2000; i++ {
-		ins = append(ins, index.Input{Source: fmt.Sprintf("/docs/%d.md", i),
-			Data: []byte(fmt.Sprintf("# Note %d\n\nLentil soup %d with bread, onions and cumin; the kitchen serves it hot on day %d.\n", i, i, i%7))})
+		var body strings.Builder
+		fmt.Fprintf(&body, "# Note %d on the regulation of lentil soup in the kitchen of a large hospital\n\nLentil soup %d with bread, onions and cumin; the kitchen serves it hot on day %d with marjoram%d.", i, i, i%7, i%100)
+		for j := 0; j < 140; j++ {
+			body.WriteString(" " + words[(i*31+j*j)%len(words)])
+		}
+		ins = append(ins, index.Input{Source: fmt.Sprintf("/docs/%d.md", i), Data: []byte(body.String() + ".\n")})
 	}
 	if _, _, err := ix.IngestBatch(ctx, ins); err != nil {
 		b.Fatal(err)
@@ -48,11 +58,12 @@ func BenchmarkSearchOverhead(b *testing.B) {
 	go func() { done <- srv.Serve(sctx, ln) }()
 	defer func() { stop(); <-done }()
 	url := "http://" + ln.Addr().String() + "/v1/search"
-	body, _ := json.Marshal(map[string]any{"query": "lentil soup kitchen", "k": 10, "mode": "bm25"})
+	body, _ := json.Marshal(map[string]any{"query": "marjoram7", "k": 10, "mode": "bm25"})
 
 	b.Run("in-process", func(b *testing.B) {
+		defer reportCPU(b)()
 		for b.Loop() {
-			hits, err := ix.Search(ctx, "lentil soup kitchen", &index.SearchOptions{K: 10, Mode: index.ModeBM25, Clearance: index.Public})
+			hits, err := ix.Search(ctx, "marjoram7", &index.SearchOptions{K: 10, Mode: index.ModeBM25, Clearance: index.Public})
 			if err != nil || len(hits) != 10 {
 				b.Fatal(len(hits), err)
 			}
@@ -60,6 +71,7 @@ func BenchmarkSearchOverhead(b *testing.B) {
 	})
 	b.Run("http", func(b *testing.B) {
 		client := &http.Client{}
+		defer reportCPU(b)()
 		for b.Loop() {
 			resp, err := client.Post(url, "application/json", bytes.NewReader(body))
 			if err != nil {
@@ -73,4 +85,21 @@ func BenchmarkSearchOverhead(b *testing.B) {
 			}
 		}
 	})
+}
+
+// reportCPU reports the process's CPU time (user and system, every
+// thread: the server's, the client's and DuckDB's) per operation, as
+// cpu-ns/op, when the function it returns is called: on a shared machine
+// a steadier figure than the wall time per operation.
+func reportCPU(b *testing.B) func() {
+	start := cpuTime(b)
+	return func() { b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op") }
+}
+
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

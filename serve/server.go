@@ -163,6 +163,7 @@ func New(ix *index.Index, opts *Options) (*Server, error) {
 	config.Info.Description = "Search an escurel index: blocks ranked by BM25F, vectors or both, with what a model needs to cite them. " +
 		"Send \"Authorization: Bearer <token>\" for a clearance above public."
 	config.CreateHooks = nil // no $schema links in bodies
+	config.Formats = map[string]huma.Format{"application/json": jsonFormat, "json": jsonFormat}
 	config.OpenAPIPath = "/v1/openapi"
 	config.DocsPath = ""
 	config.SchemasPath = ""
