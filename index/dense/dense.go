@@ -36,12 +36,13 @@ type Index struct {
 	ids    []int64
 	levels []uint8
 	vecs   []float32 // row i is vecs[i*dim : (i+1)*dim]
+	codes  codes     // row i is the code of row i of vecs (quant.go)
 	pos    map[int64]int
 }
 
 // New returns an empty index of dim-dimensional vectors.
 func New(dim int) *Index {
-	return &Index{dim: dim, pos: map[int64]int{}}
+	return &Index{dim: dim, pos: map[int64]int{}, codes: newCodes(dim)}
 }
 
 // Build returns an index of n vectors given as rows: block ids[i] has
@@ -59,7 +60,7 @@ func Build(dim int, ids []int64, levels []uint8, vecs []float32) (*Index, error)
 		}
 		pos[id] = i
 	}
-	return &Index{dim: dim, ids: ids, levels: levels, vecs: vecs, pos: pos}, nil
+	return &Index{dim: dim, ids: ids, levels: levels, vecs: vecs, pos: pos, codes: buildCodes(dim, vecs)}, nil
 }
 
 // Dim returns the dimension of the vectors.
@@ -112,6 +113,8 @@ func (ix *Index) Apply(add []Entry, remove []int64) error {
 		ix.ids = append(ix.ids, e.Block)
 		ix.levels = append(ix.levels, e.Level)
 		ix.vecs = append(ix.vecs, e.Vector...)
+		ix.codes.grow(1)
+		ix.codes.encodeRows(len(ix.ids)-1, e.Vector)
 	}
 	return nil
 }
@@ -126,9 +129,11 @@ func (ix *Index) remove(id int64) {
 	if i != last {
 		ix.ids[i], ix.levels[i] = ix.ids[last], ix.levels[last]
 		copy(ix.vecs[i*ix.dim:(i+1)*ix.dim], ix.vecs[last*ix.dim:])
+		ix.codes.move(i, last)
 		ix.pos[ix.ids[i]] = i
 	}
 	ix.ids, ix.levels, ix.vecs = ix.ids[:last], ix.levels[:last], ix.vecs[:last*ix.dim]
+	ix.codes.truncate(last)
 	delete(ix.pos, id)
 }
 
@@ -155,6 +160,19 @@ const prefilterRatio = 16
 // skips the others. Either way the result is exactly the k best allowed
 // blocks.
 func (ix *Index) SearchAllowed(ctx context.Context, q []float32, k int, maxLevel uint8, allowed []uint64, n int) ([]Hit, error) {
+	return ix.search(ctx, q, k, maxLevel, allowed, n, autoScan)
+}
+
+// scanMode chooses between the exact scan and the quantized search.
+type scanMode int
+
+const (
+	autoScan      scanMode = iota // quantized from quantMinRows vectors on
+	exactScan                     // every allowed vector scored in float32
+	quantizedScan                 // codes first, then candidates rescored
+)
+
+func (ix *Index) search(ctx context.Context, q []float32, k int, maxLevel uint8, allowed []uint64, n int, mode scanMode) ([]Hit, error) {
 	if len(q) != ix.dim {
 		return nil, fmt.Errorf("dense: query of %d dimensions, want %d", len(q), ix.dim)
 	}
@@ -175,6 +193,9 @@ func (ix *Index) SearchAllowed(ctx context.Context, q []float32, k int, maxLevel
 		return h.sorted(), ctx.Err()
 	}
 	rows := len(ix.ids)
+	if c := candidates(k, rows); mode == quantizedScan || mode == autoScan && rows >= quantMinRows && c <= rows/quantMaxShare {
+		return ix.searchQuantized(ctx, q, k, c, maxLevel, allowed)
+	}
 	shards := min(runtime.GOMAXPROCS(0), (rows+minShard-1)/minShard)
 	if shards <= 1 {
 		h := ix.scan(q, k, maxLevel, allowed, 0, rows)
