@@ -135,19 +135,22 @@ AVX512 static int64_t estimate_avx512(const uint64_t *signs, const float *scale,
 	return n;
 }
 
+int dense_use_avx512;
+
+// init chooses stage 1's version when the library loads.
+__attribute__((constructor)) static void init(void) {
+	__builtin_cpu_init();
+	dense_use_avx512 = __builtin_cpu_supports("avx512vpopcntdq") && __builtin_cpu_supports("avx512vl") &&
+		__builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512f");
+}
+
 // dense_estimate is stage 1 over rows [from, to) (from a multiple of 8):
 // each row whose estimate is at least thr is written to out_row and
 // out_est; it returns how many.
 int64_t dense_estimate(const uint64_t *signs, const float *scale, const uint16_t *pop, int words,
 	int64_t from, int64_t to, const uint64_t *q, float a, float lo2, float qsum, float thr,
 	int32_t *out_row, float *out_est) {
-	static int avx512 = -1;
-	if (avx512 < 0) {
-		__builtin_cpu_init();
-		avx512 = __builtin_cpu_supports("avx512vpopcntdq") && __builtin_cpu_supports("avx512vl") &&
-			__builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512f");
-	}
-	if (avx512)
+	if (dense_use_avx512)
 		return estimate_avx512(signs, scale, pop, words, from, to, q, a, lo2, qsum, thr, out_row, out_est);
 	return estimate_scalar(signs, scale, pop, words, from, to, q, a, lo2, qsum, thr, out_row, out_est);
 }

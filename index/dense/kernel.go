@@ -60,3 +60,21 @@ func (c *codes) refineRows(qq *quantQuery, rows []int32, est []float32) {
 }
 
 var negInf = float32(math.Inf(-1))
+
+// useAVX512 sets whether stage 1 runs its AVX-512 version (on says
+// whether the CPU has it: asking for it without is refused) and returns
+// the previous setting. Only tests change it.
+func useAVX512(on bool) (was bool, ok bool) {
+	was = C.dense_use_avx512 != 0
+	if on && !was && !hasAVX512 {
+		return was, false
+	}
+	C.dense_use_avx512 = 0
+	if on {
+		C.dense_use_avx512 = 1
+	}
+	return was, true
+}
+
+// hasAVX512 is whether the CPU runs stage 1's AVX-512 version.
+var hasAVX512 = C.dense_use_avx512 != 0

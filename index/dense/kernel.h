@@ -11,6 +11,11 @@
 // in blocks of 8 rows for stage 1: word j of row i is
 // signs[(i/8)*8*words + j*8 + i%8].
 
+// dense_use_avx512 is whether dense_estimate runs its AVX-512 version: set
+// at load when the CPU has AVX-512 F, DQ, VL and VPOPCNTDQ (tests clear it
+// to compare the versions).
+extern int dense_use_avx512;
+
 void dense_rotate(const float *v, float *out, int dim, int p, const float *signs, int rounds);
 void dense_encode(const float *vecs, int64_t from, int64_t n, int dim, int p, const float *rsigns, int rounds,
 	int words, uint64_t *planes, uint64_t *signs,

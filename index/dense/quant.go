@@ -293,7 +293,7 @@ var (
 
 // candidates is how many of n vectors stage 1 keeps for a top k.
 func candidates(k, n int) int {
-	if k > math.MaxInt/candPerK {
+	if candPerK > 0 && k > math.MaxInt/candPerK {
 		return math.MaxInt
 	}
 	return max(candMin, candPerK*k, n/candShare)
@@ -301,7 +301,7 @@ func candidates(k, n int) int {
 
 // refined is how many candidates stage 2 keeps for a top k.
 func refined(k int) int {
-	if k > math.MaxInt/refinePerK {
+	if refinePerK > 0 && k > math.MaxInt/refinePerK {
 		return math.MaxInt
 	}
 	return max(refineMin, refinePerK*k)
