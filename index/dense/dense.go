@@ -160,7 +160,21 @@ const prefilterRatio = 16
 // skips the others. Either way the result is exactly the k best allowed
 // blocks.
 func (ix *Index) SearchAllowed(ctx context.Context, q []float32, k int, maxLevel uint8, allowed []uint64, n int) ([]Hit, error) {
-	return ix.search(ctx, q, k, maxLevel, allowed, n, autoScan)
+	mode := autoScan
+	if exact, _ := ctx.Value(exactKey{}).(bool); exact {
+		mode = exactScan
+	}
+	return ix.search(ctx, q, k, maxLevel, allowed, n, mode)
+}
+
+type exactKey struct{}
+
+// WithExact returns a context under which Search and SearchAllowed scan
+// every vector exactly, at any size: the reference a benchmark measures
+// the quantized search's recall against (bench/fts; the results of an
+// exact search are the true top k, ties by block id).
+func WithExact(ctx context.Context) context.Context {
+	return context.WithValue(ctx, exactKey{}, true)
 }
 
 // scanMode chooses between the exact scan and the quantized search.

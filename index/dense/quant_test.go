@@ -390,3 +390,24 @@ func TestQuantizedTiesByBlock(t *testing.T) {
 		}
 	}
 }
+
+// WithExact makes Search scan exactly whatever the size.
+func TestWithExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(29, 29))
+	const n, dim = 12000, 32
+	vecs := clustered(r, n, dim)
+	ix, _ := Build(dim, ids1(n), make([]uint8, n), vecs)
+	defer func(a, b, c, d, e, f int) {
+		refineMin, refinePerK, candMin, candShare, candPerK, quantMinRows = a, b, c, d, e, f
+	}(refineMin, refinePerK, candMin, candShare, candPerK, quantMinRows)
+	refineMin, refinePerK, candMin, candShare, candPerK, quantMinRows = 1, 0, 100, n, 10, 0
+	ctx := context.Background()
+	q := near(r, vecs, dim, 5)
+	want, _ := ix.search(ctx, q, 10, 0, nil, 0, exactScan)
+	if got, _ := ix.Search(ctx, q, 10, 0); reflect.DeepEqual(got, want) {
+		t.Fatal("the quantized search with one candidate found the exact top 10")
+	}
+	if got, _ := ix.Search(WithExact(ctx), q, 10, 0); !reflect.DeepEqual(got, want) {
+		t.Errorf("WithExact: %v, want %v", got, want)
+	}
+}
