@@ -321,3 +321,37 @@ func pctMs(ds []time.Duration, p int) float64 {
 	slices.Sort(s)
 	return float64(s[min(len(s)-1, len(s)*p/100)].Microseconds()) / 1000
 }
+
+// BenchmarkCandidates is how the candidates of stage 1 were chosen: the
+// quantized search's recall@10 and wall p50 with stage 1 keeping 1%, 2%
+// and 4% of ESCUREL_DENSE_N vectors (at least 1,000), printed one line
+// each (-benchtime 1x).
+func BenchmarkCandidates(b *testing.B) {
+	n := benchN(b)
+	vecs := benchVectors(b, n)
+	qs := benchQueries(b, 200)
+	ix, err := Build(embed.DefaultHashDim, ids1(n), make([]uint8, n), vecs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	exact := make([][]Hit, len(qs))
+	for i, q := range qs {
+		exact[i], _ = ix.search(ctx, q, 10, 0, nil, 0, exactScan)
+	}
+	defer func(a, b int) { candShare, candMin = a, b }(candShare, candMin)
+	for range b.N {
+		for _, share := range []int{100, 50, 25} {
+			candShare, candMin = share, 1000
+			found := 0
+			var d []time.Duration
+			for i, q := range qs {
+				t := time.Now()
+				a, _ := ix.search(ctx, q, 10, 0, nil, 0, quantizedScan)
+				d = append(d, time.Since(t))
+				found += overlap(exact[i], a)
+			}
+			fmt.Printf("%d vectors, %d candidates: recall@10 %.4f, p50 %.2f ms\n", n, candidates(10, n), float64(found)/float64(10*len(qs)), pctMs(d, 50))
+		}
+	}
+}
