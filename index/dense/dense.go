@@ -1,11 +1,16 @@
 // Package dense is the dense leg of escurel's search: the vectors of one
-// embedding set held in memory and searched exactly.
+// embedding set held in memory and searched by inner product.
 //
 // Vectors are unit length (embed.Normalize), so the inner product is the
-// cosine similarity. Search scans every vector, split over all cores, each
-// core keeping its own top k: exact, with no index to train or tune, and
-// fast enough at the sizes an embedded index holds (about 10 ms for 100,000
-// vectors of 384 dimensions on 2 cores; see BenchmarkSearch).
+// cosine similarity. Below quantMinRows vectors, Search scans every
+// vector exactly, split over all cores, each core keeping its own top k
+// (about 10 ms for 100,000 vectors of 384 dimensions on 2 quiet cores; see
+// BenchmarkSearch). From quantMinRows on, it searches a quantized copy of
+// the vectors, derived from each vector alone, and rescores the best few
+// hundred candidates exactly (quant.go; recall@10 against the exact scan
+// ≥ 0.999 on BenchmarkRecall at 100k and 1M vectors). Either way returned
+// scores are exact, ties are ordered by block id, and levels and filters
+// apply before any vector is scored.
 //
 // An Index is filled by the caller (package index) from the DuckDB table of
 // the embedding set and kept in step with it by Apply, which the caller runs

@@ -43,7 +43,7 @@ static inline int64_t sign_word(int64_t i, int j, int words) {
 // from+1, … (quant.go describes them).
 CLONES void dense_encode(const float *vecs, int64_t from, int64_t n, int dim, int p, const float *rsigns, int rounds,
 	int words, uint64_t *planes, uint64_t *signs,
-	float *scale, uint16_t *pop, float *delta, uint32_t *sumu, float *y) {
+	float *scale, uint32_t *pop, float *delta, uint32_t *sumu, float *y) {
 	for (int64_t k = 0; k < n; k++) {
 		int64_t i = from + k;
 		dense_rotate(vecs + k * dim, y, dim, p, rsigns, rounds);
@@ -77,7 +77,7 @@ CLONES void dense_encode(const float *vecs, int64_t from, int64_t n, int dim, in
 }
 
 // estimate_scalar is dense_estimate without vector instructions.
-CLONES static int64_t estimate_scalar(const uint64_t *signs, const float *scale, const uint16_t *pop, int w,
+CLONES static int64_t estimate_scalar(const uint64_t *signs, const float *scale, const uint32_t *pop, int w,
 	int64_t from, int64_t to, const uint64_t *q, float a, float lo2, float qsum, float thr,
 	int32_t *out_row, float *out_est) {
 	int64_t n = 0;
@@ -101,7 +101,7 @@ CLONES static int64_t estimate_scalar(const uint64_t *signs, const float *scale,
 
 // estimate_avx512 is dense_estimate 8 rows at a time (from a multiple of
 // 8), with VPOPCNTQ; the same arithmetic as estimate_scalar.
-AVX512 static int64_t estimate_avx512(const uint64_t *signs, const float *scale, const uint16_t *pop, int w,
+AVX512 static int64_t estimate_avx512(const uint64_t *signs, const float *scale, const uint32_t *pop, int w,
 	int64_t from, int64_t to, const uint64_t *q, float a, float lo2, float qsum, float thr,
 	int32_t *out_row, float *out_est) {
 	int64_t n = 0;
@@ -120,7 +120,7 @@ AVX512 static int64_t estimate_avx512(const uint64_t *signs, const float *scale,
 		__m512i s = _mm512_add_epi64(_mm512_add_epi64(s0, _mm512_slli_epi64(s1, 1)),
 			_mm512_add_epi64(_mm512_slli_epi64(s2, 2), _mm512_slli_epi64(s3, 3)));
 		__m256 sf = _mm512_cvtepi64_ps(s);
-		__m256 pf = _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(pop + b))));
+		__m256 pf = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(pop + b)));
 		__m256 e = _mm256_mul_ps(_mm256_loadu_ps(scale + b),
 			_mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(va, sf), _mm256_mul_ps(vlo2, pf)), vq));
 		__mmask8 m = _mm256_cmp_ps_mask(e, vthr, _CMP_GE_OQ);
@@ -147,7 +147,7 @@ __attribute__((constructor)) static void init(void) {
 // dense_estimate is stage 1 over rows [from, to) (from a multiple of 8):
 // each row whose estimate is at least thr is written to out_row and
 // out_est; it returns how many.
-int64_t dense_estimate(const uint64_t *signs, const float *scale, const uint16_t *pop, int words,
+int64_t dense_estimate(const uint64_t *signs, const float *scale, const uint32_t *pop, int words,
 	int64_t from, int64_t to, const uint64_t *q, float a, float lo2, float qsum, float thr,
 	int32_t *out_row, float *out_est) {
 	if (dense_use_avx512)

@@ -17,7 +17,6 @@ import (
 
 func f32p(s []float32) *C.float   { return (*C.float)(unsafe.Pointer(unsafe.SliceData(s))) }
 func u64p(s []uint64) *C.uint64_t { return (*C.uint64_t)(unsafe.Pointer(unsafe.SliceData(s))) }
-func u16p(s []uint16) *C.uint16_t { return (*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(s))) }
 func u32p(s []uint32) *C.uint32_t { return (*C.uint32_t)(unsafe.Pointer(unsafe.SliceData(s))) }
 func i32p(s []int32) *C.int32_t   { return (*C.int32_t)(unsafe.Pointer(unsafe.SliceData(s))) }
 
@@ -37,14 +36,14 @@ func (c *codes) encodeRows(from int, vecs []float32) {
 	y := make([]float32, dim)
 	C.dense_encode(f32p(vecs), C.int64_t(from), C.int64_t(n), C.int(dim), C.int(c.rot.p), f32p(c.rot.signs), C.int(rotationRounds),
 		C.int(c.words), u64p(c.planes), u64p(c.signs),
-		f32p(c.scale), u16p(c.pop), f32p(c.delta), u32p(c.sumU), f32p(y))
+		f32p(c.scale), u32p(c.pop), f32p(c.delta), u32p(c.sumU), f32p(y))
 }
 
 // estimateChunk is stage 1 over rows [from, to) (from a multiple of 8):
 // the rows whose estimate is at least thr, appended to rows and ests
 // (which have room for to−from more).
 func (c *codes) estimateChunk(qq *quantQuery, from, to int, thr float32, rows []int32, ests []float32) ([]int32, []float32) {
-	n := C.dense_estimate(u64p(c.signs), f32p(c.scale), u16p(c.pop), C.int(c.words),
+	n := C.dense_estimate(u64p(c.signs), f32p(c.scale), u32p(c.pop), C.int(c.words),
 		C.int64_t(from), C.int64_t(to), u64p(qq.planes), C.float(2*qq.delta), C.float(2*qq.lo), C.float(qq.sum), C.float(thr),
 		i32p(rows[len(rows):len(rows)+1]), f32p(ests[len(ests):len(ests)+1]))
 	return rows[:len(rows)+int(n)], ests[:len(ests)+int(n)]

@@ -19,8 +19,8 @@ extern int dense_use_avx512;
 void dense_rotate(const float *v, float *out, int dim, int p, const float *signs, int rounds);
 void dense_encode(const float *vecs, int64_t from, int64_t n, int dim, int p, const float *rsigns, int rounds,
 	int words, uint64_t *planes, uint64_t *signs,
-	float *scale, uint16_t *pop, float *delta, uint32_t *sumu, float *scratch);
-int64_t dense_estimate(const uint64_t *signs, const float *scale, const uint16_t *pop, int words,
+	float *scale, uint32_t *pop, float *delta, uint32_t *sumu, float *scratch);
+int64_t dense_estimate(const uint64_t *signs, const float *scale, const uint32_t *pop, int words,
 	int64_t from, int64_t to, const uint64_t *qplanes, float a, float lo2, float qsum, float thr,
 	int32_t *out_row, float *out_est);
 void dense_refine(const uint64_t *planes, const float *delta, const uint32_t *sumu, int words,

@@ -49,7 +49,7 @@ type codes struct {
 	planes []uint64  // row i's planes at [i*codeBits*words : (i+1)*codeBits*words], plane b at b*words: bit j is bit b of u_j
 	signs  []uint64  // plane 3, the signs, by block: word j of row i at (i/8)*8*words + j*8 + i%8
 	scale  []float32 // 1/Σ|y_j| (0 for a zero vector)
-	pop    []uint16  // set bits of the sign plane
+	pop    []uint32  // set bits of the sign plane
 	delta  []float32 // Δ (0 for a zero vector)
 	sumU   []uint32  // Σ_j u_j
 }
