@@ -21,6 +21,7 @@ import (
 
 	"github.com/escurel/escurel/embed"
 	"github.com/escurel/escurel/index"
+	"github.com/escurel/escurel/index/dense"
 )
 
 // Engine is one full-text engine under test.
@@ -39,6 +40,28 @@ var denseEngines = []string{"escurel-hybrid", "escurel-dense", "duckdb-dense"}
 // shares names an engine that searches another's index instead of
 // building its own: it is not built, and adds and deletes nothing.
 var shares = map[string]string{"escurel-dense": "escurel-hybrid"}
+
+// recaller is an engine whose dense leg may be quantized: it answers a
+// query's top 10 block ids as searched, and as searched with the dense leg
+// scanning every vector exactly (dense.WithExact), the reference of its
+// recall@10.
+type recaller interface {
+	Top10(q string, exact bool) ([]string, error)
+}
+
+// top10 is escurel's top 10 block ids for q in mode.
+func top10(ix *index.Index, q, mode string, exact bool) ([]string, error) {
+	ctx := context.Background()
+	if exact {
+		ctx = dense.WithExact(ctx)
+	}
+	hits, err := ix.Rank(ctx, q, &index.SearchOptions{K: 10, Mode: mode})
+	ids := make([]string, len(hits))
+	for i, h := range hits {
+		ids[i] = h.BlockID
+	}
+	return ids, err
+}
 
 func openEngine(name, dir string, memBlobs bool) (Engine, error) {
 	switch name {
@@ -106,6 +129,11 @@ func (e *escurelEngine) Add(ps []Passage) error {
 	return nil
 }
 
+// Top10 is a recaller's; only an engine with vectors has one to measure.
+func (e *escurelEngine) Top10(q string, exact bool) ([]string, error) {
+	return top10(e.ix, q, e.mode, exact)
+}
+
 func (e *escurelEngine) Search(q string) (int, error) {
 	hits, err := e.ix.Rank(context.Background(), q, &index.SearchOptions{K: 10, Mode: e.mode})
 	return len(hits), err
@@ -137,8 +165,9 @@ func (v *view) Search(q string) (int, error) {
 	hits, err := v.ix.Rank(context.Background(), q, &index.SearchOptions{K: 10, Mode: v.mode})
 	return len(hits), err
 }
-func (v *view) Delete(string) error { return nil }
-func (v *view) Close() error        { return nil }
+func (v *view) Top10(q string, exact bool) ([]string, error) { return top10(v.ix, q, v.mode, exact) }
+func (v *view) Delete(string) error                          { return nil }
+func (v *view) Close() error                                 { return nil }
 
 func (e *escurelEngine) Delete(id string) error {
 	_, err := e.ix.Delete(context.Background(), "bench://"+id)

@@ -16,11 +16,13 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -58,6 +60,10 @@ type result struct {
 	FileMB       float64 `json:"file_mb"`
 	RSSMB        float64 `json:"rss_mb"` // peak during the build, over the corpus-only baseline
 	Hits         int     `json:"hits"`   // total hits over all queries, a sanity check
+	// Recall10 is the share of the exact top 10 (the dense leg scanning
+	// every vector) that the timed search returns, over all queries: for
+	// the escurel engines of bench-dense only.
+	Recall10 *float64 `json:"recall_at_10,omitempty"`
 }
 
 func main() {
@@ -208,6 +214,7 @@ func run() error {
 	}
 	qs := queries(*shared, *queriesN)
 	lat := map[string][]time.Duration{}
+	found, want := map[string]int{}, map[string]int{}
 	for pass := 0; pass < 2; pass++ { // pass 0 warms up
 		if pass == 1 && *cpuProfile != "" {
 			f, err := os.Create(*cpuProfile)
@@ -228,6 +235,14 @@ func run() error {
 					lat[name] = append(lat[name], time.Since(t0))
 					res[name].Hits += n
 				}
+				if rc, ok := engines[name].(recaller); ok && pass == 0 && slices.Contains(denseEngines, name) {
+					f, w, err := recall(rc, q)
+					if err != nil {
+						return fmt.Errorf("%s: query %q: %w", name, q, err)
+					}
+					found[name] += f
+					want[name] += w
+				}
 			}
 		}
 	}
@@ -238,6 +253,10 @@ func run() error {
 	for _, name := range names {
 		r, e := res[name], engines[name]
 		r.QueryP50ms, r.QueryP95ms = pct(lat[name], 50), pct(lat[name], 95)
+		if want[name] > 0 {
+			rec := float64(found[name]) / float64(want[name])
+			r.Recall10 = &rec
+		}
 		if reused[name] {
 			continue // its writes were timed (and done) by the run that built it
 		}
@@ -297,6 +316,25 @@ func writeBuilt(path string, r *result) {
 	os.WriteFile(path, data, 0o644)
 }
 
+// recall returns how many of the exact top 10 of q the search returns,
+// and how many there are (untimed: in the warm-up pass).
+func recall(rc recaller, q string) (found, want int, err error) {
+	got, err := rc.Top10(q, false)
+	if err != nil {
+		return 0, 0, err
+	}
+	exact, err := rc.Top10(q, true)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, id := range exact {
+		if slices.Contains(got, id) {
+			found++
+		}
+	}
+	return found, len(exact), nil
+}
+
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func pct(ds []time.Duration, p int) float64 {
@@ -318,11 +356,24 @@ func report(names []string, res map[string]*result) {
 		{"ingest passages/s", func(r *result) float64 { return r.IngestPerSec }, true},
 		{"query p50 ms", func(r *result) float64 { return r.QueryP50ms }, false},
 		{"query p95 ms", func(r *result) float64 { return r.QueryP95ms }, false},
+	}
+	for _, n := range names {
+		if res[n].Recall10 != nil { // bench-dense: recall@10 beside the latencies
+			cols = append(cols, col{"recall@10", func(r *result) float64 {
+				if r.Recall10 == nil {
+					return math.NaN()
+				}
+				return *r.Recall10
+			}, true})
+			break
+		}
+	}
+	cols = append(cols, []col{
 		{"add 1,000 ms", func(r *result) float64 { return r.Add1000ms }, false},
 		{"delete one ms", func(r *result) float64 { return r.DeleteMs }, false},
 		{"files MB", func(r *result) float64 { return r.FileMB }, false},
 		{"build RSS MB", func(r *result) float64 { return r.RSSMB }, false},
-	}
+	}...)
 	fmt.Printf("\n| engine |")
 	for _, c := range cols {
 		fmt.Printf(" %s |", c.name)
@@ -335,7 +386,13 @@ func report(names []string, res map[string]*result) {
 	for _, n := range names {
 		fmt.Printf("| %s |", n)
 		for _, c := range cols {
-			fmt.Printf(" %.2f |", c.get(res[n]))
+			if v := c.get(res[n]); math.IsNaN(v) {
+				fmt.Printf(" – |") // not measured: an exact scan
+			} else if c.name == "recall@10" {
+				fmt.Printf(" %.4f |", v)
+			} else {
+				fmt.Printf(" %.2f |", v)
+			}
 		}
 		fmt.Printf(" %d |\n", res[n].Hits)
 	}
@@ -361,7 +418,7 @@ func ratioRow(mine string, names []string, res map[string]*result, cols []col) {
 				best = v
 			}
 		}
-		if best <= 0 {
+		if best <= 0 || math.IsNaN(best) {
 			fmt.Printf(" – |")
 			continue
 		}
