@@ -76,6 +76,9 @@ test: deps onnxruntime
 	@# The benchmark module is built and vetted so that it cannot rot unseen.
 	cd bench/fts && $(GO) vet -tags sqlite_fts5 ./...
 	ESCUREL_ONNXRUNTIME_LIB=$(ORT_LIB) $(GO) test ./...
+	@# The dense kernels as compiled off x86-64 Linux (arm64, macOS): one
+	@# version each, no AVX-512 (index/dense/kernel.c).
+	CGO_CFLAGS="-O2 -DDENSE_PORTABLE" $(GO) test ./index/dense
 	ESCUREL_ONNXRUNTIME_LIB=$(ORT_LIB) $(GO) test -race $(RACE_PKGS)
 	ESCUREL_ONNXRUNTIME_LIB=$(ORT_LIB) $(GO) test -race -run '$(RACE_TESTS)' -skip '$(RACE_SKIP)' ./tests
 

@@ -1,10 +1,23 @@
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#else
 #pragma GCC optimize("fp-contract=off")
-#include <immintrin.h>
+#endif
 #include <math.h>
 #include <string.h>
 #include "kernel.h"
 
+// Function multiversioning and the AVX-512 version need x86-64 and ifunc
+// (GNU/Linux); elsewhere (arm64, macOS, …), or with -DDENSE_PORTABLE in
+// CGO_CFLAGS (how make test checks that path), each kernel is compiled once,
+// for the target's baseline, with the same arithmetic.
+#if defined(__x86_64__) && defined(__linux__) && !defined(DENSE_PORTABLE)
+#define DENSE_X86 1
+#include <immintrin.h>
 #define CLONES __attribute__((target_clones("arch=x86-64-v3", "arch=x86-64-v2", "default")))
+#else
+#define CLONES
+#endif
 
 // fwht is the unnormalized fast Walsh–Hadamard transform of x[0:n] in
 // place (n a power of two).
@@ -97,6 +110,7 @@ CLONES static int64_t estimate_scalar(const uint64_t *signs, const float *scale,
 	return n;
 }
 
+#ifdef DENSE_X86
 #define AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512vpopcntdq")))
 
 // estimate_avx512 is dense_estimate 8 rows at a time (from a multiple of
@@ -135,13 +149,17 @@ AVX512 static int64_t estimate_avx512(const uint64_t *signs, const float *scale,
 	return n;
 }
 
+#endif
+
 int dense_use_avx512;
 
 // init chooses stage 1's version when the library loads.
 __attribute__((constructor)) static void init(void) {
+#ifdef DENSE_X86
 	__builtin_cpu_init();
 	dense_use_avx512 = __builtin_cpu_supports("avx512vpopcntdq") && __builtin_cpu_supports("avx512vl") &&
 		__builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512f");
+#endif
 }
 
 // dense_estimate is stage 1 over rows [from, to) (from a multiple of 8):
@@ -150,8 +168,10 @@ __attribute__((constructor)) static void init(void) {
 int64_t dense_estimate(const uint64_t *signs, const float *scale, const uint32_t *pop, int words,
 	int64_t from, int64_t to, const uint64_t *q, float a, float lo2, float qsum, float thr,
 	int32_t *out_row, float *out_est) {
+#ifdef DENSE_X86
 	if (dense_use_avx512)
 		return estimate_avx512(signs, scale, pop, words, from, to, q, a, lo2, qsum, thr, out_row, out_est);
+#endif
 	return estimate_scalar(signs, scale, pop, words, from, to, q, a, lo2, qsum, thr, out_row, out_est);
 }
 
