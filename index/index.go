@@ -510,6 +510,13 @@ func probed(ctx context.Context, spec embed.Spec) (embed.Spec, error) {
 // store's, releasing the lock's.
 func (ix *Index) Close() error {
 	ix.writeMu.Lock()
+	var replaced string
+	var rerr error
+	if s := ix.cur.Load(); s != nil && ix.ownDir && !ix.readOnly && ix.stale == "" {
+		// A file with a fifth or more reclaimable is rewritten into a new
+		// generation, which the next Open opens (index/compact.go).
+		replaced, rerr = ix.rewriteLive(context.Background(), s, closeRewriteShare, closeRewriteMin, false)
+	}
 	s := ix.cur.Swap(nil)
 	// Not held while readers leave: an ingest that prepared on s waits
 	// for writeMu, then sees cur changed and gives up with ErrClosed.
@@ -519,7 +526,10 @@ func (ix *Index) Close() error {
 	}
 	s.unref()
 	ix.states.Wait()
-	err := s.closeErr
+	err := errors.Join(rerr, s.closeErr)
+	if replaced != "" {
+		err = errors.Join(err, ix.layout.RemoveReplaced(context.Background(), replaced))
+	}
 	if ix.ownBlobs {
 		err = errors.Join(err, ix.blobs.Close())
 	}
