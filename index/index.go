@@ -502,12 +502,17 @@ func probed(ctx context.Context, spec embed.Spec) (embed.Spec, error) {
 // generation (and an ingest that is preparing on it) to leave, and closes
 // its database and, unless the caller supplied them, the blob store and
 // the directory lock. Any call afterwards fails with ErrClosed; a second
-// Close returns nil at once, without waiting for the first.
+// Close returns nil at once, without waiting for the first. When a fifth
+// or more of the live generation's file is reclaimable (free blocks, deleted
+// rows DuckDB keeps; at least 16 MB), Close first rewrites it into a new
+// generation (index/compact.go), which the next Open opens, and removes
+// the replaced one.
 //
-// Errors: the final checkpoint's (a full disk: the committed writes stay in
-// the write-ahead log, and the next Open applies them; a writer reports it
-// as a failure to make its writes durable in the file), closing the blob
-// store's, releasing the lock's.
+// Errors: the rewrite's (the old generation stays live), the final
+// checkpoint's (a full disk: the committed writes stay in the write-ahead
+// log, and the next Open applies them; a writer reports it as a failure to
+// make its writes durable in the file), closing the blob store's,
+// releasing the lock's.
 func (ix *Index) Close() error {
 	ix.writeMu.Lock()
 	var replaced string
