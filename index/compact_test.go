@@ -174,3 +174,47 @@ func TestCloseRewritesChurnedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Searches run while Compact rewrites and switches the generation: none
+// fails, and the replaced generation is removed once they have left it.
+// Run with -race.
+func TestCompactWhileSearching(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix := churnIndex(t, ctx, dir, 600)
+	defer ix.Close()
+	stop := make(chan struct{})
+	errs := make(chan error, 3)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := ix.Search(ctx, "w17_2 w300_1", &SearchOptions{K: 5}); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	gen0 := ix.Generation()
+	err := ix.Compact(ctx)
+	close(stop)
+	<-done
+	close(errs)
+	for err := range errs {
+		t.Errorf("search during the rewrite: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ix.Generation() == gen0 {
+		t.Skipf("nothing to reclaim in %s: no rewrite to race with", gen0)
+	}
+	if gens, _ := layout.Generations(dir); len(gens) != 1 || gens[0] != ix.Generation() {
+		t.Errorf("generations after the rewrite: %v, live %s", gens, ix.Generation())
+	}
+}
