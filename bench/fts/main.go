@@ -8,8 +8,11 @@
 // over a baseline process that only builds the corpus); then one process
 // opens all three and runs the queries interleaved (each query on each
 // engine in turn, after one warm-up pass), adds 1,000 passages and deletes
-// one. Every number is also given as a ratio to the best peer of the same
-// run. See the README's benchmark section for the targets.
+// one; then each engine churns (-churn rounds: delete 10 % of the passages,
+// ingest them again) and is closed, and its files are measured again. Files
+// are what the disk pays (allocated blocks, as du counts). Every number is
+// also given as a ratio to the best peer of the same run, and each of issue
+// 16's targets gets a verdict line. See the README's benchmark section.
 package main
 
 import (
@@ -209,8 +212,15 @@ func run() error {
 			return err
 		}
 		engines[name] = e
-		defer e.Close()
 	}
+	closed := map[string]bool{} // closed by the churn, to measure its files
+	defer func() {
+		for name, e := range engines {
+			if shares[name] == "" && !closed[name] {
+				e.Close()
+			}
+		}
+	}()
 	qs := queries(*shared, *queriesN)
 	lat := map[string][]time.Duration{}
 	for pass := 0; pass < 2; pass++ { // pass 0 warms up
@@ -271,6 +281,7 @@ func run() error {
 			if err != nil {
 				return fmt.Errorf("%s: churn: %w", name, err)
 			}
+			closed[name] = true
 			if err := engines[name].Close(); err != nil {
 				return fmt.Errorf("%s: close after churn: %w", name, err)
 			}
@@ -427,15 +438,19 @@ func verdicts(mine string, names []string, res map[string]*result) {
 		line("delete one ≤ 5 ms", r.DeleteMs, "ms", 5, false, "absolute")
 	}
 	peer("files ≤ 1.5× best peer", func(r *result) float64 { return r.FileMB }, "MB", 1.5, false)
-	if b, who, ok := best(names, res, func(r *result) float64 { return r.RSSMB }, false); ok {
-		bound, why := 2*b, fmt.Sprintf("2× %s", who)
-		if bound < 300 {
-			bound, why = 300, "300 MB floor"
+	// A peer's RSS over the baseline can come out below 0 (SQLite's
+	// build needs less than building the corpus did): it counts as 0.
+	b, who := -1.0, ""
+	for _, n := range names {
+		if p := res[n]; !strings.HasPrefix(n, "escurel") && p.IngestPerSec > 0 && (b < 0 || max(p.RSSMB, 0) < b) {
+			b, who = max(p.RSSMB, 0), n
 		}
-		line("build RSS ≤ max(2× best peer, 300 MB)", r.RSSMB, "MB", bound, false, why)
-	} else {
-		line("build RSS ≤ 300 MB", r.RSSMB, "MB", 300, false, "no peer: the floor")
 	}
+	bound, why := 300.0, "300 MB floor"
+	if 2*b > bound {
+		bound, why = 2*b, fmt.Sprintf("2× %s", who)
+	}
+	line("build RSS ≤ max(2× best peer, 300 MB)", r.RSSMB, "MB", bound, false, why)
 	peer(fmt.Sprintf("query p50 ≤ %.1f× best peer", queryRatio), func(r *result) float64 { return r.QueryP50ms }, "ms", queryRatio, false)
 	peer(fmt.Sprintf("query p95 ≤ %.1f× best peer", queryRatio), func(r *result) float64 { return r.QueryP95ms }, "ms", queryRatio, false)
 	if r.ChurnMB > 0 && r.FileMB > 0 {
