@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"fmt"
+	"strings"
 )
 
 // When a generation's file is rewritten. DuckDB reuses the blocks a
@@ -89,7 +90,7 @@ func (s *state) space(ctx context.Context) (space, error) {
 			continue
 		}
 		var live, blocks int64
-		if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM "`+t.name+`"`).Scan(&live); err != nil {
+		if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM "`+strings.ReplaceAll(t.name, `"`, `""`)+`"`).Scan(&live); err != nil {
 			return sp, fmt.Errorf("%s: %w", t.name, err)
 		}
 		if live >= t.stored {
