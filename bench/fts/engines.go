@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,20 +76,6 @@ func openEngine(name, dir string, memBlobs bool) (Engine, error) {
 		return openSQLite(dir)
 	}
 	return nil, fmt.Errorf("unknown engine %q", name)
-}
-
-// dirSize is the bytes of the files under dir.
-func dirSize(dir string) int64 {
-	var n int64
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
-			}
-		}
-		return nil
-	})
-	return n
 }
 
 // escurel: BM25-only index (no vectors), file:// blob store unless

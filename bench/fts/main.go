@@ -8,8 +8,11 @@
 // over a baseline process that only builds the corpus); then one process
 // opens all three and runs the queries interleaved (each query on each
 // engine in turn, after one warm-up pass), adds 1,000 passages and deletes
-// one. Every number is also given as a ratio to the best peer of the same
-// run. See the README's benchmark section for the targets.
+// one; then each engine churns (-churn rounds: delete 10 % of the passages,
+// ingest them again) and is closed, and its files are measured again. Files
+// are what the disk pays (allocated blocks, as du counts). Every number is
+// also given as a ratio to the best peer of the same run, and each of issue
+// 16's targets gets a verdict line. See the README's benchmark section.
 package main
 
 import (
@@ -44,6 +47,7 @@ var (
 	writesF    = flag.Int("writes", -1, "instead of comparing engines: on the indexes already built in -work (and written by earlier rounds), for rounds K, K+1, K+2 add the round's passages (the 1,000 past -n + 1,000 × round) and delete p(n/2+round+1), timed; with -cpuprofile FILE, profiles in FILE.ENGINE.add and .delete")
 	reuseF     = flag.Bool("reuse", false, "with -work: keep an engine's index built by an earlier run with the same -n (its build figures are read back from built.json) instead of building it again")
 	serveF     = flag.Bool("serve", false, "instead of comparing engines: escurel serve over HTTP against in-process search, throughput, and a live switch (serve.go)")
+	churnF     = flag.Int("churn", 10, "after the writes, rounds of churn (delete 10 % of the passages, ingest them again) before measuring the files again; 0: none")
 )
 
 // batchSize is the passages per write batch, for every engine.
@@ -57,7 +61,10 @@ type result struct {
 	QueryP95ms   float64 `json:"query_p95_ms"`
 	Add1000ms    float64 `json:"add_1000_ms"`
 	DeleteMs     float64 `json:"delete_one_ms"`
-	FileMB       float64 `json:"file_mb"`
+	FileMB       float64 `json:"file_mb"`          // allocated on disk (st_blocks), after the build
+	FileApparent float64 `json:"file_apparent_mb"` // the files' sizes
+	ChurnMB      float64 `json:"churn_file_mb"`    // allocated after -churn rounds
+	ChurnSec     float64 `json:"churn_s"`
 	RSSMB        float64 `json:"rss_mb"` // peak during the build, over the corpus-only baseline
 	Hits         int     `json:"hits"`   // total hits over all queries, a sanity check
 	// Recall10 is the share of the exact top 10 (the dense leg scanning
@@ -187,9 +194,10 @@ func run() error {
 		}
 		var secs float64
 		fmt.Sscanf(out, "%f", &secs)
+		app, alloc := diskUsage(edir)
 		res[name] = &result{Engine: name, IngestPerSec: float64(*nFlag) / secs,
-			RSSMB: rss - baseRSS, FileMB: float64(dirSize(edir)) / 1e6}
-		fmt.Printf("built %s in %.1f s\n", name, secs)
+			RSSMB: rss - baseRSS, FileMB: float64(alloc) / 1e6, FileApparent: float64(app) / 1e6}
+		fmt.Printf("built %s in %.1f s: %.1f MB on disk (apparent %.1f)\n  %s\n", name, secs, res[name].FileMB, res[name].FileApparent, breakdown(edir))
 		if *reuseF {
 			writeBuilt(marker, res[name])
 		}
@@ -210,8 +218,15 @@ func run() error {
 			return err
 		}
 		engines[name] = e
-		defer e.Close()
 	}
+	closed := map[string]bool{} // closed by the churn, to measure its files
+	defer func() {
+		for name, e := range engines {
+			if shares[name] == "" && !closed[name] {
+				e.Close()
+			}
+		}
+	}()
 	qs := queries(*shared, *queriesN)
 	lat := map[string][]time.Duration{}
 	found, want := map[string]int{}, map[string]int{}
@@ -249,7 +264,8 @@ func run() error {
 	if *cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
-	extra := corpus(*shared, *nFlag+batchSize)[*nFlag:]
+	all := corpus(*shared, *nFlag+batchSize)
+	extra := all[*nFlag:]
 	for _, name := range names {
 		r, e := res[name], engines[name]
 		r.QueryP50ms, r.QueryP95ms = pct(lat[name], 50), pct(lat[name], 95)
@@ -272,6 +288,27 @@ func run() error {
 		r.DeleteMs = ms(time.Since(t0))
 		if *reuseF && shares[name] == "" {
 			writeBuilt(filepath.Join(dir, name+".built.json"), r)
+		}
+	}
+	if *churnF > 0 {
+		for _, name := range names {
+			r := res[name]
+			if reused[name] || shares[name] != "" || r.Add1000ms == 0 {
+				continue // a reused index is not churned (its fresh size is another run's)
+			}
+			d, err := churn(engines[name], all[:*nFlag], fmt.Sprintf("p%d", *nFlag/2), *churnF)
+			if err != nil {
+				return fmt.Errorf("%s: churn: %w", name, err)
+			}
+			closed[name] = true
+			if err := engines[name].Close(); err != nil {
+				return fmt.Errorf("%s: close after churn: %w", name, err)
+			}
+			edir := filepath.Join(dir, name)
+			app, alloc := diskUsage(edir)
+			r.ChurnMB, r.ChurnSec = float64(alloc)/1e6, d.Seconds()
+			fmt.Printf("%s after %d rounds of 10 %% churn (%.1f s): %.1f MB on disk (apparent %.1f), %.2f× the fresh build\n  %s\n",
+				name, *churnF, d.Seconds(), r.ChurnMB, float64(app)/1e6, r.ChurnMB/r.FileMB, breakdown(edir))
 		}
 	}
 	report(names, res)
@@ -400,6 +437,81 @@ func report(names []string, res map[string]*result) {
 		if strings.HasPrefix(mine, "escurel") {
 			ratioRow(mine, names, res, cols)
 		}
+	}
+	for _, mine := range names {
+		if strings.HasPrefix(mine, "escurel") && shares[mine] == "" {
+			verdicts(mine, names, res)
+		}
+	}
+}
+
+// best is the best peer's (non-escurel engine's) value of get, and its name;
+// ok is false when no peer ran or measured it.
+func best(names []string, res map[string]*result, get func(*result) float64, higher bool) (v float64, who string, ok bool) {
+	for _, n := range names {
+		if strings.HasPrefix(n, "escurel") {
+			continue
+		}
+		x := get(res[n])
+		if x <= 0 {
+			continue
+		}
+		if !ok || (higher && x > v) || (!higher && x < v) {
+			v, who, ok = x, n, true
+		}
+	}
+	return v, who, ok
+}
+
+// verdicts prints one line per target of issue 16 for engine mine: its
+// figure, the bound the target sets in this run, and whether it is met.
+// A target that needs a peer the run lacks is "no peer".
+func verdicts(mine string, names []string, res map[string]*result) {
+	r := res[mine]
+	queryRatio := 0.5
+	if *nFlag >= 1_000_000 {
+		queryRatio = 0.3
+	}
+	fmt.Printf("\nTargets (issue 16), %s at %d passages:\n", mine, *nFlag)
+	line := func(target string, got float64, unit string, bound float64, higher bool, why string) {
+		verdict := "met"
+		if (higher && got < bound) || (!higher && got > bound) {
+			verdict = "MISSED"
+		}
+		fmt.Printf("  %-40s %10.2f %-4s bound %10.2f (%s): %s\n", target, got, unit, bound, why, verdict)
+	}
+	peer := func(target string, get func(*result) float64, unit string, factor float64, higher bool) {
+		b, who, ok := best(names, res, get, higher)
+		if !ok || get(r) <= 0 {
+			fmt.Printf("  %-40s no peer or no figure\n", target)
+			return
+		}
+		line(target, get(r), unit, b*factor, higher, fmt.Sprintf("%.1f× %s", factor, who))
+	}
+	peer("ingest passages/s ≥ 1.2× best peer", func(r *result) float64 { return r.IngestPerSec }, "/s", 1.2, true)
+	peer("add 1,000 ≤ 1× best peer", func(r *result) float64 { return r.Add1000ms }, "ms", 1, false)
+	peer("delete one ≤ 1× best peer", func(r *result) float64 { return r.DeleteMs }, "ms", 1, false)
+	if r.DeleteMs > 0 {
+		line("delete one ≤ 5 ms", r.DeleteMs, "ms", 5, false, "absolute")
+	}
+	peer("files ≤ 1.5× best peer", func(r *result) float64 { return r.FileMB }, "MB", 1.5, false)
+	// A peer's RSS over the baseline can come out below 0 (SQLite's
+	// build needs less than building the corpus did): it counts as 0.
+	b, who := -1.0, ""
+	for _, n := range names {
+		if p := res[n]; !strings.HasPrefix(n, "escurel") && p.IngestPerSec > 0 && (b < 0 || max(p.RSSMB, 0) < b) {
+			b, who = max(p.RSSMB, 0), n
+		}
+	}
+	bound, why := 300.0, "300 MB floor"
+	if 2*b > bound {
+		bound, why = 2*b, fmt.Sprintf("2× %s", who)
+	}
+	line("build RSS ≤ max(2× best peer, 300 MB)", r.RSSMB, "MB", bound, false, why)
+	peer(fmt.Sprintf("query p50 ≤ %.1f× best peer", queryRatio), func(r *result) float64 { return r.QueryP50ms }, "ms", queryRatio, false)
+	peer(fmt.Sprintf("query p95 ≤ %.1f× best peer", queryRatio), func(r *result) float64 { return r.QueryP95ms }, "ms", queryRatio, false)
+	if r.ChurnMB > 0 && r.FileMB > 0 {
+		line(fmt.Sprintf("disk after %d churn rounds ≤ 1.2× fresh", *churnF), r.ChurnMB/r.FileMB, "×", 1.2, false, fmt.Sprintf("%.1f MB / %.1f MB", r.ChurnMB, r.FileMB))
 	}
 }
 

@@ -136,8 +136,9 @@ func (c *CompactCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.m.Stdout, "compacted: %d segments -> %d, %d tombstones dropped, posting lists %.1f MB -> %.1f MB\n",
+	fmt.Fprintf(c.m.Stdout, "compacted: %d segments -> %d, %d tombstones dropped, posting lists %.1f MB -> %.1f MB, file %.1f MB -> %.1f MB\n",
 		before.FullText.Segments, after.FullText.Segments, before.FullText.Tombstones,
-		float64(before.FullText.Bytes)/1e6, float64(after.FullText.Bytes)/1e6)
+		float64(before.FullText.Bytes)/1e6, float64(after.FullText.Bytes)/1e6,
+		float64(before.FileBytes)/1e6, float64(after.FileBytes)/1e6)
 	return nil
 }

@@ -70,7 +70,9 @@ Commands:
                           crash leftovers (temporary files, unfinished
                           generations); prints what it reclaimed
   compact                 merge the full-text segments, dropping the postings
-                          of deleted blocks (also automatic past 20% dead)
+                          of deleted blocks (also automatic past 20% dead);
+                          rewrite the file into a new generation when a tenth
+                          of it is reclaimable (closing does past a fifth)
   status [--json] [--clearance LEVEL]
                           schema version, manifest, counts, the extractors
                           that read the documents, and the failed documents

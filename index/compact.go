@@ -1,0 +1,170 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// When a generation's file is rewritten. DuckDB reuses the blocks a
+// checkpoint frees but never shrinks the file, and never vacuums the rows
+// deleted from a table that has an index (blocks, documents and the
+// vectors have keys): ten rounds of deleting and re-ingesting 10 % of a
+// corpus more than doubled the file. A rewrite (rewriteTo: ATTACH, COPY
+// FROM DATABASE) holds the live rows only.
+const (
+	// compactRewriteShare: Index.Compact rewrites the file when at least
+	// this share of it is reclaimable, and at least compactRewriteMin
+	// bytes (a few of DuckDB's 256 KiB blocks move at every checkpoint).
+	compactRewriteShare = 0.10
+	compactRewriteMin   = 1 << 20
+	// closeRewriteShare: Close rewrites the file when at least this share
+	// of it is reclaimable (and at least closeRewriteMin), so that
+	// an index under churn stays within about 1/(1−share) of its live
+	// size without anyone running compact (Lucene reclaims deletes in its
+	// merges; SQLite needs VACUUM or auto_vacuum).
+	closeRewriteShare = 0.20
+)
+
+// closeRewriteMin is the least reclaimable bytes for which Close rewrites
+// (a variable for tests).
+var closeRewriteMin int64 = 16 << 20
+
+// space is what a generation's DuckDB file holds: its bytes, and an
+// estimate of the bytes a rewrite would reclaim (free blocks, and each
+// table's blocks in proportion to its deleted rows still stored).
+type space struct {
+	file, reclaimable int64
+}
+
+// share is the reclaimable share of the file.
+func (sp space) share() float64 {
+	if sp.file <= 0 {
+		return 0
+	}
+	return float64(sp.reclaimable) / float64(sp.file)
+}
+
+// space measures the file after a CHECKPOINT (so that the log is in it).
+// The caller holds writeMu.
+func (s *state) space(ctx context.Context) (space, error) {
+	var sp space
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return sp, err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `CHECKPOINT`); err != nil {
+		return sp, err
+	}
+	var blockSize, total, free int64
+	if err := conn.QueryRowContext(ctx, `SELECT block_size, total_blocks, free_blocks FROM pragma_database_size() WHERE database_name = current_database()`).Scan(&blockSize, &total, &free); err != nil {
+		return sp, err
+	}
+	sp.file, sp.reclaimable = total*blockSize, free*blockSize
+	type table struct {
+		name   string
+		stored int64
+	}
+	var tables []table
+	err = func() error {
+		rows, err := conn.QueryContext(ctx, `SELECT table_name, estimated_size FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var t table
+			if err := rows.Scan(&t.name, &t.stored); err != nil {
+				return err
+			}
+			tables = append(tables, t)
+		}
+		return rows.Err()
+	}()
+	if err != nil {
+		return sp, err
+	}
+	for _, t := range tables {
+		if t.stored == 0 {
+			continue
+		}
+		var live, blocks int64
+		if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM "`+strings.ReplaceAll(t.name, `"`, `""`)+`"`).Scan(&live); err != nil {
+			return sp, fmt.Errorf("%s: %w", t.name, err)
+		}
+		if live >= t.stored {
+			continue
+		}
+		if err := conn.QueryRowContext(ctx, `SELECT count(DISTINCT block_id) FROM pragma_storage_info(`+sqlString(t.name)+`) WHERE block_id >= 0`).Scan(&blocks); err != nil {
+			return sp, fmt.Errorf("%s: %w", t.name, err)
+		}
+		sp.reclaimable += blocks * blockSize * (t.stored - live) / t.stored
+	}
+	return sp, nil
+}
+
+// rewriteLive rewrites the live generation into a new one when at least
+// minShare of its file is reclaimable, publishes it and, with swap, makes
+// it live (the caller that closes the index passes false: the next Open
+// opens it). It returns the generation replaced ("" when nothing was
+// rewritten), which the caller removes once no reader holds it
+// (layout.RemoveReplaced). The caller holds writeMu.
+func (ix *Index) rewriteLive(ctx context.Context, s *state, minShare float64, minBytes int64, swap bool) (replaced string, err error) {
+	sp, err := s.space(ctx)
+	if err != nil {
+		return "", fmt.Errorf("compact %s: %w", s.gen, err)
+	}
+	if sp.share() < minShare || sp.reclaimable < minBytes {
+		return "", nil
+	}
+	gen, err := ix.layout.NewGeneration()
+	if err != nil {
+		return "", fmt.Errorf("compact: %w", err)
+	}
+	if err := s.rewriteTo(ctx, ix.layout.GenerationPath(gen)); err != nil {
+		ix.layout.Abandon(gen)
+		return "", fmt.Errorf("compact: %w", err)
+	}
+	if err := ix.layout.Publish(gen); err != nil {
+		// CURRENT names the old generation or the new: read which.
+		if cur, ok, rerr := ix.layout.Current(); rerr != nil || !ok || cur != gen {
+			ix.layout.Abandon(gen)
+			return "", fmt.Errorf("compact: %w", err)
+		}
+	}
+	if swap {
+		if err := ix.switchTo(context.WithoutCancel(ctx), gen); err != nil {
+			ix.stale = gen
+			return "", fmt.Errorf("compact: %s is live, but this process still serves %s: %w; call Reload", gen, s.gen, err)
+		}
+	}
+	return s.gen, nil
+}
+
+// compactLive is Index.Compact's part under writeMu: the full-text
+// compaction, then a rewrite when compactRewriteShare of the file is
+// reclaimable. It returns the generation replaced, or "".
+func (ix *Index) compactLive(ctx context.Context) (string, error) {
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	s, err := ix.live()
+	if err != nil {
+		return "", err
+	}
+	if err := s.compact(ctx); err != nil {
+		return "", err
+	}
+	return ix.rewriteLive(ctx, s, compactRewriteShare, compactRewriteMin, true)
+}
+
+// spaceOf is state.space for tests: the file of the live generation.
+func (ix *Index) spaceOf(ctx context.Context) (space, error) {
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	s, err := ix.live()
+	if err != nil {
+		return space{}, err
+	}
+	return s.space(ctx)
+}

@@ -1,0 +1,220 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/escurel/escurel/embed"
+	"github.com/escurel/escurel/internal/layout"
+)
+
+// churnIndex ingests n documents of about 1.5 KB in batches, deletes and
+// re-ingests every other one, and returns the index.
+func churnIndex(t *testing.T, ctx context.Context, dir string, n int) *Index {
+	t.Helper()
+	ix, err := Open(ctx, dir, &Options{BlobURL: "mem://", Embedder: embed.None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := func(i, v int) Input {
+		var b strings.Builder
+		fmt.Fprintf(&b, "# Doc %d\n\n", i)
+		for w := range 200 {
+			fmt.Fprintf(&b, "w%d_%d ", (i*7+w*13+v)%5000, w%3)
+		}
+		return Input{Source: fmt.Sprintf("/d%05d.md", i), Data: []byte(b.String())}
+	}
+	ingest := func(v int, keep func(int) bool) {
+		var ins []Input
+		for i := range n {
+			if keep(i) {
+				ins = append(ins, doc(i, v))
+			}
+			if len(ins) == 200 || (i == n-1 && len(ins) > 0) {
+				if _, errs, err := ix.IngestBatch(ctx, ins); err != nil {
+					t.Fatal(err)
+				} else {
+					for _, err := range errs {
+						if err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				ins = ins[:0]
+			}
+		}
+	}
+	ingest(0, func(int) bool { return true })
+	for round := range 2 {
+		var gone []string
+		for i := round; i < n; i += 2 {
+			gone = append(gone, fmt.Sprintf("/d%05d.md", i))
+		}
+		if _, err := ix.Delete(ctx, gone...); err != nil {
+			t.Fatal(err)
+		}
+		ingest(round+1, func(i int) bool { return i%2 == round })
+	}
+	return ix
+}
+
+// After churn, Compact rewrites the file into a new generation holding the
+// live rows only: smaller, the same search results, the replaced
+// generation removed, and writes go on.
+func TestCompactRewritesChurnedFile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix := churnIndex(t, ctx, dir, 2000)
+	defer ix.Close()
+	before, err := ix.spaceOf(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.share() < compactRewriteShare {
+		t.Fatalf("the churned file has %.2f reclaimable (%d of %d bytes): the test churns too little", before.share(), before.reclaimable, before.file)
+	}
+	hits0, err := ix.Search(ctx, "w17_2 w300_1", &SearchOptions{K: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen0 := ix.Generation()
+	if err := ix.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ix.Generation() == gen0 {
+		t.Fatalf("Compact did not rewrite %s (reclaimable %.2f)", gen0, before.share())
+	}
+	if gens, _ := layout.Generations(dir); len(gens) != 1 || gens[0] != ix.Generation() {
+		t.Errorf("generations after the rewrite: %v, live %s", gens, ix.Generation())
+	}
+	after, err := ix.spaceOf(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("file %d → %d bytes (reclaimable %.2f → %.2f)", before.file, after.file, before.share(), after.share())
+	if after.file >= before.file-before.reclaimable/2 || after.share() >= compactRewriteShare {
+		t.Errorf("file %d → %d bytes, reclaimable %.2f → %.2f", before.file, after.file, before.share(), after.share())
+	}
+	hits1, err := ix.Search(ctx, "w17_2 w300_1", &SearchOptions{K: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits1) != len(hits0) || len(hits0) == 0 {
+		t.Fatalf("hits %d before, %d after", len(hits0), len(hits1))
+	}
+	for i := range hits0 {
+		if hits0[i].BlockID != hits1[i].BlockID || hits0[i].Score != hits1[i].Score {
+			t.Errorf("hit %d: %s %v before, %s %v after", i, hits0[i].BlockID, hits0[i].Score, hits1[i].BlockID, hits1[i].Score)
+		}
+	}
+	v, err := ix.Verify(ctx, nil)
+	if err != nil || !v.OK() {
+		t.Fatalf("verify after the rewrite: %v %+v", err, v)
+	}
+	// Nothing left to reclaim: a second Compact keeps the generation.
+	gen1 := ix.Generation()
+	if err := ix.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ix.Generation() != gen1 {
+		t.Errorf("a second Compact rewrote %s again", gen1)
+	}
+	// The new generation takes writes.
+	if _, err := ix.Ingest(ctx, Input{Source: "/new.md", Data: []byte("# New\n\nfresh text\n")}); err != nil {
+		t.Fatal(err)
+	}
+	if hits, err := ix.Search(ctx, "fresh", nil); err != nil || len(hits) != 1 {
+		t.Errorf("search for the new document: %v, %d hits", err, len(hits))
+	}
+}
+
+// Close rewrites a file with a fifth or more reclaimable (and at least
+// closeRewriteMin bytes, lowered here); the next Open opens the new
+// generation.
+func TestCloseRewritesChurnedFile(t *testing.T) {
+	defer func(n int64) { closeRewriteMin = n }(closeRewriteMin)
+	closeRewriteMin = 1 << 20
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix := churnIndex(t, ctx, dir, 2000)
+	sp, err := ix.spaceOf(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen0 := ix.Generation()
+	path0 := ix.Path()
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	gens, _ := layout.Generations(dir)
+	want := sp.share() >= closeRewriteShare && sp.reclaimable >= closeRewriteMin
+	t.Logf("file %d bytes, reclaimable %.2f; generations after Close %v", sp.file, sp.share(), gens)
+	if !want {
+		t.Fatalf("the churned file has %.2f reclaimable (%d of %d bytes): the test churns too little", sp.share(), sp.reclaimable, sp.file)
+	}
+	if len(gens) != 1 || gens[0] == gen0 {
+		t.Fatalf("generations after Close: %v (was %s)", gens, gen0)
+	}
+	if _, err := os.Stat(path0); !os.IsNotExist(err) {
+		t.Errorf("the replaced file %s: %v", path0, err)
+	}
+	ix, err = Open(ctx, dir, &Options{BlobURL: "mem://", Embedder: embed.None})
+	if err == nil {
+		defer ix.Close()
+		var hits []Hit
+		hits, err = ix.Search(ctx, "w17_2", nil)
+		if err == nil && len(hits) == 0 {
+			t.Error("no hits after the reopen")
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Searches run while Compact rewrites and switches the generation: none
+// fails, and the replaced generation is removed once they have left it.
+// Run with -race.
+func TestCompactWhileSearching(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix := churnIndex(t, ctx, dir, 600)
+	defer ix.Close()
+	stop := make(chan struct{})
+	errs := make(chan error, 3)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := ix.Search(ctx, "w17_2 w300_1", &SearchOptions{K: 5}); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	gen0 := ix.Generation()
+	err := ix.Compact(ctx)
+	close(stop)
+	<-done
+	close(errs)
+	for err := range errs {
+		t.Errorf("search during the rewrite: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ix.Generation() == gen0 {
+		t.Skipf("nothing to reclaim in %s: no rewrite to race with", gen0)
+	}
+	if gens, _ := layout.Generations(dir); len(gens) != 1 || gens[0] != ix.Generation() {
+		t.Errorf("generations after the rewrite: %v, live %s", gens, ix.Generation())
+	}
+}
