@@ -24,8 +24,12 @@ type batch struct {
 	current map[string]*storedDoc // the index's copies of the batch's documents, as read by prepareBatch
 	writes  []pending
 	records []*blobstore.Record // to store at commit, in order
-	staged  []string            // their doc ids, once each
-	ensure  []*blobstore.Record // records of unchanged documents, put back at commit if lost
+	// recs holds records' writes, flushed with the blobs by prepareBatch
+	// (durable temporary files) and published by commitBatch; drop
+	// releases it when the batch is not committed.
+	recs   *blobstore.Batch
+	staged []string            // their doc ids, once each
+	ensure []*blobstore.Record // records of unchanged documents, put back at commit if lost
 	// meta are the new records of documents whose metadata alone changed
 	// (same bytes, other Input.Meta): stored, then copied into their
 	// rows, with nothing derived or embedded again.
@@ -150,19 +154,45 @@ func (ix *state) prepareBatch(ctx context.Context, ins []input) (*batch, error) 
 	if err := ix.embedAll(ctx, b.writes); err != nil {
 		return b, fmt.Errorf("ingest: embed: %w", err)
 	}
-	if len(blobs) > 0 {
-		up := ix.blobs.NewBatch()
-		defer up.Abort() // a no-op once synced
-		for _, data := range blobs {
-			if _, err := up.Put(ctx, data); err != nil {
-				return b, fmt.Errorf("ingest: %w", err)
-			}
-		}
-		if err := up.Sync(ctx); err != nil {
+	// The blobs and the records are written to temporary files and
+	// flushed together, the two directories' files written at once; the
+	// blobs are then renamed into place (content-addressed: an orphan at
+	// worst), the records only at commit, under writeMu.
+	up := ix.blobs.NewBatch()
+	defer up.Abort() // a no-op once synced
+	for _, data := range blobs {
+		if _, err := up.Put(ctx, data); err != nil {
 			return b, fmt.Errorf("ingest: %w", err)
 		}
 	}
+	if len(b.records) > 0 {
+		b.recs = ix.blobs.NewBatch()
+		for _, rec := range b.records {
+			if err := b.recs.PutRecord(ctx, rec); err != nil {
+				b.drop()
+				return b, fmt.Errorf("ingest: %w", err)
+			}
+		}
+	}
+	if err := blobstore.FlushBatches(ctx, up, b.recs); err != nil {
+		b.drop()
+		return b, fmt.Errorf("ingest: %w", err)
+	}
+	if err := up.Sync(ctx); err != nil {
+		b.drop()
+		return b, fmt.Errorf("ingest: %w", err)
+	}
 	return b, nil
+}
+
+// drop releases what the batch flushed and did not publish (its records'
+// temporary files); call it when the batch is not committed. It may be
+// called more than once.
+func (b *batch) drop() {
+	if b.recs != nil {
+		b.recs.Abort()
+		b.recs = nil
+	}
 }
 
 // keep notes an unchanged document: its blob is stored again with the
@@ -216,16 +246,11 @@ func (ix *state) commitBatch(ctx context.Context, b *batch) error {
 		return err
 	}
 	// Source of truth first: records are durable before the transaction
-	// that derives from them commits (the blobs already are).
-	if len(b.records) > 0 {
-		recs := ix.blobs.NewBatch()
-		defer recs.Abort() // a no-op once synced
-		for _, rec := range b.records {
-			if err := recs.PutRecord(ctx, rec); err != nil {
-				return undo(err)
-			}
-		}
-		if err := recs.Sync(ctx); err != nil {
+	// that derives from them commits (the blobs already are; the records'
+	// temporary files too, flushed by prepareBatch: Sync renames them).
+	if b.recs != nil {
+		defer b.drop() // a no-op once synced
+		if err := b.recs.Sync(ctx); err != nil {
 			return undo(err)
 		}
 	}

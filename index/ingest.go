@@ -268,6 +268,7 @@ func (ix *Index) ingest(ctx context.Context, ins []input) (res []Result, errs []
 		if ok && err == nil {
 			err = s.commitBatch(ctx, b)
 		}
+		b.drop() // records flushed and not published: another writer got there first, or an error
 		ix.writeMu.Unlock()
 		s.unref()
 		if ok || err != nil {
@@ -284,6 +285,7 @@ func (ix *Index) ingest(ctx context.Context, ins []input) (res []Result, errs []
 	if err == nil {
 		err = s.commitBatch(ctx, b)
 	}
+	b.drop()
 	return b.res, b.errs, err
 }
 
