@@ -10,6 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index/extract"
 	"github.com/escurel/escurel/internal/duck"
@@ -158,21 +160,35 @@ func (ix *state) prepareBatch(ctx context.Context, ins []input) (*batch, error) 
 	// flushed together, the two directories' files written at once; the
 	// blobs are then renamed into place (content-addressed: an orphan at
 	// worst), the records only at commit, under writeMu.
+	// Staging checks what is stored (a stat per blob, a read per record)
+	// and encodes the records: the two batches are staged at once.
 	up := ix.blobs.NewBatch()
 	defer up.Abort() // a no-op once synced
-	for _, data := range blobs {
-		if _, err := up.Put(ctx, data); err != nil {
-			return b, fmt.Errorf("ingest: %w", err)
-		}
-	}
 	if len(b.records) > 0 {
 		b.recs = ix.blobs.NewBatch()
-		for _, rec := range b.records {
-			if err := b.recs.PutRecord(ctx, rec); err != nil {
-				b.drop()
-				return b, fmt.Errorf("ingest: %w", err)
+	}
+	var g errgroup.Group
+	g.Go(func() error {
+		for _, data := range blobs {
+			if _, err := up.Put(ctx, data); err != nil {
+				return err
 			}
 		}
+		return nil
+	})
+	if b.recs != nil {
+		g.Go(func() error {
+			for _, rec := range b.records {
+				if err := b.recs.PutRecord(ctx, rec); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.drop()
+		return b, fmt.Errorf("ingest: %w", err)
 	}
 	if err := blobstore.FlushBatches(ctx, up, b.recs); err != nil {
 		b.drop()
@@ -222,8 +238,8 @@ func (ix *state) unchangedSince(ctx context.Context, b *batch) (bool, error) {
 	return true, nil
 }
 
-// commitBatch stores the batch's records durably, then writes its rows in
-// one transaction. The caller holds writeMu. A batch that fails after its
+// commitBatch stores the batch's records durably, and writes its rows in
+// one transaction that commits once they are. The caller holds writeMu. A batch that fails after its
 // records were stored takes them back (restoreRecords), so the blob store
 // still describes what the index serves.
 func (ix *state) commitBatch(ctx context.Context, b *batch) error {
@@ -247,14 +263,28 @@ func (ix *state) commitBatch(ctx context.Context, b *batch) error {
 	}
 	// Source of truth first: records are durable before the transaction
 	// that derives from them commits (the blobs already are; the records'
-	// temporary files too, flushed by prepareBatch: Sync renames them).
+	// temporary files too, flushed by prepareBatch). Sync renames them
+	// into place while the transaction writes the rows; the commit waits
+	// for it.
+	published := func() error { return nil }
 	if b.recs != nil {
 		defer b.drop() // a no-op once synced
-		if err := b.recs.Sync(ctx); err != nil {
-			return undo(err)
+		done := make(chan error, 1)
+		go func(recs *blobstore.Batch) { done <- recs.Sync(ctx) }(b.recs)
+		var err error
+		waited := false
+		published = func() error {
+			if !waited {
+				err, waited = <-done, true
+			}
+			return err
 		}
 	}
-	if committed, err := ix.write(ctx, b.writes); err != nil {
+	committed, err := ix.write(ctx, b.writes, published)
+	if perr := published(); perr != nil && err == nil {
+		err = perr // not reached: write commits only once the records are published
+	}
+	if err != nil {
 		if committed {
 			// The rows are in, and the records describe them: nothing to
 			// take back.

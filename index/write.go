@@ -45,10 +45,12 @@ func level(sensitivity string) uint8 {
 
 // write replaces the rows of each document in docs with its blocks, and
 // their full-text postings, in one transaction; then lets the full-text
-// index merge segments as its policy says. committed reports whether the
-// transaction committed: an error after it (a merge) does not undo the
-// write, and the merge runs whatever becomes of ctx.
-func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err error) {
+// index merge segments as its policy says. The transaction commits only
+// once ready returns nil (the batch's records are durable: they may be
+// written meanwhile). committed reports whether the transaction committed:
+// an error after it (a merge) does not undo the write, and the merge runs
+// whatever becomes of ctx.
+func (ix *state) write(ctx context.Context, docs []pending, ready func() error) (committed bool, err error) {
 	tx, err := duck.Begin(ctx, ix.db)
 	if err != nil {
 		return false, err
@@ -172,6 +174,9 @@ func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err
 		return false, err
 	}
 	gone := blockIDs(removed)
+	if err := ready(); err != nil {
+		return false, err
+	}
 	if err := ix.fts.CommitWith(ctx, tx, func() {
 		ix.applyDense(denseAdd, gone)
 		ix.applyLanguages(langs)

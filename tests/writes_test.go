@@ -77,3 +77,50 @@ func TestDeleteStopsAtRecordItCannotRemove(t *testing.T) {
 		t.Fatalf("verify at the end: %+v, %v", v, err)
 	}
 }
+
+// A batch's rows commit only once its records are published: the records
+// are renamed into place while the transaction writes the rows, and a
+// record that cannot be published fails the batch with no row of it
+// committed, and nothing of it left but its blob (content-addressed).
+func TestIngestCommitsOnlyPublishedRecords(t *testing.T) {
+	e := newEnv(t, index.Options{})
+	ctx := context.Background()
+	e.ingest("/docs/a.md", "Alpha quokka.\n")
+	// b's record cannot be renamed into place: a non-empty directory there.
+	bRec := filepath.Join(e.dir, "blobs", "documents", blobstore.DocID("/docs/b.md")+".json")
+	if err := os.MkdirAll(filepath.Join(bRec, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, errs, err := e.ix.IngestBatch(ctx, []index.Input{
+		{Source: "/docs/b.md", Data: []byte("Beta quokka.\n")},
+		{Source: "/docs/c.md", Data: []byte("Gamma quokka.\n")},
+	})
+	if err == nil {
+		t.Fatalf("ingest with a record that cannot be stored: no error (%v)", errs)
+	}
+	if hits := e.search("quokka", 10); len(hits) != 1 || hits[0].Source != "/docs/a.md" {
+		t.Fatalf("%d hits after the failed batch; want a alone", len(hits))
+	}
+	if err := os.RemoveAll(bRec); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := e.ix.Blobs().Records(ctx); err != nil || len(recs) != 1 {
+		t.Fatalf("%d records (%v) after the failed batch; want a's", len(recs), err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(e.dir, "blobs", "documents", "*.tmp")); len(left) > 0 {
+		t.Errorf("temporary records left: %v", left)
+	}
+	_, errs, err = e.ix.IngestBatch(ctx, []index.Input{
+		{Source: "/docs/b.md", Data: []byte("Beta quokka.\n")},
+		{Source: "/docs/c.md", Data: []byte("Gamma quokka.\n")},
+	})
+	if err != nil || errs[0] != nil || errs[1] != nil {
+		t.Fatalf("ingest again: %v %v", err, errs)
+	}
+	if hits := e.search("quokka", 10); len(hits) != 3 {
+		t.Fatalf("%d hits, want 3", len(hits))
+	}
+	if v, err := e.ix.Verify(ctx, nil); err != nil || !v.OK() {
+		t.Fatalf("verify: %+v, %v", v, err)
+	}
+}
