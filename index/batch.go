@@ -156,12 +156,11 @@ func (ix *state) prepareBatch(ctx context.Context, ins []input) (*batch, error) 
 	if err := ix.embedAll(ctx, b.writes); err != nil {
 		return b, fmt.Errorf("ingest: embed: %w", err)
 	}
-	// The blobs and the records are written to temporary files and
-	// flushed together, the two directories' files written at once; the
-	// blobs are then renamed into place (content-addressed: an orphan at
-	// worst), the records only at commit, under writeMu.
-	// Staging checks what is stored (a stat per blob, a read per record)
-	// and encodes the records: the two batches are staged at once.
+	// The blobs and the records are staged at once (a stat per blob; a
+	// record encoded, checked and compared with the stored one), written
+	// to temporary files (the two directories at once) and flushed
+	// together; the blobs are then renamed into place (content-addressed:
+	// an orphan at worst), the records only at commit, under writeMu.
 	up := ix.blobs.NewBatch()
 	defer up.Abort() // a no-op once synced
 	if len(b.records) > 0 {
@@ -239,9 +238,10 @@ func (ix *state) unchangedSince(ctx context.Context, b *batch) (bool, error) {
 }
 
 // commitBatch stores the batch's records durably, and writes its rows in
-// one transaction that commits once they are. The caller holds writeMu. A batch that fails after its
-// records were stored takes them back (restoreRecords), so the blob store
-// still describes what the index serves.
+// one transaction that commits once they are. The caller holds writeMu. A
+// batch that fails after its records were stored takes them back
+// (restoreRecords), so the blob store still describes what the index
+// serves.
 func (ix *state) commitBatch(ctx context.Context, b *batch) error {
 	for _, rec := range b.ensure {
 		if err := ix.ensureRecord(ctx, rec); err != nil {
