@@ -308,10 +308,24 @@ func decodeRecordOf(docID string, data []byte) (*Record, error) {
 	return rec, nil
 }
 
-// DeleteRecord removes the record of docID. The blob stays: blobs are
-// content-addressed and other documents may share one. Deleting a record
-// that does not exist is not an error.
+// DeleteRecord removes the record of docID, durably: RemoveRecord, then
+// SyncRemovals. The blob stays: blobs are content-addressed and other
+// documents may share one. Deleting a record that does not exist is not an
+// error.
 func (s *Store) DeleteRecord(ctx context.Context, docID string) error {
+	if err := s.RemoveRecord(ctx, docID); err != nil {
+		return err
+	}
+	return s.SyncRemovals()
+}
+
+// RemoveRecord removes the record of docID as DeleteRecord does, but on a
+// file:// store the removal may not be durable until SyncRemovals returns
+// nil: a caller removing several records, or with other work to do
+// meanwhile, pays one directory fsync for all of them. On other stores a
+// completed delete is durable. Removing a record that does not exist is not
+// an error.
+func (s *Store) RemoveRecord(ctx context.Context, docID string) error {
 	key, err := RecordKey(docID)
 	if err != nil {
 		return fmt.Errorf("delete record: %w", err)
@@ -319,8 +333,19 @@ func (s *Store) DeleteRecord(ctx context.Context, docID string) error {
 	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 		return fmt.Errorf("delete record %s: %w", docID, err)
 	}
-	if s.localDir != "" {
-		return syncDir(filepath.Join(s.localDir, "documents"))
+	return nil
+}
+
+// SyncRemovals makes the record removals done so far (RemoveRecord)
+// durable: an fsync of the records' directory on a file:// store, nothing
+// on others. It is safe to call from another goroutine than the one that
+// removed them, once RemoveRecord has returned.
+func (s *Store) SyncRemovals() error {
+	if s.localDir == "" {
+		return nil
+	}
+	if err := syncDir(filepath.Join(s.localDir, "documents")); err != nil {
+		return fmt.Errorf("delete record: %w", err)
 	}
 	return nil
 }

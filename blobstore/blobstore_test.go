@@ -239,3 +239,80 @@ func TestBatch(t *testing.T) {
 		})
 	}
 }
+
+// Flushed batches publish nothing until Sync: a listing sees none of their
+// blobs or records; a write staged after a flush is still written; Sync
+// then publishes them all, and Abort of a flushed batch leaves no
+// temporary file and nothing published.
+func TestFlushBatches(t *testing.T) {
+	ctx := context.Background()
+	for name, s := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			blobs, recs, dropped := s.NewBatch(), s.NewBatch(), s.NewBatch()
+			put := func(b *Batch, i int) *Record {
+				data := []byte{byte(i), 'f'}
+				id, err := b.Put(ctx, data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return &Record{DocID: DocID(string(data)), Source: string(data), Sensitivity: "public", BlobID: id, IngestedAt: time.Unix(1, 0).UTC()}
+			}
+			var want []*Record
+			for i := 0; i < 12; i++ {
+				rec := put(blobs, i)
+				if err := recs.PutRecord(ctx, rec); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, rec)
+			}
+			gone := put(dropped, 100)
+			if err := dropped.PutRecord(ctx, gone); err != nil {
+				t.Fatal(err)
+			}
+			if err := FlushBatches(ctx, blobs, recs, dropped); err != nil {
+				t.Fatal(err)
+			}
+			late := put(blobs, 50) // staged after the flush
+			want = append(want, late)
+			if err := recs.PutRecord(ctx, late); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := s.Records(ctx); len(got) != 0 {
+				t.Fatalf("%d records visible after Flush", len(got))
+			}
+			if ids, _ := s.BlobIDs(ctx); len(ids) != 0 {
+				t.Fatalf("%d blobs visible after Flush", len(ids))
+			}
+			dropped.Abort()
+			if err := blobs.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if ids, _ := s.BlobIDs(ctx); len(ids) != len(want) {
+				t.Fatalf("%d blobs after the blobs' Sync, want %d", len(ids), len(want))
+			}
+			if got, _ := s.Records(ctx); len(got) != 0 {
+				t.Fatalf("%d records visible before their Sync", len(got))
+			}
+			if err := recs.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Records(ctx)
+			if err != nil || len(got) != len(want) {
+				t.Fatalf("records after Sync: %d, %v; want %d", len(got), err, len(want))
+			}
+			if _, err := s.GetRecord(ctx, gone.DocID); !errors.Is(err, ErrNotFound) {
+				t.Errorf("the aborted batch's record: %v, want not found", err)
+			}
+			if _, err := s.Get(ctx, gone.BlobID); !errors.Is(err, ErrNotFound) {
+				t.Errorf("the aborted batch's blob: %v, want not found", err)
+			}
+			if s.localDir != "" {
+				left, _ := filepath.Glob(filepath.Join(s.localDir, "*", "*.tmp"))
+				left2, _ := filepath.Glob(filepath.Join(s.localDir, "*", "*", "*.tmp"))
+				if len(left)+len(left2) > 0 {
+					t.Errorf("temporary files left: %v %v", left, left2)
+				}
+			}
+		})
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index/extract"
 	"github.com/escurel/escurel/internal/duck"
@@ -24,8 +26,12 @@ type batch struct {
 	current map[string]*storedDoc // the index's copies of the batch's documents, as read by prepareBatch
 	writes  []pending
 	records []*blobstore.Record // to store at commit, in order
-	staged  []string            // their doc ids, once each
-	ensure  []*blobstore.Record // records of unchanged documents, put back at commit if lost
+	// recs holds records' writes, flushed with the blobs by prepareBatch
+	// (durable temporary files) and published by commitBatch; drop
+	// releases it when the batch is not committed.
+	recs   *blobstore.Batch
+	staged []string            // their doc ids, once each
+	ensure []*blobstore.Record // records of unchanged documents, put back at commit if lost
 	// meta are the new records of documents whose metadata alone changed
 	// (same bytes, other Input.Meta): stored, then copied into their
 	// rows, with nothing derived or embedded again.
@@ -150,19 +156,58 @@ func (ix *state) prepareBatch(ctx context.Context, ins []input) (*batch, error) 
 	if err := ix.embedAll(ctx, b.writes); err != nil {
 		return b, fmt.Errorf("ingest: embed: %w", err)
 	}
-	if len(blobs) > 0 {
-		up := ix.blobs.NewBatch()
-		defer up.Abort() // a no-op once synced
+	// The blobs and the records are staged at once (a stat per blob; a
+	// record encoded, checked and compared with the stored one), written
+	// to temporary files (the two directories at once) and flushed
+	// together; the blobs are then renamed into place (content-addressed:
+	// an orphan at worst), the records only at commit, under writeMu.
+	up := ix.blobs.NewBatch()
+	defer up.Abort() // a no-op once synced
+	if len(b.records) > 0 {
+		b.recs = ix.blobs.NewBatch()
+	}
+	var g errgroup.Group
+	g.Go(func() error {
 		for _, data := range blobs {
 			if _, err := up.Put(ctx, data); err != nil {
-				return b, fmt.Errorf("ingest: %w", err)
+				return err
 			}
 		}
-		if err := up.Sync(ctx); err != nil {
-			return b, fmt.Errorf("ingest: %w", err)
-		}
+		return nil
+	})
+	if b.recs != nil {
+		g.Go(func() error {
+			for _, rec := range b.records {
+				if err := b.recs.PutRecord(ctx, rec); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.drop()
+		return b, fmt.Errorf("ingest: %w", err)
+	}
+	if err := blobstore.FlushBatches(ctx, up, b.recs); err != nil {
+		b.drop()
+		return b, fmt.Errorf("ingest: %w", err)
+	}
+	if err := up.Sync(ctx); err != nil {
+		b.drop()
+		return b, fmt.Errorf("ingest: %w", err)
 	}
 	return b, nil
+}
+
+// drop releases what the batch flushed and did not publish (its records'
+// temporary files); call it when the batch is not committed. It may be
+// called more than once.
+func (b *batch) drop() {
+	if b.recs != nil {
+		b.recs.Abort()
+		b.recs = nil
+	}
 }
 
 // keep notes an unchanged document: its blob is stored again with the
@@ -192,10 +237,11 @@ func (ix *state) unchangedSince(ctx context.Context, b *batch) (bool, error) {
 	return true, nil
 }
 
-// commitBatch stores the batch's records durably, then writes its rows in
-// one transaction. The caller holds writeMu. A batch that fails after its
-// records were stored takes them back (restoreRecords), so the blob store
-// still describes what the index serves.
+// commitBatch stores the batch's records durably, and writes its rows in
+// one transaction that commits once they are. The caller holds writeMu. A
+// batch that fails after its records were stored takes them back
+// (restoreRecords), so the blob store still describes what the index
+// serves.
 func (ix *state) commitBatch(ctx context.Context, b *batch) error {
 	for _, rec := range b.ensure {
 		if err := ix.ensureRecord(ctx, rec); err != nil {
@@ -216,20 +262,29 @@ func (ix *state) commitBatch(ctx context.Context, b *batch) error {
 		return err
 	}
 	// Source of truth first: records are durable before the transaction
-	// that derives from them commits (the blobs already are).
-	if len(b.records) > 0 {
-		recs := ix.blobs.NewBatch()
-		defer recs.Abort() // a no-op once synced
-		for _, rec := range b.records {
-			if err := recs.PutRecord(ctx, rec); err != nil {
-				return undo(err)
+	// that derives from them commits (the blobs already are; the records'
+	// temporary files too, flushed by prepareBatch). Sync renames them
+	// into place while the transaction writes the rows; the commit waits
+	// for it.
+	published := func() error { return nil }
+	if b.recs != nil {
+		defer b.drop() // a no-op once synced
+		done := make(chan error, 1)
+		go func(recs *blobstore.Batch) { done <- recs.Sync(ctx) }(b.recs)
+		var err error
+		waited := false
+		published = func() error {
+			if !waited {
+				err, waited = <-done, true
 			}
-		}
-		if err := recs.Sync(ctx); err != nil {
-			return undo(err)
+			return err
 		}
 	}
-	if committed, err := ix.write(ctx, b.writes); err != nil {
+	committed, err := ix.write(ctx, b.writes, published)
+	if perr := published(); perr != nil && err == nil {
+		err = perr // not reached: write commits only once the records are published
+	}
+	if err != nil {
 		if committed {
 			// The rows are in, and the records describe them: nothing to
 			// take back.

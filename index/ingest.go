@@ -268,6 +268,7 @@ func (ix *Index) ingest(ctx context.Context, ins []input) (res []Result, errs []
 		if ok && err == nil {
 			err = s.commitBatch(ctx, b)
 		}
+		b.drop() // records flushed and not published: another writer got there first, or an error
 		ix.writeMu.Unlock()
 		s.unref()
 		if ok || err != nil {
@@ -284,6 +285,7 @@ func (ix *Index) ingest(ctx context.Context, ins []input) (res []Result, errs []
 	if err == nil {
 		err = s.commitBatch(ctx, b)
 	}
+	b.drop()
 	return b.res, b.errs, err
 }
 
@@ -358,12 +360,17 @@ func sameDocument(a, b *blobstore.Record) bool {
 	return x == y
 }
 
-func (ix *state) currentRecord(ctx context.Context, docID string) (*blobstore.Record, error) {
-	docs, err := ix.currentDocs(ctx, []string{docID})
-	if d := docs[docID]; d != nil {
-		return d.rec, err
+// rowRecord completes a record scanned from its documents row (the
+// record's columns as read) with what the row stores otherwise: the title's
+// origin, the failure reason of a document whose bytes were never stored,
+// and the metadata given.
+func rowRecord(r *blobstore.Record, titleFrom, reason, given string) {
+	r.Meta = recordMeta(given)
+	r.TitleGiven = titleFrom == titleFromInput
+	r.IngestedAt = r.IngestedAt.UTC()
+	if r.BlobID == "" {
+		r.Error = reason // a document whose bytes were never stored
 	}
-	return nil, err
 }
 
 // currentDocs returns the index's copies of the records of docIDs, with
@@ -405,12 +412,7 @@ func (ix *state) currentDocs(ctx context.Context, docIDs []string) (map[string]*
 			&r.Bytes, &r.SourceMTime, &d.status, &reason, &d.extractor, &d.pages, &d.blocks, &given); err != nil {
 			return nil, fmt.Errorf("read documents: %w", err)
 		}
-		r.Meta = recordMeta(given)
-		r.TitleGiven = titleFrom == titleFromInput
-		r.IngestedAt = r.IngestedAt.UTC()
-		if r.BlobID == "" {
-			r.Error = reason // a document whose bytes were never stored
-		}
+		rowRecord(&r, titleFrom, reason, given)
 		d.rec = &r
 		out[r.DocID] = &d
 		if d.blocks < 0 || d.pages > 0 {

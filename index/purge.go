@@ -124,7 +124,7 @@ func (ix *Index) purgeLive(ctx context.Context, res *PurgeResult, names []string
 	if err := ix.layout.BeginPurge(s.gen, ix.cfg.now()); err != nil {
 		return nil, fmt.Errorf("purge: %w", err)
 	}
-	done, _, err := s.deleteDocs(ctx, names...)
+	done, err := s.deleteDocs(ctx, names...)
 	res.Documents = done
 	if errors.Is(err, errNoDocument) {
 		missing = fmt.Errorf("purge: %w", err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -44,10 +45,12 @@ func level(sensitivity string) uint8 {
 
 // write replaces the rows of each document in docs with its blocks, and
 // their full-text postings, in one transaction; then lets the full-text
-// index merge segments as its policy says. committed reports whether the
-// transaction committed: an error after it (a merge) does not undo the
-// write, and the merge runs whatever becomes of ctx.
-func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err error) {
+// index merge segments as its policy says. The transaction commits only
+// once ready returns nil (the batch's records are durable: they may be
+// written meanwhile). committed reports whether the transaction committed:
+// an error after it (a merge) does not undo the write, and the merge runs
+// whatever becomes of ctx.
+func (ix *state) write(ctx context.Context, docs []pending, ready func() error) (committed bool, err error) {
 	tx, err := duck.Begin(ctx, ix.db)
 	if err != nil {
 		return false, err
@@ -171,6 +174,9 @@ func (ix *state) write(ctx context.Context, docs []pending) (committed bool, err
 		return false, err
 	}
 	gone := blockIDs(removed)
+	if err := ready(); err != nil {
+		return false, err
+	}
 	if err := ix.fts.CommitWith(ctx, tx, func() {
 		ix.applyDense(denseAdd, gone)
 		ix.applyLanguages(langs)
@@ -233,18 +239,25 @@ func blockIDs(bs []fts.Block) []int64 {
 
 // deleteRows deletes the rows of the documents docIDs within tx and returns
 // their blocks re-analyzed, as the full-text index needs to remove them.
-// A document's blocks are found by its block range (documents.first_block,
-// block_count: the block_id key, no scan of the blocks table); documents
-// whose range is not known, or too many ranges at once, by doc id.
 func (ix *state) deleteRows(ctx context.Context, tx *duck.Tx, docIDs []any) ([]fts.Block, langDelta, []string, error) {
 	if len(docIDs) == 0 {
 		return nil, nil, nil, nil
 	}
-	in := placeholders(len(docIDs))
 	docs, err := readDocRanges(ctx, tx, docIDs)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("read replaced documents: %w", err)
 	}
+	return ix.deleteDocRows(ctx, tx, docIDs, docs)
+}
+
+// deleteDocRows deletes the rows of the documents docIDs, whose rows
+// within tx are docs (read by readDocRanges or readDeleted), and returns
+// their blocks re-analyzed, as deleteRows does. A document's blocks are
+// found by its block range (documents.first_block, block_count: the
+// block_id key, no scan of the blocks table); documents whose range is not
+// known, or too many ranges at once, by doc id.
+func (ix *state) deleteDocRows(ctx context.Context, tx *duck.Tx, docIDs []any, docs map[string]*docRange) ([]fts.Block, langDelta, []string, error) {
+	in := placeholders(len(docIDs))
 	gone := langDelta{}
 	deleted := make([]string, 0, len(docs))
 	for id, d := range docs {
@@ -315,6 +328,38 @@ func readDocRanges(ctx context.Context, tx *duck.Tx, docIDs []any) (map[string]*
 		docs[id] = d
 	}
 	return docs, rows.Err()
+}
+
+// deletedDoc is what a delete reads of a document's row: its source (for
+// errors) and its range.
+type deletedDoc struct {
+	source string
+	docRange
+}
+
+// readDeleted reads, within tx, the rows of the documents docIDs that
+// exist, by doc id (the primary key): what deleteDocs needs of each, in one
+// query.
+func readDeleted(ctx context.Context, tx *duck.Tx, docIDs []any) (map[string]*deletedDoc, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT doc_id, source, language, sensitivity, first_block, block_count FROM documents
+		WHERE doc_id IN (`+placeholders(len(docIDs))+`)`, docIDs...)
+	if err != nil {
+		return nil, fmt.Errorf("read documents: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]*deletedDoc{}
+	for rows.Next() {
+		var id string
+		d := &deletedDoc{}
+		if err := rows.Scan(&id, &d.source, &d.lang, &d.sens, &d.first, &d.count); err != nil {
+			return nil, fmt.Errorf("read documents: %w", err)
+		}
+		out[id] = d
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read documents: %w", err)
+	}
+	return out, nil
 }
 
 // langDelta is a write's change to the documents per language and
@@ -451,86 +496,146 @@ func (ix *Index) Delete(ctx context.Context, names ...string) ([]string, error) 
 	if err != nil {
 		return nil, err
 	}
-	done, _, err := s.deleteDocs(ctx, names...)
-	return done, err
+	return s.deleteDocs(ctx, names...)
 }
 
-// deleteDocs is Index.Delete on one generation; it also returns the
-// records of the documents deleted (their blob ids are what a purge
-// removes).
-func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string, recs []*blobstore.Record, err error) {
-	var ids []any
-	var missing []string
+// deleteDocs is Index.Delete on one generation.
+//
+// It reads the documents' rows (their sources, languages, sensitivities and
+// block ranges) in the transaction that deletes them, and removes
+// their records from the blob store before that transaction commits: the
+// directory fsync that makes the removals durable runs while the
+// transaction deletes the rows, and the commit waits for it.
+func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string, err error) {
+	ids := make([]any, 0, len(names))
 	for _, name := range names {
 		id := name
 		if !docIDPattern(name) {
 			id = blobstore.DocID(name)
 		}
-		rec, err := ix.currentRecord(ctx, id)
-		if err != nil {
-			return done, recs, err
+		ids = append(ids, id)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	tx, err := duck.Begin(ctx, ix.db)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	held, err := readDeleted(ctx, tx, ids)
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	var rowIDs []any // documents with rows whose records are removed
+	docs := map[string]*docRange{}
+	var failed error // a record that could not be removed: the names after it are left
+	for i, name := range names {
+		id := ids[i].(string)
+		if slices.Contains(done, id) {
+			continue // named twice
 		}
-		if rec == nil {
+		d := held[id]
+		if d == nil {
 			// A record the index has no rows of (a batch that failed
 			// after its records were stored) can be deleted too.
-			rec, err = ix.blobs.GetRecord(ctx, id)
-			if errors.Is(err, blobstore.ErrNotFound) {
+			source := name
+			rec, err := ix.blobs.GetRecord(ctx, id)
+			switch {
+			case errors.Is(err, blobstore.ErrNotFound):
 				missing = append(missing, name)
 				continue
-			}
-			if errors.Is(err, blobstore.ErrCorrupt) {
+			case errors.Is(err, blobstore.ErrCorrupt):
 				// A damaged record without rows: deleting it is its
 				// repair; its blob, if any, is left to gc.
-				rec, err = &blobstore.Record{DocID: id, Source: name}, nil
+			case err != nil:
+				failed = fmt.Errorf("delete %s: %w", name, err)
+			default:
+				source = rec.Source
 			}
-			if err != nil {
-				return done, recs, fmt.Errorf("delete %s: %w", name, err)
+			if failed != nil {
+				break
 			}
-			if err := ix.blobs.DeleteRecord(ctx, id); err != nil {
-				return done, recs, fmt.Errorf("delete %s: %w", rec.Source, err)
+			if err := ix.blobs.RemoveRecord(ctx, id); err != nil {
+				failed = fmt.Errorf("delete %s: %w", source, err)
+				break
 			}
-			done, recs = append(done, id), append(recs, rec)
+			done = append(done, id)
 			continue
 		}
-		if err := ix.blobs.DeleteRecord(ctx, id); err != nil {
-			return done, recs, fmt.Errorf("delete %s: %w", rec.Source, err)
+		if err := ix.blobs.RemoveRecord(ctx, id); err != nil {
+			failed = fmt.Errorf("delete %s: %w", d.source, err)
+			break
 		}
-		ids = append(ids, id)
-		done, recs = append(done, id), append(recs, rec)
+		rowIDs = append(rowIDs, id)
+		docs[id] = &d.docRange
+		done = append(done, id)
 	}
-	if len(ids) > 0 {
-		tx, err := duck.Begin(ctx, ix.db)
-		if err != nil {
-			return nil, nil, err
+	if len(done) == 0 {
+		if failed != nil {
+			return nil, failed
 		}
-		defer tx.Rollback()
-		removed, langs, deleted, err := ix.deleteRows(ctx, tx, ids)
-		if err != nil {
-			return nil, nil, err
+		return nil, fmt.Errorf("delete: %w %s", errNoDocument, strings.Join(missing, ", "))
+	}
+	// The removals become durable while the rows are deleted; the commit
+	// waits for them (the source of truth first).
+	synced := make(chan error, 1)
+	go func() { synced <- ix.blobs.SyncRemovals() }()
+	if len(rowIDs) > 0 {
+		if err := ix.deleteCommit(ctx, tx, rowIDs, docs, synced); err != nil {
+			return nil, err
 		}
-		rm, err := ix.fts.Remove(ctx, tx, removed)
-		if err != nil {
-			return nil, nil, err
-		}
-		gone := blockIDs(removed)
-		if err := ix.fts.CommitWith(ctx, tx, func() {
-			ix.applyDense(nil, gone)
-			ix.applyLanguages(langs)
-			ix.metaChanged(deleted)
-			ix.pub.apply(nil, nil, gone)
-			ix.docs.apply(nil, deleted)
-			ix.hitDocs.apply(nil, deleted)
-		}, rm); err != nil {
-			return nil, nil, err
-		}
-		if err := ix.fts.Maintain(context.WithoutCancel(ctx), ix.db, 0); err != nil {
-			return done, recs, err
-		}
+	} else if err := <-synced; err != nil {
+		return nil, err
+	}
+	if failed != nil {
+		return done, failed
 	}
 	if len(missing) > 0 {
-		return done, recs, fmt.Errorf("delete: %w %s", errNoDocument, strings.Join(missing, ", "))
+		return done, fmt.Errorf("delete: %w %s", errNoDocument, strings.Join(missing, ", "))
 	}
-	return done, recs, nil
+	return done, nil
+}
+
+// deleteCommit deletes the rows of the documents docIDs (whose rows are
+// docs) within tx and commits, once synced says their records' removal is
+// durable; then lets the full-text index merge as its policy says. It
+// waits for synced whatever happens.
+func (ix *state) deleteCommit(ctx context.Context, tx *duck.Tx, docIDs []any, docs map[string]*docRange, synced <-chan error) error {
+	waited := false
+	wait := func() error {
+		waited = true
+		return <-synced
+	}
+	defer func() {
+		if !waited {
+			<-synced
+		}
+	}()
+	removed, langs, deleted, err := ix.deleteDocRows(ctx, tx, docIDs, docs)
+	if err != nil {
+		return err
+	}
+	rm, err := ix.fts.Remove(ctx, tx, removed)
+	if err != nil {
+		return err
+	}
+	if err := wait(); err != nil {
+		return err
+	}
+	gone := blockIDs(removed)
+	if err := ix.fts.CommitWith(ctx, tx, func() {
+		ix.applyDense(nil, gone)
+		ix.applyLanguages(langs)
+		ix.metaChanged(deleted)
+		ix.pub.apply(nil, nil, gone)
+		ix.docs.apply(nil, deleted)
+		ix.hitDocs.apply(nil, deleted)
+	}, rm); err != nil {
+		return err
+	}
+	return ix.fts.Maintain(context.WithoutCancel(ctx), ix.db, 0)
 }
 
 // errNoDocument is wrapped by a delete's error for names that match no
