@@ -137,6 +137,25 @@ func (b *Batch) PutRecord(ctx context.Context, rec *Record) error {
 	return nil
 }
 
+// StageRecord writes rec at Sync as PutRecord does, but whatever is
+// stored: for a batch staged before its writer holds the lock, where
+// "already equal" could be stale by the time the batch commits (another
+// writer may delete the stored record meanwhile).
+func (b *Batch) StageRecord(ctx context.Context, rec *Record) error {
+	key, data, err := encodeRecord(rec)
+	if err != nil {
+		return err
+	}
+	if b.s.localDir == "" {
+		b.queue(remoteWrite{key: key, what: "put record " + rec.DocID, data: data})
+		return nil
+	}
+	if err := b.stage(key, data); err != nil {
+		return fmt.Errorf("put record %s: %w", rec.DocID, err)
+	}
+	return nil
+}
+
 // intact reports whether the file at path holds exactly data: its size
 // first (a stat), then its bytes.
 func intact(path string, data []byte) bool {

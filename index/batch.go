@@ -178,7 +178,9 @@ func (ix *state) prepareBatch(ctx context.Context, ins []input) (*batch, error) 
 	if b.recs != nil {
 		g.Go(func() error {
 			for _, rec := range b.records {
-				if err := b.recs.PutRecord(ctx, rec); err != nil {
+				// Always written: staged without the lock, "already
+				// stored" could be stale at commit.
+				if err := b.recs.StageRecord(ctx, rec); err != nil {
 					return err
 				}
 			}
@@ -333,7 +335,11 @@ func (ix *state) updateMeta(ctx context.Context, recs []*blobstore.Record, curre
 		WHERE documents.doc_id = t.doc_id`, ids, given); err != nil {
 			return err
 		}
-		return ix.fts.CommitWith(ctx, tx, func() { ix.hitDocs.setGiven(ids, given) })
+		return ix.fts.CommitWith(ctx, tx, func() {
+			ix.hitDocs.setGiven(ids, given)
+			ix.metaChanged(ids)
+			ix.wrote.Store(true)
+		})
 	}()
 	if err != nil {
 		err = fmt.Errorf("ingest: metadata: %w", err)
@@ -342,7 +348,6 @@ func (ix *state) updateMeta(ctx context.Context, recs []*blobstore.Record, curre
 		}
 		return err
 	}
-	ix.metaChanged(ids)
 	return nil
 }
 

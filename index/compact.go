@@ -111,6 +111,12 @@ func (s *state) space(ctx context.Context) (space, error) {
 // rewritten), which the caller removes once no reader holds it
 // (layout.RemoveReplaced). The caller holds writeMu.
 func (ix *Index) rewriteLive(ctx context.Context, s *state, minShare float64, minBytes int64, swap bool) (replaced string, err error) {
+	if ix.layout.Building() {
+		// A rebuild (or purge) is building a generation: a copy published
+		// above it would make its publish move CURRENT backwards, and
+		// its cleanup remove the copy. The next Compact or Close rewrites.
+		return "", nil
+	}
 	sp, err := s.space(ctx)
 	if err != nil {
 		return "", fmt.Errorf("compact %s: %w", s.gen, err)

@@ -218,3 +218,73 @@ func TestCompactWhileSearching(t *testing.T) {
 		t.Errorf("generations after the rewrite: %v, live %s", gens, ix.Generation())
 	}
 }
+
+// Close rewrites only in a process that wrote documents: a reader's Close
+// leaves a churned file as it is; a writer's rewrites it.
+func TestCloseRewritesOnlyAfterWrites(t *testing.T) {
+	defer func(n int64) { closeRewriteMin = n }(closeRewriteMin)
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix := churnIndex(t, ctx, dir, 2000)
+	gen0 := ix.Generation()
+	closeRewriteMin = 1 << 62 // the churning writer's Close does not rewrite
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	closeRewriteMin = 1 << 20
+	open := func() *Index {
+		ix, err := Open(ctx, dir, &Options{BlobURL: "mem://", Embedder: embed.None})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ix
+	}
+	ix = open()
+	if _, err := ix.Search(ctx, "w17_2", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if gens, _ := layout.Generations(dir); len(gens) != 1 || gens[0] != gen0 {
+		t.Fatalf("a reader's Close changed the generations: %v (was %s)", gens, gen0)
+	}
+	ix = open()
+	if _, err := ix.Delete(ctx, "/d00001.md"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if gens, _ := layout.Generations(dir); len(gens) != 1 || gens[0] == gen0 {
+		t.Fatalf("a writer's Close did not rewrite the churned file: %v (was %s)", gens, gen0)
+	}
+}
+
+// While a generation is being built (a rebuild), Compact does not rewrite
+// the file: a copy published above the rebuild's generation would make the
+// rebuild's publish move CURRENT backwards. Once it is done, Compact does.
+func TestCompactWaitsForBuild(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix := churnIndex(t, ctx, dir, 2000)
+	defer ix.Close()
+	gen0 := ix.Generation()
+	building, err := ix.layout.NewGeneration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g := ix.Generation(); g != gen0 {
+		t.Fatalf("Compact rewrote to %s while %s was being built", g, building)
+	}
+	ix.layout.Abandon(building)
+	if err := ix.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g := ix.Generation(); g == gen0 {
+		t.Fatal("Compact did not rewrite the churned file once no generation was being built")
+	}
+}

@@ -182,6 +182,10 @@ type state struct {
 	langMu  sync.RWMutex
 	langs   map[string][3]int // documents per language and sensitivity level: how a caller's queries are analyzed
 	meta    metaCache         // the documents' metadata for filters (metastore.go)
+	// wrote is set by every commit of documents' rows in this process
+	// (ingest, replace, delete, a metadata update): only then may Close
+	// spend time rewriting the file (index/compact.go).
+	wrote atomic.Bool
 
 	// closeErr is close's error: its checkpoint's or the database's; set
 	// before closed runs, read after the Index's states.Wait.
@@ -506,11 +510,12 @@ func probed(ctx context.Context, spec embed.Spec) (embed.Spec, error) {
 // generation (and an ingest that is preparing on it) to leave, and closes
 // its database and, unless the caller supplied them, the blob store and
 // the directory lock. Any call afterwards fails with ErrClosed; a second
-// Close returns nil at once, without waiting for the first. When a fifth
-// or more of the live generation's file is reclaimable (free blocks, deleted
-// rows DuckDB keeps; at least 16 MB), Close first rewrites it into a new
-// generation (index/compact.go), which the next Open opens, and removes
-// the replaced one.
+// Close returns nil at once, without waiting for the first. When this
+// Index committed documents' rows (ingest, delete, a metadata update) and
+// a fifth or more of the live generation's file is reclaimable (free
+// blocks, deleted rows DuckDB keeps; at least 16 MB), Close first rewrites
+// it into a new generation (index/compact.go), which the next Open opens,
+// and removes the replaced one.
 //
 // Errors: the rewrite's (the old generation stays live), the final
 // checkpoint's (a full disk: the committed writes stay in the write-ahead
@@ -521,10 +526,14 @@ func (ix *Index) Close() error {
 	ix.writeMu.Lock()
 	var replaced string
 	var rerr error
-	if s := ix.cur.Load(); s != nil && ix.ownDir && !ix.readOnly && ix.stale == "" {
+	if s := ix.cur.Load(); s != nil && ix.ownDir && !ix.readOnly && ix.stale == "" && s.wrote.Load() {
 		// A file with a fifth or more reclaimable is rewritten into a new
-		// generation, which the next Open opens (index/compact.go).
-		replaced, rerr = ix.rewriteLive(context.Background(), s, closeRewriteShare, closeRewriteMin, false)
+		// generation, which the next Open opens (index/compact.go); only
+		// by a process that wrote documents, so a reader's Close stays
+		// quick.
+		if replaced, rerr = ix.rewriteLive(context.Background(), s, closeRewriteShare, closeRewriteMin, false); rerr != nil {
+			rerr = fmt.Errorf("close: the writes are committed and durable, but rewriting the file to reclaim its free space failed (escurel compact tries again): %w", rerr)
+		}
 	}
 	s := ix.cur.Swap(nil)
 	// Not held while readers leave: an ingest that prepared on s waits
@@ -537,7 +546,7 @@ func (ix *Index) Close() error {
 	ix.states.Wait()
 	err := errors.Join(rerr, s.closeErr)
 	if replaced != "" {
-		err = errors.Join(err, ix.layout.RemoveReplaced(context.Background(), replaced))
+		err = errors.Join(err, ix.layout.RemoveReplaced(replaced)) // no reader is left
 	}
 	if ix.ownBlobs {
 		err = errors.Join(err, ix.blobs.Close())

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
@@ -181,6 +180,7 @@ func (ix *state) write(ctx context.Context, docs []pending, ready func() error) 
 		ix.applyDense(denseAdd, gone)
 		ix.applyLanguages(langs)
 		ix.metaChanged(addedIDs, replacedIDs)
+		ix.wrote.Store(true)
 		ix.pub.apply(ids, public, gone)
 		ix.docs.apply(addedIDs, replacedIDs)
 		ix.hitDocs.apply(hitDocUpdates(docs), replacedIDs)
@@ -531,11 +531,13 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string
 	var rowIDs []any // documents with rows whose records are removed
 	docs := map[string]*docRange{}
 	var failed error // a record that could not be removed: the names after it are left
+	seen := make(map[string]bool, len(names))
 	for i, name := range names {
 		id := ids[i].(string)
-		if slices.Contains(done, id) {
+		if seen[id] {
 			continue // named twice
 		}
+		seen[id] = true
 		d := held[id]
 		if d == nil {
 			// A record the index has no rows of (a batch that failed
@@ -629,6 +631,7 @@ func (ix *state) deleteCommit(ctx context.Context, tx *duck.Tx, docIDs []any, do
 		ix.applyDense(nil, gone)
 		ix.applyLanguages(langs)
 		ix.metaChanged(deleted)
+		ix.wrote.Store(true)
 		ix.pub.apply(nil, nil, gone)
 		ix.docs.apply(nil, deleted)
 		ix.hitDocs.apply(nil, deleted)
@@ -665,7 +668,14 @@ func (ix *Index) Compact(ctx context.Context) error {
 	if err != nil || replaced == "" {
 		return err
 	}
-	return ix.layout.RemoveReplaced(ctx, replaced)
+	if err := ix.layout.WaitReleased(ctx, replaced); err != nil {
+		return err // left to Clean
+	}
+	// Under writeMu, so that no rollback makes it live again meanwhile
+	// (RemoveReplaced refuses it if one did before).
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	return ix.layout.RemoveReplaced(replaced)
 }
 
 // compact is Index.Compact on one generation.

@@ -85,7 +85,8 @@ type Dir struct {
 	lock *dirLock
 
 	// mu protects building and held; never held across file I/O other
-	// than Clean's and Abandon's removals, which must not race a Hold.
+	// than the removals (Clean, Abandon, RemoveBefore, RemoveReplaced),
+	// which must not race a Hold.
 	mu       sync.Mutex
 	building map[string]bool // generations made by NewGeneration, not yet published or abandoned
 	held     map[string]int  // generations open in this process: reference counts
