@@ -84,12 +84,8 @@ type Options struct {
 	Extract extract.Limits
 }
 
-// DefaultMemoryLimit is the default Options.MemoryLimit. At 1GB a
-// 100,000-passage build's peak RSS was about 300 MB higher than at 256MB
-// (DuckDB holds the batches it has not checkpointed, up to the limit, and
-// spills past it to the generation's .tmp directory); searches read little
-// from DuckDB (posting lists cached in Go, vectors in memory).
-const DefaultMemoryLimit = "256MB"
+// DefaultMemoryLimit is the default Options.MemoryLimit.
+const DefaultMemoryLimit = "1GB"
 
 // ErrClosed is returned, possibly wrapped, by a call on a closed Index.
 var ErrClosed = errors.New("index: closed")

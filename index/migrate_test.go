@@ -260,7 +260,7 @@ func TestNoExtensionAutoinstall(t *testing.T) {
 // DuckDB's buffer pool is capped (Options.MemoryLimit), not 80% of the
 // machine.
 func TestMemoryLimit(t *testing.T) {
-	for _, tc := range []struct{ opt, want string }{{"", "244.1 MiB"}, {"64MB", "61.0 MiB"}} {
+	for _, tc := range []struct{ opt, want string }{{"", "953.6 MiB"}, {"64MB", "61.0 MiB"}} {
 		ix, err := Open(context.Background(), t.TempDir(), &Options{BlobURL: "mem://", MemoryLimit: tc.opt})
 		if err != nil {
 			t.Fatal(err)
