@@ -120,21 +120,7 @@ func (b *Batch) Put(ctx context.Context, data []byte) (string, error) {
 // PutRecord writes rec, as Store.PutRecord does, durable at Sync. A record
 // whose stored bytes are already equal is not written again.
 func (b *Batch) PutRecord(ctx context.Context, rec *Record) error {
-	key, data, err := encodeRecord(rec)
-	if err != nil {
-		return err
-	}
-	if b.s.localDir == "" {
-		b.queue(remoteWrite{key: key, what: "put record " + rec.DocID, data: data})
-		return nil
-	}
-	if old, err := os.ReadFile(b.s.localPath(key)); err == nil && bytes.Equal(old, data) && !b.keys[key] {
-		return nil
-	}
-	if err := b.stage(key, data); err != nil {
-		return fmt.Errorf("put record %s: %w", rec.DocID, err)
-	}
-	return nil
+	return b.putRecord(rec, true)
 }
 
 // StageRecord writes rec at Sync as PutRecord does, but whatever is
@@ -142,6 +128,12 @@ func (b *Batch) PutRecord(ctx context.Context, rec *Record) error {
 // "already equal" could be stale by the time the batch commits (another
 // writer may delete the stored record meanwhile).
 func (b *Batch) StageRecord(ctx context.Context, rec *Record) error {
+	return b.putRecord(rec, false)
+}
+
+// putRecord stages rec; with skipEqual, not when the stored bytes are
+// already equal (and the batch does not write the key).
+func (b *Batch) putRecord(rec *Record, skipEqual bool) error {
 	key, data, err := encodeRecord(rec)
 	if err != nil {
 		return err
@@ -149,6 +141,11 @@ func (b *Batch) StageRecord(ctx context.Context, rec *Record) error {
 	if b.s.localDir == "" {
 		b.queue(remoteWrite{key: key, what: "put record " + rec.DocID, data: data})
 		return nil
+	}
+	if skipEqual {
+		if old, err := os.ReadFile(b.s.localPath(key)); err == nil && bytes.Equal(old, data) && !b.keys[key] {
+			return nil
+		}
 	}
 	if err := b.stage(key, data); err != nil {
 		return fmt.Errorf("put record %s: %w", rec.DocID, err)
