@@ -132,12 +132,9 @@ func (ix *Index) rewriteLive(ctx context.Context, s *state, minShare float64, mi
 		ix.layout.Abandon(gen)
 		return "", fmt.Errorf("compact: %w", err)
 	}
-	if err := ix.layout.Publish(gen); err != nil {
-		// CURRENT names the old generation or the new: read which.
-		if cur, ok, rerr := ix.layout.Current(); rerr != nil || !ok || cur != gen {
-			ix.layout.Abandon(gen)
-			return "", fmt.Errorf("compact: %w", err)
-		}
+	if err := ix.layout.PublishSettled(gen); err != nil {
+		ix.layout.Abandon(gen)
+		return "", fmt.Errorf("compact: %w", err)
 	}
 	if swap {
 		if err := ix.switchTo(context.WithoutCancel(ctx), gen); err != nil {

@@ -154,11 +154,9 @@ func (ix *Index) purgeLive(ctx context.Context, res *PurgeResult, names []string
 	// From here on the purge is recorded: nothing undoes it, and ctx's
 	// cancellation no longer stops it.
 	ctx = context.WithoutCancel(ctx)
-	if err := ix.layout.Publish(gen); err != nil {
-		if cur, ok, rerr := layout.Current(ix.dir); rerr != nil || !ok || cur != gen {
-			ix.stale = gen // writes to the old generation would be lost when the next Open finishes the purge
-			return nil, fmt.Errorf("purge: %s is written and recorded as the purge, but publishing it failed: %w; close and open the index again to finish", gen, err)
-		}
+	if err := ix.layout.PublishSettled(gen); err != nil {
+		ix.stale = gen // writes to the old generation would be lost when the next Open finishes the purge
+		return nil, fmt.Errorf("purge: %s is written and recorded as the purge, but publishing it failed: %w; close and open the index again to finish", gen, err)
 	}
 	if err := ix.switchTo(ctx, gen); err != nil {
 		ix.stale = gen

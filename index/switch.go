@@ -62,12 +62,8 @@ func (ix *Index) swap(ctx context.Context, prepare func(ctx context.Context) (st
 	if err != nil {
 		return err
 	}
-	if err := ix.layout.Publish(gen); err != nil {
-		// CURRENT names the old generation or the new: read which.
-		cur, ok, rerr := layout.Current(ix.dir)
-		if rerr != nil || !ok || cur != gen {
-			return err
-		}
+	if err := ix.layout.PublishSettled(gen); err != nil {
+		return err
 	}
 	if err := ix.switchTo(context.WithoutCancel(ctx), gen); err != nil {
 		ix.stale = gen // searches go on on the old generation; writes wait for a Reload

@@ -212,6 +212,21 @@ func (d *Dir) Publish(gen string) error {
 	return nil
 }
 
+// PublishSettled is Publish, settled: when Publish fails, CURRENT names
+// the old generation or gen, and PublishSettled re-reads it. It returns nil
+// when CURRENT names gen after all (the failure came after the rename),
+// else Publish's error (also when CURRENT cannot be read).
+func (d *Dir) PublishSettled(gen string) error {
+	err := d.Publish(gen)
+	if err == nil {
+		return nil
+	}
+	if cur, ok, rerr := d.Current(); rerr == nil && ok && cur == gen {
+		return nil
+	}
+	return err
+}
+
 // AfterPublish, when not nil, is called after each successful Publish,
 // with the directory and the generation now live. For tests: it lets one
 // act (cancel a context, crash) at the moment CURRENT has moved. Set it
