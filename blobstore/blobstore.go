@@ -32,7 +32,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,7 +39,6 @@ import (
 
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
-	"golang.org/x/sync/errgroup"
 )
 
 // ErrNotFound is returned, possibly wrapped, when a blob or record does not
@@ -348,132 +346,6 @@ func (s *Store) SyncRemovals() error {
 		return fmt.Errorf("delete record: %w", err)
 	}
 	return nil
-}
-
-// DamagedRecord is a stored record that cannot be used: empty,
-// truncated, not JSON, missing a field it needs, or naming another
-// document than its key, or a source that does not hash to its doc id.
-type DamagedRecord struct {
-	Key   string `json:"key"`    // its bucket key: documents/<doc_id>.json
-	DocID string `json:"doc_id"` // from the key
-	// Source is the document's source when it could still be read from
-	// the damaged bytes and hashes to DocID (so it is the document's);
-	// else "" (an index's row may know it).
-	Source string `json:"source,omitempty"`
-	Reason string `json:"reason"` // what decoding found, e.g. "decode: unexpected EOF"
-}
-
-// DamagedRecordsError is Records refusing to answer because records are
-// damaged (Records lists every one, sorted by key). It wraps ErrCorrupt.
-type DamagedRecordsError struct {
-	Records []DamagedRecord
-}
-
-func (e *DamagedRecordsError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d damaged document records:", len(e.Records))
-	for _, d := range e.Records {
-		src := d.Source
-		if src == "" {
-			src = "source unknown"
-		}
-		fmt.Fprintf(&b, " %s (%s): %s;", d.Key, strconv.Quote(src), d.Reason)
-	}
-	return strings.TrimSuffix(b.String(), ";")
-}
-
-// Unwrap returns ErrCorrupt.
-func (e *DamagedRecordsError) Unwrap() error { return ErrCorrupt }
-
-// Records returns every document record, ordered by doc id. Objects under
-// documents/ that are not records (such as a crashed write's temporary file)
-// are ignored. When any record is damaged it returns a
-// *DamagedRecordsError listing all of them (and no records): a caller that
-// can go on without them calls ScanRecords.
-func (s *Store) Records(ctx context.Context) ([]*Record, error) {
-	recs, damaged, err := s.ScanRecords(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if len(damaged) > 0 {
-		return nil, fmt.Errorf("list records: %w", &DamagedRecordsError{Records: damaged})
-	}
-	return recs, nil
-}
-
-// ScanRecords returns every document record that decodes, ordered by doc
-// id, and every damaged one (DamagedRecord), ordered by key: one damaged
-// record does not hide the others. The error is for a failure to list or
-// read.
-func (s *Store) ScanRecords(ctx context.Context) ([]*Record, []DamagedRecord, error) {
-	var ids []string
-	err := s.list(ctx, "documents/", false, func(name string, _ int64, _ time.Time) {
-		if id, ok := strings.CutSuffix(name, ".json"); ok && docIDPattern.MatchString(id) {
-			ids = append(ids, id)
-		}
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("list records: %w", err)
-	}
-	// Read them several at a time: each is a small object, and its cost is
-	// the round trip (a file open, an S3 GET).
-	recs := make([]*Record, len(ids))
-	damaged := make([]*DamagedRecord, len(ids))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for i, id := range ids {
-		g.Go(func() error {
-			key, _ := RecordKey(id)
-			data, err := s.read(gctx, key)
-			if errors.Is(err, ErrNotFound) {
-				return nil // deleted since the listing: not a record any more
-			}
-			if err != nil {
-				return fmt.Errorf("list records: read %s: %w", key, err)
-			}
-			rec, err := decodeRecordOf(id, data)
-			if err != nil {
-				damaged[i] = &DamagedRecord{Key: key, DocID: id, Source: salvageSource(id, data), Reason: strings.TrimSuffix(err.Error(), ": "+ErrCorrupt.Error())}
-				return nil
-			}
-			recs[i] = rec
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, nil, err
-	}
-	var bad []DamagedRecord
-	for _, d := range damaged {
-		if d != nil {
-			bad = append(bad, *d)
-		}
-	}
-	return slices.DeleteFunc(recs, func(r *Record) bool { return r == nil }), bad, nil
-}
-
-// salvageSource returns the source a damaged record still names, when its
-// bytes hold a complete "source" string that hashes to docID; else "".
-func salvageSource(docID string, data []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return ""
-	}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return ""
-		}
-		var src string
-		if t == "source" && json.Unmarshal(v, &src) == nil && DocID(src) == docID {
-			return src
-		}
-	}
-	return ""
 }
 
 // BlobIDs returns the ids ("sha256:<hex>") of every blob in the store,
