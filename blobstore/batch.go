@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -36,6 +38,10 @@ type Batch struct {
 	keys    map[string]bool
 	remote  []remoteWrite // other stores: the queue, one per key
 	slot    map[string]int
+	// The pack layout: the batch's pack (blobs under packLooseMin,
+	// records), and on file:// its temporary file once flushed.
+	pk     *packBuilder
+	pkFile *pendingFile
 }
 
 // remoteUploads is how many uploads a Batch's Sync runs at once on an
@@ -101,6 +107,23 @@ func (s *Store) NewBatch() *Batch { return &Batch{s: s, keys: map[string]bool{}}
 func (b *Batch) Put(ctx context.Context, data []byte) (string, error) {
 	id := BlobID(data)
 	key, _ := BlobKey(id)
+	if b.s.px != nil && len(data) < packLooseMin {
+		k, _ := blobKeyBytes(id)
+		if b.pk != nil && b.pk.has(kindBlob, k) {
+			return id, nil
+		}
+		ok, err := b.s.hasBlob(ctx, id, data)
+		if err != nil {
+			return "", fmt.Errorf("put blob %s: %w", id, err)
+		}
+		if ok {
+			return id, nil
+		}
+		if err := b.addPacked(kindBlob, k, data); err != nil {
+			return "", fmt.Errorf("put blob %s: %w", id, err)
+		}
+		return id, nil
+	}
 	if b.s.localDir == "" {
 		b.queue(remoteWrite{key: key, what: "put blob " + id, data: data, blob: true})
 		return id, nil
@@ -120,7 +143,26 @@ func (b *Batch) Put(ctx context.Context, data []byte) (string, error) {
 // PutRecord writes rec, as Store.PutRecord does, durable at Sync. A record
 // whose stored bytes are already equal is not written again.
 func (b *Batch) PutRecord(ctx context.Context, rec *Record) error {
-	return b.putRecord(rec, true)
+	return b.putRecord(ctx, rec, true)
+}
+
+// addPacked adds an entry to the batch's pack; a pack already flushed is
+// written again at the next flush.
+func (b *Batch) addPacked(kind byte, key [32]byte, data []byte) error {
+	if b.pk == nil {
+		b.pk = newPackBuilder()
+	}
+	if b.pkFile != nil {
+		os.Remove(b.pkFile.tmp)
+		b.pkFile = nil
+	}
+	return b.pk.add(kind, key, data)
+}
+
+// packPending reports whether the batch has a pack to write to a
+// temporary file (file:// only).
+func (b *Batch) packPending() bool {
+	return b.s.localDir != "" && b.pk != nil && len(b.pk.entries) > 0 && b.pkFile == nil
 }
 
 // StageRecord writes rec at Sync as PutRecord does, but whatever is
@@ -128,15 +170,27 @@ func (b *Batch) PutRecord(ctx context.Context, rec *Record) error {
 // "already equal" could be stale by the time the batch commits (another
 // writer may delete the stored record meanwhile).
 func (b *Batch) StageRecord(ctx context.Context, rec *Record) error {
-	return b.putRecord(rec, false)
+	return b.putRecord(ctx, rec, false)
 }
 
 // putRecord stages rec; with skipEqual, not when the stored bytes are
 // already equal (and the batch does not write the key).
-func (b *Batch) putRecord(rec *Record, skipEqual bool) error {
+func (b *Batch) putRecord(ctx context.Context, rec *Record, skipEqual bool) error {
 	key, data, err := encodeRecord(rec)
 	if err != nil {
 		return err
+	}
+	if b.s.px != nil {
+		k, _ := docKeyBytes(rec.DocID)
+		if skipEqual && (b.pk == nil || !b.pk.has(kindRecord, wide(k))) {
+			if old, err := b.s.storedRecord(ctx, rec.DocID); err == nil && bytes.Equal(old, data) {
+				return nil
+			}
+		}
+		if err := b.addPacked(kindRecord, wide(k), data); err != nil {
+			return fmt.Errorf("put record %s: %w", rec.DocID, err)
+		}
+		return nil
 	}
 	if b.s.localDir == "" {
 		b.queue(remoteWrite{key: key, what: "put record " + rec.DocID, data: data})
@@ -205,7 +259,7 @@ func (b *Batch) Flush(ctx context.Context) error { return FlushBatches(ctx, b) }
 func FlushBatches(ctx context.Context, batches ...*Batch) error {
 	var todo []*Batch
 	for _, b := range batches {
-		if b != nil && b.flushed < len(b.pending) {
+		if b != nil && (b.flushed < len(b.pending) || b.packPending()) {
 			todo = append(todo, b)
 		}
 	}
@@ -224,16 +278,22 @@ func FlushBatches(ctx context.Context, batches ...*Batch) error {
 		return fail(err)
 	}
 	var g errgroup.Group
-	for _, b := range todo {
-		g.Go(func() error { return writeTemps(b.pending[b.flushed:]) })
+	files := make([][]pendingFile, len(todo))
+	for i, b := range todo {
+		files[i] = b.pending[b.flushed:]
+		if b.packPending() {
+			b.pkFile = &pendingFile{tmp: filepath.Join(b.s.localDir, "packs", randSuffix()+".pack.tmp"), data: b.pk.bytes()}
+			files[i] = append(slices.Clip(files[i]), *b.pkFile)
+		}
+		g.Go(func() error { return writeTemps(files[i]) })
 	}
 	if err := g.Wait(); err != nil {
 		return fail(err)
 	}
 	// One flush per file system (a store's directory), however many batches.
 	byDir := map[string][]pendingFile{}
-	for _, b := range todo {
-		byDir[b.s.localDir] = append(byDir[b.s.localDir], b.pending[b.flushed:]...)
+	for i, b := range todo {
+		byDir[b.s.localDir] = append(byDir[b.s.localDir], files[i]...)
 	}
 	for dir, pending := range byDir {
 		if err := syncFiles(dir, pending); err != nil {
@@ -252,17 +312,28 @@ func (b *Batch) dropTemps() {
 	for _, p := range b.pending {
 		os.Remove(p.tmp)
 	}
+	if b.pkFile != nil {
+		os.Remove(b.pkFile.tmp)
+	}
 	b.pending, b.keys, b.flushed = nil, map[string]bool{}, 0
+	b.pk, b.pkFile = nil, nil
 }
 
 // Sync makes every write of the batch durable under its final name, and
 // returns once it is. On error the batch's temporary files are removed and
 // nothing was published that was not durable.
 func (b *Batch) Sync(ctx context.Context) error {
-	if len(b.remote) > 0 {
-		return b.syncRemote(ctx)
+	if b.s.localDir == "" {
+		if len(b.remote) > 0 {
+			if err := b.syncRemote(ctx); err != nil {
+				b.pk = nil
+				return err
+			}
+		}
+		return b.syncPack(ctx)
 	}
-	if len(b.pending) == 0 {
+	if len(b.pending) == 0 && (b.pk == nil || len(b.pk.entries) == 0) {
+		b.pk = nil
 		return nil
 	}
 	if err := b.Flush(ctx); err != nil {
@@ -274,6 +345,7 @@ func (b *Batch) Sync(ctx context.Context) error {
 		for _, p := range pending {
 			os.Remove(p.tmp)
 		}
+		b.dropTemps()
 		return fmt.Errorf("sync blob store %s: %w", b.s.Redacted(), err)
 	}
 	dirs := map[string]bool{}
@@ -285,9 +357,54 @@ func (b *Batch) Sync(ctx context.Context) error {
 	}
 	for d := range dirs {
 		if err := syncDir(d); err != nil {
+			b.dropTemps()
 			return fmt.Errorf("sync blob store %s: %w", b.s.Redacted(), err)
 		}
 	}
+	return b.syncPack(ctx)
+}
+
+// syncPack publishes the batch's pack under the next sequence number: on
+// file:// by renaming its flushed temporary file (and an fsync of
+// packs/), elsewhere by one upload. The batch is empty afterwards.
+func (b *Batch) syncPack(ctx context.Context) error {
+	pk, file := b.pk, b.pkFile
+	b.pk, b.pkFile = nil, nil
+	if pk == nil || len(pk.entries) == 0 {
+		return nil
+	}
+	fail := func(err error) error {
+		if file != nil {
+			os.Remove(file.tmp)
+		}
+		return fmt.Errorf("sync blob store %s: %w", b.s.Redacted(), err)
+	}
+	seq, err := b.s.nextSeq(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	if file == nil { // an object store
+		if _, err := b.s.writePack(ctx, pk, seq); err != nil {
+			return fail(err)
+		}
+	} else {
+		p := &packInfo{name: packName(seq, randSuffix()), seq: seq, size: int64(len(file.data)), mod: time.Now()}
+		if err := os.Rename(file.tmp, b.s.localPath(p.key())); err != nil {
+			return fail(err)
+		}
+		if err := syncDir(filepath.Join(b.s.localDir, "packs")); err != nil {
+			return fail(err)
+		}
+		b.s.addPack(p, pk.entries)
+	}
+	var docs []string
+	for _, e := range pk.entries {
+		if e.kind == kindRecord {
+			k := e.docKey()
+			docs = append(docs, hex.EncodeToString(k[:]))
+		}
+	}
+	b.s.dropLooseRecords(ctx, docs)
 	return nil
 }
 

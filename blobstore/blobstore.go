@@ -130,6 +130,12 @@ type Store struct {
 	bucket   *blob.Bucket
 	url      string
 	localDir string // root directory for file:// buckets, else ""
+	// px indexes the packs of a store in the pack layout (UsePacks);
+	// nil in the loose layout. looseBlobs and looseRecs say whether the
+	// store held loose blobs, records when it was opened (written before
+	// UsePacks): when not, nothing looks for them.
+	px                    *packIndex
+	looseBlobs, looseRecs bool
 }
 
 // Open opens escurel's blob store at urlstr, a bucket opened as OpenBucket
@@ -160,6 +166,10 @@ func Open(ctx context.Context, urlstr string) (*Store, error) {
 		return nil, fmt.Errorf("open blob store %s: %w", Redact(urlstr), scrubError(err, urlstr))
 	}
 	s.bucket = b
+	if err := s.openLayout(ctx); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("open blob store %s: %w", Redact(urlstr), scrubError(err, urlstr))
+	}
 	return s, nil
 }
 
@@ -215,6 +225,14 @@ func RecordKey(docID string) (string, error) {
 // damaged (its bytes no longer hash to its id) is written again. It returns
 // once the blob is durable.
 func (s *Store) Put(ctx context.Context, data []byte) (string, error) {
+	if s.px != nil {
+		return s.putPacked(ctx, data)
+	}
+	return s.putLoose(ctx, data)
+}
+
+// putLoose is Put of a loose blob (blobs/sha256/<hex>).
+func (s *Store) putLoose(ctx context.Context, data []byte) (string, error) {
 	id := BlobID(data)
 	key, _ := BlobKey(id)
 	ok, err := s.bucket.Exists(ctx, key)
@@ -243,6 +261,18 @@ func (s *Store) Get(ctx context.Context, id string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get blob: %w", err)
 	}
+	if s.px != nil {
+		data, ok, err := s.packedBlob(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("get blob %s: %w", id, err)
+		}
+		if ok {
+			if got := BlobID(data); got != id {
+				return nil, fmt.Errorf("get blob %s: packed bytes hash to %s: %w", id, got, ErrCorrupt)
+			}
+			return data, nil
+		}
+	}
 	data, err := s.read(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("get blob %s: %w", id, err)
@@ -260,6 +290,9 @@ func (s *Store) PutRecord(ctx context.Context, rec *Record) error {
 	if err != nil {
 		return err
 	}
+	if s.px != nil {
+		return s.putRecordPacked(ctx, rec.DocID, data)
+	}
 	if err := s.write(ctx, key, data, "application/json"); err != nil {
 		return fmt.Errorf("put record %s: %w", rec.DocID, err)
 	}
@@ -273,9 +306,24 @@ func (s *Store) GetRecord(ctx context.Context, docID string) (*Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get record: %w", err)
 	}
-	data, err := s.read(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("get record %s: %w", docID, err)
+	var data []byte
+	if s.px != nil {
+		var ok bool
+		data, ok, err = s.packedRecord(ctx, docID)
+		if err != nil {
+			return nil, fmt.Errorf("get record %s: %w", docID, err)
+		}
+		if ok && data == nil {
+			return nil, fmt.Errorf("get record %s: deleted: %w", docID, ErrNotFound)
+		}
+		if ok {
+			key = key + " (packed)"
+		}
+	}
+	if data == nil {
+		if data, err = s.read(ctx, key); err != nil {
+			return nil, fmt.Errorf("get record %s: %w", docID, err)
+		}
 	}
 	rec, err := decodeRecordOf(docID, data)
 	if err != nil {
@@ -324,10 +372,18 @@ func (s *Store) DeleteRecord(ctx context.Context, docID string) error {
 // completed delete is durable. Removing a record that does not exist is not
 // an error.
 func (s *Store) RemoveRecord(ctx context.Context, docID string) error {
-	key, err := RecordKey(docID)
-	if err != nil {
+	if _, err := RecordKey(docID); err != nil {
 		return fmt.Errorf("delete record: %w", err)
 	}
+	if s.px != nil {
+		return s.removeRecordPacked(ctx, docID)
+	}
+	return s.removeLoose(ctx, docID)
+}
+
+// removeLoose removes docID's loose record (documents/<doc_id>.json).
+func (s *Store) removeLoose(ctx context.Context, docID string) error {
+	key, _ := RecordKey(docID)
 	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 		return fmt.Errorf("delete record %s: %w", docID, err)
 	}
@@ -339,6 +395,9 @@ func (s *Store) RemoveRecord(ctx context.Context, docID string) error {
 // on others. It is safe to call from another goroutine than the one that
 // removed them, once RemoveRecord has returned.
 func (s *Store) SyncRemovals() error {
+	if s.px != nil {
+		return s.syncRemovalsPacked(context.Background())
+	}
 	if s.localDir == "" {
 		return nil
 	}
@@ -362,6 +421,20 @@ func (s *Store) BlobIDs(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("list blobs: %w", err)
 	}
 	sort.Strings(ids)
+	if s.px != nil {
+		packed, err := s.packedBlobs(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list blobs: %w", err)
+		}
+		loose := make([]BlobInfo, len(ids))
+		for i, id := range ids {
+			loose[i].ID = id
+		}
+		ids = ids[:0]
+		for _, b := range mergeBlobInfos(packed, loose) {
+			ids = append(ids, b.ID)
+		}
+	}
 	return ids, nil
 }
 

@@ -17,18 +17,27 @@ import (
 	"github.com/escurel/escurel/internal/s3test"
 )
 
-// stores returns one fresh store per backend; every test runs against
-// all: memory, a directory, and S3 (a real S3 protocol server on
-// 127.0.0.1, through gocloud's s3blob driver, under a key prefix).
+// stores returns one fresh store per backend and layout; every test runs
+// against all: memory, a directory, and S3 (a real S3 protocol server on
+// 127.0.0.1, through gocloud's s3blob driver, under a key prefix), each in
+// the loose layout and in the pack layout (UsePacks: "+packs").
 func stores(t *testing.T) map[string]*Store {
 	t.Helper()
 	ctx := context.Background()
 	out := map[string]*Store{}
+	srv := s3test.Start(t)
 	for name, u := range map[string]string{
-		"mem":  "mem://",
-		"file": (&url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "blobs")}).String(),
-		"s3":   s3test.Start(t).Bucket(t, "blobstore", "suite/"),
+		"mem":        "mem://",
+		"file":       (&url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "blobs")}).String(),
+		"s3":         srv.Bucket(t, "blobstore", "suite/"),
+		"file+packs": (&url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "blobs")}).String(),
+		"s3+packs":   srv.Bucket(t, "packed", "suite/"),
 	} {
+		if strings.HasSuffix(name, "+packs") {
+			if err := UsePacks(ctx, u); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
 		s, err := Open(ctx, u)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -216,12 +225,22 @@ func TestBatch(t *testing.T) {
 					t.Error(err)
 				}
 			}
+			if s.Packed() {
+				// An unchanged record is not written again.
+				b2 := s.NewBatch()
+				b2.PutRecord(ctx, recs[1])
+				if b2.pk != nil {
+					t.Error("an equal record was staged again")
+				}
+			}
 			if s.localDir != "" {
 				left, _ := filepath.Glob(filepath.Join(s.localDir, "*", "*.tmp"))
 				left2, _ := filepath.Glob(filepath.Join(s.localDir, "*", "*", "*.tmp"))
 				if len(left)+len(left2) > 0 {
 					t.Errorf("temporary files left: %v %v", left, left2)
 				}
+			}
+			if s.localDir != "" && !s.Packed() {
 				// An unchanged record is not written again.
 				fi, _ := os.Stat(s.localPath("documents/" + recs[1].DocID + ".json"))
 				time.Sleep(10 * time.Millisecond)

@@ -32,6 +32,13 @@ func (s *Store) Blobs(ctx context.Context) ([]BlobInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list blobs: %w", err)
 	}
+	if s.px != nil {
+		packed, err := s.packedBlobs(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list blobs: %w", err)
+		}
+		out = mergeBlobInfos(packed, out)
+	}
 	return out, nil // the listing is in key order, which is id order
 }
 
@@ -46,6 +53,17 @@ func (s *Store) DeleteBlob(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("delete blob: %w", err)
 	}
+	if s.px != nil {
+		if _, err := s.Repack(ctx, RepackOptions{DropBlobs: []string{id}, MinDead: 2}); err != nil {
+			return fmt.Errorf("delete blob %s: %w", id, err)
+		}
+		return nil
+	}
+	return s.deleteLooseBlob(ctx, id, key)
+}
+
+// deleteLooseBlob removes the loose blob id at key, durably.
+func (s *Store) deleteLooseBlob(ctx context.Context, id, key string) error {
 	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 		return fmt.Errorf("delete blob %s: %w", id, err)
 	}
@@ -70,7 +88,7 @@ func (s *Store) TempFiles(ctx context.Context) ([]TempFile, error) {
 		return nil, nil
 	}
 	var out []TempFile
-	for _, sub := range []string{"blobs", "documents"} {
+	for _, sub := range []string{"blobs", "documents", "packs"} {
 		root := filepath.Join(s.localDir, sub)
 		err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
 			if err != nil {

@@ -81,6 +81,14 @@ func (s *Store) ScanRecords(ctx context.Context) ([]*Record, []DamagedRecord, er
 	if err != nil {
 		return nil, nil, fmt.Errorf("list records: %w", err)
 	}
+	if s.px != nil {
+		return s.scanPacked(ctx, ids)
+	}
+	return s.scanLoose(ctx, ids)
+}
+
+// scanLoose reads the loose records of ids (documents/<doc_id>.json).
+func (s *Store) scanLoose(ctx context.Context, ids []string) ([]*Record, []DamagedRecord, error) {
 	// Read them several at a time: each is a small object, and its cost is
 	// the round trip (a file open, an S3 GET).
 	recs := make([]*Record, len(ids))

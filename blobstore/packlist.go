@@ -1,0 +1,349 @@
+package blobstore
+
+// Listing and rewriting a store in the pack layout.
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"gocloud.dev/gcerrors"
+	"golang.org/x/sync/errgroup"
+)
+
+// packedBlobs lists the packed blobs (the newest copy of each), by id.
+func (s *Store) packedBlobs(ctx context.Context) ([]BlobInfo, error) {
+	if err := s.loadPacks(ctx, true); err != nil {
+		return nil, err
+	}
+	x := s.px
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var out []BlobInfo
+	x.blobs.each(x.packs, func(e ent[[32]byte]) {
+		out = append(out, BlobInfo{ID: "sha256:" + hex.EncodeToString(e.key[:]), Size: int64(e.n), ModTime: x.packs[e.pack].mod})
+	})
+	return out, nil
+}
+
+// mergeBlobInfos merges two lists sorted by id; a packed blob wins over a
+// loose one of the same id.
+func mergeBlobInfos(packed, loose []BlobInfo) []BlobInfo {
+	out := make([]BlobInfo, 0, len(packed)+len(loose))
+	i, j := 0, 0
+	for i < len(packed) || j < len(loose) {
+		switch {
+		case j == len(loose) || (i < len(packed) && packed[i].ID < loose[j].ID):
+			out = append(out, packed[i])
+			i++
+		case i == len(packed) || loose[j].ID < packed[i].ID:
+			out = append(out, loose[j])
+			j++
+		default:
+			out = append(out, packed[i])
+			i, j = i+1, j+1
+		}
+	}
+	return out
+}
+
+// scanPacked is ScanRecords in the pack layout: the packed records (the
+// newest entry of each document, unless a tombstone), and the loose
+// records of the documents no pack names.
+func (s *Store) scanPacked(ctx context.Context, loose []string) ([]*Record, []DamagedRecord, error) {
+	if err := s.loadPacks(ctx, true); err != nil {
+		return nil, nil, fmt.Errorf("list records: %w", err)
+	}
+	x := s.px
+	type item struct {
+		id  string
+		p   *packInfo
+		e   ent[[16]byte]
+		rec *Record
+		bad *DamagedRecord
+	}
+	var items []*item
+	named := map[string]bool{}
+	x.mu.RLock()
+	damaged := append([]DamagedRecord(nil), x.damaged...)
+	x.recs.each(x.packs, func(e ent[[16]byte]) {
+		id := hex.EncodeToString(e.key[:])
+		named[id] = true
+		if e.n > 0 && !x.tombs[e.key] {
+			items = append(items, &item{id: id, p: x.packs[e.pack], e: e})
+		}
+	})
+	x.mu.RUnlock()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, it := range items {
+		g.Go(func() error {
+			data, err := s.readEntry(gctx, it.p, it.e.off, it.e.n, it.e.crc)
+			if errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("list records: %s: %w (rewritten meanwhile?)", it.p.key(), err)
+			}
+			if err == nil {
+				it.rec, err = decodeRecordOf(it.id, data)
+			}
+			if errors.Is(err, ErrCorrupt) {
+				it.bad = &DamagedRecord{Key: it.p.key() + "#" + it.id, DocID: it.id, Source: salvageSource(it.id, data),
+					Reason: strings.TrimSuffix(err.Error(), ": "+ErrCorrupt.Error())}
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("list records: read %s: %w", it.p.key(), err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, err
+	}
+	var recs []*Record
+	for _, it := range items {
+		if it.rec != nil {
+			recs = append(recs, it.rec)
+		} else if it.bad != nil {
+			damaged = append(damaged, *it.bad)
+		}
+	}
+	var rest []string
+	for _, id := range loose {
+		if !named[id] {
+			rest = append(rest, id)
+		}
+	}
+	lrecs, lbad, err := s.scanLoose(ctx, rest)
+	if err != nil {
+		return nil, nil, err
+	}
+	recs = append(recs, lrecs...)
+	damaged = append(damaged, lbad...)
+	sort.Slice(recs, func(i, j int) bool { return recs[i].DocID < recs[j].DocID })
+	sort.Slice(damaged, func(i, j int) bool { return damaged[i].Key < damaged[j].Key })
+	return recs, damaged, nil
+}
+
+// RepackOptions say which packs Repack rewrites.
+type RepackOptions struct {
+	// DropBlobs are blob ids to erase: their loose files are removed and
+	// every pack holding one is rewritten without it. The caller checks
+	// that no record names them.
+	DropBlobs []string
+	// MinDead rewrites, besides, each pack whose dead bytes (records
+	// hidden by a newer record or tombstone, second copies of a blob) are
+	// at least this share of its data: 0 rewrites every pack with a dead
+	// entry (erasing every older version of a record); above 1, none.
+	MinDead float64
+}
+
+// RepackResult is what Repack did.
+type RepackResult struct {
+	Rewritten    int   `json:"rewritten"`     // packs rewritten (or removed, when nothing in them lived)
+	BytesBefore  int64 `json:"bytes_before"`  // their size
+	BytesAfter   int64 `json:"bytes_after"`   // the size of the packs that replaced them
+	BlobsDropped int   `json:"blobs_dropped"` // DropBlobs found and removed, packed or loose
+	LooseDropped int   `json:"loose_dropped"` // loose records removed that a pack hides
+}
+
+// Repack erases blobs and dead entries from the packs: each pack chosen
+// (RepackOptions) is written anew, with its sequence number, holding only
+// its live entries, durably, before the old one is removed (a crash leaves
+// both, the new one equal to the old one for every live entry). It also
+// removes the loose records that a pack hides. On a store in the loose
+// layout it removes the DropBlobs and nothing else. The caller holds off
+// other writers of the store (index: writeMu).
+func (s *Store) Repack(ctx context.Context, opts RepackOptions) (*RepackResult, error) {
+	res := &RepackResult{}
+	if s.px == nil {
+		for _, id := range opts.DropBlobs {
+			if err := s.DeleteBlob(ctx, id); err != nil {
+				return res, err
+			}
+			res.BlobsDropped++
+		}
+		return res, nil
+	}
+	if err := s.loadPacks(ctx, true); err != nil {
+		return res, fmt.Errorf("repack: %w", err)
+	}
+	drop := map[[32]byte]bool{}
+	for _, id := range opts.DropBlobs {
+		k, ok := blobKeyBytes(id)
+		if !ok {
+			return res, fmt.Errorf("repack: blob id %q: want sha256:<64 hex digits>", id)
+		}
+		drop[k] = true
+	}
+	// Loose blobs first.
+	for _, id := range opts.DropBlobs {
+		if !s.looseBlobs {
+			break
+		}
+		key, _ := BlobKey(id)
+		ok, err := s.bucket.Exists(ctx, key)
+		if err != nil {
+			return res, fmt.Errorf("repack: %w", err)
+		}
+		if ok {
+			if err := s.deleteLooseBlob(ctx, id, key); err != nil {
+				return res, fmt.Errorf("repack: %w", err)
+			}
+			res.BlobsDropped++
+		}
+	}
+	// Which packs: live bytes per pack from the winners.
+	x := s.px
+	x.mu.RLock()
+	type stat struct {
+		live, liveN int64
+		drop        bool
+	}
+	stats := make([]stat, len(x.packs))
+	x.blobs.each(x.packs, func(e ent[[32]byte]) {
+		if drop[e.key] {
+			stats[e.pack].drop = true
+			return
+		}
+		stats[e.pack].live += int64(e.n)
+		stats[e.pack].liveN++
+	})
+	x.recs.each(x.packs, func(e ent[[16]byte]) {
+		stats[e.pack].live += int64(e.n)
+		stats[e.pack].liveN++
+	})
+	var chosen []*packInfo
+	for i, p := range x.packs {
+		if p.gone {
+			continue
+		}
+		st := stats[i]
+		dead := p.data - st.live
+		if st.drop || (opts.MinDead <= 1 && (st.liveN < int64(p.entries)) && float64(dead) >= opts.MinDead*float64(max(p.data, 1))) {
+			chosen = append(chosen, p)
+		}
+	}
+	x.mu.RUnlock()
+	var removed []string
+	for _, p := range chosen {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		before, after, blobs, err := s.rewritePack(ctx, p, drop)
+		if err != nil {
+			return res, fmt.Errorf("repack %s: %w", p.key(), err)
+		}
+		res.Rewritten++
+		res.BytesBefore += before
+		res.BytesAfter += after
+		res.BlobsDropped += blobs
+		removed = append(removed, p.name)
+	}
+	if len(removed) > 0 && s.localDir != "" {
+		if err := syncDir(filepath.Join(s.localDir, "packs")); err != nil {
+			return res, fmt.Errorf("repack: %w", err)
+		}
+	}
+	n, err := s.dropHiddenLoose(ctx)
+	res.LooseDropped = n
+	if err != nil {
+		return res, fmt.Errorf("repack: %w", err)
+	}
+	return res, nil
+}
+
+// rewritePack writes p's live entries (less the blobs in drop) into a new
+// pack of the same sequence number, then removes p.
+func (s *Store) rewritePack(ctx context.Context, p *packInfo, drop map[[32]byte]bool) (before, after int64, dropped int, err error) {
+	data, err := s.readRange(ctx, p.key(), 0, p.size)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	off, count, crc, err := parseTrailer(data[len(data)-trailerSize:], p.size)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	entries, err := parseIndex(data[off:off+uint64(count)*entrySize], off, crc)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	x := s.px
+	b := newPackBuilder()
+	x.mu.RLock()
+	self := x.byName[p.name]
+	for _, e := range entries {
+		var live bool
+		switch e.kind {
+		case kindBlob:
+			w, ok := x.blobs.lookup(&e.key, x.packs)
+			live = ok && w.pack == self && uint64(w.off) == e.off && !drop[e.key]
+			if drop[e.key] {
+				dropped++
+			}
+		default:
+			k := e.docKey()
+			w, ok := x.recs.lookup(&k, x.packs)
+			live = ok && w.pack == self && uint64(w.off) == e.off
+		}
+		if live {
+			if err := b.add(e.kind, e.key, data[e.off:e.off+e.n]); err != nil {
+				x.mu.RUnlock()
+				return 0, 0, 0, err
+			}
+		}
+	}
+	x.mu.RUnlock()
+	if len(b.entries) > 0 {
+		q, err := s.writePack(ctx, b, p.seq)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		after = q.size
+	}
+	x.mu.Lock()
+	x.removeLocked([]string{p.name})
+	x.mu.Unlock()
+	if err := s.bucket.Delete(ctx, p.key()); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return 0, 0, 0, err
+	}
+	return p.size, after, dropped, nil
+}
+
+// dropHiddenLoose removes the loose records that a pack hides (a packed
+// record or tombstone of the same document), durably.
+func (s *Store) dropHiddenLoose(ctx context.Context) (int, error) {
+	if !s.looseRecs {
+		return 0, nil
+	}
+	var ids []string
+	err := s.list(ctx, "documents/", false, func(name string, _ int64, _ time.Time) {
+		if id, ok := strings.CutSuffix(name, ".json"); ok && docIDPattern.MatchString(id) {
+			ids = append(ids, id)
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, id := range ids {
+		k, _ := docKeyBytes(id)
+		if _, _, ok := s.px.record(k); !ok {
+			continue
+		}
+		if err := s.removeLoose(ctx, id); err != nil {
+			return n, err
+		}
+		n++
+	}
+	if n > 0 && s.localDir != "" {
+		if err := syncDir(filepath.Join(s.localDir, "documents")); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}

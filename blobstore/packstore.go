@@ -1,0 +1,509 @@
+package blobstore
+
+// A store in the pack layout (UsePacks): what reads and writes do there.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// layoutKey is the object that puts a store in the pack layout.
+const layoutKey = "LAYOUT"
+
+// layoutPacks is layoutKey's content in the pack layout.
+const layoutPacks = "packs/1\n"
+
+// UsePacks puts the store at urlstr (opened as Open does) in the pack
+// layout, durably: from then on every Store opened on it writes a batch's
+// blobs, records and record removals as one pack object
+// (packs/<seq>-<random>.pack), and reads both packs and the loose
+// objects written before (blobs/sha256/<hex>, documents/<doc_id>.json),
+// which keep working as they are. A blob of packLooseMin bytes or more is
+// still written loose. There is no way back: a store that has packs must
+// be read with them. Calling it on a store already in the pack layout
+// does nothing. Stores not put in the pack layout keep the loose layout.
+func UsePacks(ctx context.Context, urlstr string) error {
+	s, err := Open(ctx, urlstr)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if s.px != nil {
+		return nil
+	}
+	if s.localDir != "" {
+		if err := mkdirDurable(s.localDir, "packs"); err != nil {
+			return fmt.Errorf("use packs in %s: %w", s.Redacted(), err)
+		}
+	}
+	if err := s.write(ctx, layoutKey, []byte(layoutPacks), "text/plain"); err != nil {
+		return fmt.Errorf("use packs in %s: %w", s.Redacted(), scrubError(err, urlstr))
+	}
+	return nil
+}
+
+// Packed reports whether the store is in the pack layout (UsePacks).
+func (s *Store) Packed() bool { return s.px != nil }
+
+// openLayout reads the store's layout object: in the pack layout it sets
+// s.px and notes whether loose objects exist.
+func (s *Store) openLayout(ctx context.Context) error {
+	data, err := s.bucket.ReadAll(ctx, layoutKey)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if string(data) != layoutPacks {
+		return fmt.Errorf("%s holds %q: not a layout this version reads (%q)", layoutKey, data, layoutPacks)
+	}
+	s.px = newPackIndex()
+	if s.localDir != "" {
+		if err := mkdirDurable(s.localDir, "packs"); err != nil {
+			return err
+		}
+	}
+	for _, p := range []struct {
+		prefix string
+		flag   *bool
+	}{{"blobs/sha256/", &s.looseBlobs}, {"documents/", &s.looseRecs}} {
+		any, err := s.anyObject(ctx, p.prefix)
+		if err != nil {
+			return err
+		}
+		*p.flag = any
+	}
+	return nil
+}
+
+// anyObject reports whether any object's key starts with prefix.
+func (s *Store) anyObject(ctx context.Context, prefix string) (bool, error) {
+	if s.localDir != "" {
+		d, err := os.Open(s.localPath(prefix))
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		defer d.Close()
+		names, err := d.Readdirnames(1)
+		if err == io.EOF {
+			return false, nil
+		}
+		return len(names) > 0, err
+	}
+	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
+	_, err := it.Next(ctx)
+	if err == io.EOF {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// loadPacks reads the footers of the packs the index does not know yet
+// (all of them on first use) and drops those that are gone; with again
+// false, only on first use.
+func (s *Store) loadPacks(ctx context.Context, again bool) error {
+	x := s.px
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.loaded && !again {
+		return nil
+	}
+	type listed struct {
+		name string
+		seq  uint64
+		size int64
+		mod  time.Time
+	}
+	var found []listed
+	present := map[string]bool{}
+	err := s.list(ctx, "packs/", true, func(name string, size int64, mod time.Time) {
+		if seq, ok := parsePackName(name); ok {
+			present[name] = true
+			if _, known := x.byName[name]; !known {
+				found = append(found, listed{name, seq, size, mod})
+			}
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("list packs: %w", err)
+	}
+	var gone []string
+	for name := range x.byName {
+		if !present[name] {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		x.removeLocked(gone)
+	}
+	sort.Slice(found, func(i, j int) bool { return found[i].name < found[j].name })
+	x.damaged = slices.DeleteFunc(x.damaged, func(d DamagedRecord) bool {
+		return !present[strings.TrimPrefix(d.Key, "packs/")]
+	})
+	for _, f := range found {
+		p := &packInfo{name: f.name, seq: f.seq, size: f.size, mod: f.mod}
+		entries, err := s.readPackIndex(ctx, p)
+		if errors.Is(err, errPackDamaged) {
+			if !slices.ContainsFunc(x.damaged, func(d DamagedRecord) bool { return d.Key == p.key() }) {
+				x.damaged = append(x.damaged, DamagedRecord{Key: p.key(), Reason: err.Error()})
+			}
+			continue
+		}
+		if errors.Is(err, ErrNotFound) {
+			continue // removed since the listing
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", p.key(), err)
+		}
+		x.addLocked(p, entries)
+	}
+	x.loaded = true
+	return nil
+}
+
+// readPackIndex reads a pack's footer: its trailer, then its index.
+func (s *Store) readPackIndex(ctx context.Context, p *packInfo) ([]packEntry, error) {
+	if p.size < int64(len(packMagic))+trailerSize {
+		return nil, fmt.Errorf("%d bytes: %w", p.size, errPackDamaged)
+	}
+	t, err := s.readRange(ctx, p.key(), p.size-trailerSize, trailerSize)
+	if err != nil {
+		return nil, err
+	}
+	off, count, crc, err := parseTrailer(t, p.size)
+	if err != nil {
+		return nil, err
+	}
+	idx, err := s.readRange(ctx, p.key(), int64(off), int64(count)*entrySize)
+	if err != nil {
+		return nil, err
+	}
+	return parseIndex(idx, off, crc)
+}
+
+// readRange reads n bytes at off of the object key.
+func (s *Store) readRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if s.localDir != "" {
+		f, err := os.Open(s.localPath(key))
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s: %w", key, ErrNotFound)
+		}
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		buf := make([]byte, n)
+		if _, err := f.ReadAt(buf, off); err != nil {
+			if err == io.EOF {
+				return nil, fmt.Errorf("%s: short read at %d+%d: %w", key, off, n, errPackDamaged)
+			}
+			return nil, err
+		}
+		return buf, nil
+	}
+	r, err := s.bucket.NewRangeReader(ctx, key, off, n, nil)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return nil, fmt.Errorf("%s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	buf, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(buf)) != n {
+		return nil, fmt.Errorf("%s: short read at %d+%d: %w", key, off, n, errPackDamaged)
+	}
+	return buf, nil
+}
+
+// readEntry reads an entry's data and checks its CRC-32C: a mismatch is
+// ErrCorrupt, with the bytes read (to salvage a source from, never to use).
+func (s *Store) readEntry(ctx context.Context, p *packInfo, off, n, crc uint32) ([]byte, error) {
+	data, err := s.readRange(ctx, p.key(), int64(off), int64(n))
+	if errors.Is(err, errPackDamaged) {
+		return nil, fmt.Errorf("%v: %w", err, ErrCorrupt)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if crc32.Checksum(data, castagnoli) != crc {
+		return data, fmt.Errorf("%s: entry at %d+%d: checksum mismatch: %w", p.key(), off, n, ErrCorrupt)
+	}
+	return data, nil
+}
+
+// nextSeq returns a sequence number above every pack's.
+func (s *Store) nextSeq(ctx context.Context) (uint64, error) {
+	if err := s.loadPacks(ctx, false); err != nil {
+		return 0, err
+	}
+	x := s.px
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.maxSeq++
+	return x.maxSeq, nil
+}
+
+func randSuffix() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// writePack stores a finished pack durably under a new name (seq 0: the
+// next sequence number) and adds it to the index; tombs are the pending
+// removals it makes durable.
+func (s *Store) writePack(ctx context.Context, b *packBuilder, seq uint64) (*packInfo, error) {
+	if seq == 0 {
+		var err error
+		if seq, err = s.nextSeq(ctx); err != nil {
+			return nil, err
+		}
+	}
+	data := b.bytes()
+	p := &packInfo{name: packName(seq, randSuffix()), seq: seq, size: int64(len(data)), mod: time.Now()}
+	if err := s.write(ctx, p.key(), data, "application/octet-stream"); err != nil {
+		return nil, err
+	}
+	s.addPack(p, b.entries)
+	return p, nil
+}
+
+// addPack adds a written pack to the index, and drops the pending removals
+// its tombstones make durable.
+func (s *Store) addPack(p *packInfo, entries []packEntry) {
+	x := s.px
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.addLocked(p, entries)
+	for _, e := range entries {
+		if e.kind == kindTombstone {
+			delete(x.tombs, e.docKey())
+		}
+	}
+}
+
+// packedBlob returns a packed blob's bytes, and whether the packs hold it.
+func (s *Store) packedBlob(ctx context.Context, id string) ([]byte, bool, error) {
+	k, ok := blobKeyBytes(id)
+	if !ok {
+		return nil, false, nil
+	}
+	if err := s.loadPacks(ctx, false); err != nil {
+		return nil, false, err
+	}
+	e, p, ok := s.px.blob(k)
+	if !ok {
+		return nil, false, nil
+	}
+	data, err := s.readEntry(ctx, p, e.off, e.n, e.crc)
+	return data, true, err
+}
+
+// packedRecord returns a doc's packed record bytes; found false when the
+// packs do not name the doc; data nil when they hold its tombstone.
+func (s *Store) packedRecord(ctx context.Context, docID string) ([]byte, bool, error) {
+	k, ok := docKeyBytes(docID)
+	if !ok {
+		return nil, false, nil
+	}
+	if err := s.loadPacks(ctx, false); err != nil {
+		return nil, false, err
+	}
+	if err := s.damagedPacks(); err != nil {
+		return nil, false, err
+	}
+	e, p, ok := s.px.record(k)
+	if !ok || e.n == 0 {
+		return nil, ok, nil
+	}
+	data, err := s.readEntry(ctx, p, e.off, e.n, e.crc)
+	return data, true, err
+}
+
+// damagedPacks fails closed when a pack's index cannot be read: its
+// records, or tombstones, could be newer than what the other packs say.
+func (s *Store) damagedPacks() error {
+	s.px.mu.RLock()
+	defer s.px.mu.RUnlock()
+	if len(s.px.damaged) == 0 {
+		return nil
+	}
+	d := s.px.damaged[0]
+	return fmt.Errorf("%s: %s (records are not read while a pack is damaged; escurel verify lists it): %w", d.Key, d.Reason, ErrCorrupt)
+}
+
+// hasBlob reports whether the store holds exactly data under its id:
+// packed, or loose.
+func (s *Store) hasBlob(ctx context.Context, id string, data []byte) (bool, error) {
+	got, ok, err := s.packedBlob(ctx, id)
+	if err != nil && !errors.Is(err, ErrCorrupt) {
+		return false, err
+	}
+	if ok && err == nil && bytes.Equal(got, data) {
+		return true, nil
+	}
+	if !s.looseBlobs {
+		return false, nil
+	}
+	key, _ := BlobKey(id)
+	if s.localDir != "" {
+		return intact(s.localPath(key), data), nil
+	}
+	got, err = s.read(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(got, data), nil
+}
+
+// storedRecord returns the bytes of docID's current record (packed, else
+// loose), nil when there is none.
+func (s *Store) storedRecord(ctx context.Context, docID string) ([]byte, error) {
+	data, ok, err := s.packedRecord(ctx, docID)
+	if ok || err != nil {
+		return data, err
+	}
+	if !s.looseRecs {
+		return nil, nil
+	}
+	key, _ := RecordKey(docID)
+	data, err = s.read(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	return data, err
+}
+
+// putPacked is Put in the pack layout.
+func (s *Store) putPacked(ctx context.Context, data []byte) (string, error) {
+	id := BlobID(data)
+	if len(data) >= packLooseMin {
+		return s.putLoose(ctx, data)
+	}
+	ok, err := s.hasBlob(ctx, id, data)
+	if err != nil {
+		return "", fmt.Errorf("put blob %s: %w", id, err)
+	}
+	if ok {
+		return id, nil
+	}
+	b := newPackBuilder()
+	k, _ := blobKeyBytes(id)
+	if err := b.add(kindBlob, k, data); err != nil {
+		return "", fmt.Errorf("put blob %s: %w", id, err)
+	}
+	if _, err := s.writePack(ctx, b, 0); err != nil {
+		return "", fmt.Errorf("put blob %s: %w", id, err)
+	}
+	return id, nil
+}
+
+// putRecordPacked is PutRecord in the pack layout.
+func (s *Store) putRecordPacked(ctx context.Context, docID string, data []byte) error {
+	b := newPackBuilder()
+	k, _ := docKeyBytes(docID)
+	if err := b.add(kindRecord, wide(k), data); err != nil {
+		return fmt.Errorf("put record %s: %w", docID, err)
+	}
+	if _, err := s.writePack(ctx, b, 0); err != nil {
+		return fmt.Errorf("put record %s: %w", docID, err)
+	}
+	s.dropLooseRecords(ctx, []string{docID})
+	return nil
+}
+
+// dropLooseRecords removes the loose records of docs that a pack now
+// names (hidden by it): best effort, not made durable (a loose record
+// that comes back after a crash stays hidden).
+func (s *Store) dropLooseRecords(ctx context.Context, docIDs []string) {
+	if !s.looseRecs {
+		return
+	}
+	for _, id := range docIDs {
+		key, _ := RecordKey(id)
+		if s.localDir != "" {
+			os.Remove(s.localPath(key))
+		} else {
+			s.bucket.Delete(ctx, key)
+		}
+	}
+}
+
+// removeRecordPacked is RemoveRecord in the pack layout: the loose record
+// removed, and a tombstone pending (written by SyncRemovals) when a pack
+// holds a record of the document.
+func (s *Store) removeRecordPacked(ctx context.Context, docID string) error {
+	k, _ := docKeyBytes(docID)
+	if err := s.loadPacks(ctx, false); err != nil {
+		return fmt.Errorf("delete record %s: %w", docID, err)
+	}
+	if s.looseRecs {
+		key, _ := RecordKey(docID)
+		if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return fmt.Errorf("delete record %s: %w", docID, err)
+		}
+	}
+	x := s.px
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if e, ok := x.recs.lookup(&k, x.packs); ok && e.n > 0 {
+		x.tombs[k] = true
+	}
+	return nil
+}
+
+// syncRemovalsPacked writes the pending removals as one pack of
+// tombstones.
+func (s *Store) syncRemovalsPacked(ctx context.Context) error {
+	x := s.px
+	x.mu.RLock()
+	var keys [][16]byte
+	for k := range x.tombs {
+		keys = append(keys, k)
+	}
+	x.mu.RUnlock()
+	if len(keys) > 0 {
+		slices.SortFunc(keys, func(a, b [16]byte) int { return cmp16(&a, &b) })
+		b := newPackBuilder()
+		for _, k := range keys {
+			if err := b.add(kindTombstone, wide(k), nil); err != nil {
+				return fmt.Errorf("delete record: %w", err)
+			}
+		}
+		if _, err := s.writePack(ctx, b, 0); err != nil {
+			return fmt.Errorf("delete record: %w", err)
+		}
+	}
+	if s.looseRecs && s.localDir != "" {
+		if err := syncDir(filepath.Join(s.localDir, "documents")); err != nil {
+			return fmt.Errorf("delete record: %w", err)
+		}
+	}
+	return nil
+}
