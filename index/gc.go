@@ -43,7 +43,16 @@ type GCResult struct {
 	// built by no one) and generations older than the last purge.
 	Generations     []string `json:"generations"`
 	GenerationBytes int64    `json:"generation_bytes"`
+	// Repacked is, for a blob store in the pack layout, the packs GC
+	// rewrote: those holding an orphan blob, and those whose dead bytes
+	// (older record versions, deleted records) are at least
+	// GCPackDeadShare of their data. Nil in the loose layout or a dry run.
+	Repacked *blobstore.RepackResult `json:"repacked,omitempty"`
 }
+
+// GCPackDeadShare is the share of dead bytes from which GC rewrites a
+// pack of a blob store in the pack layout.
+const GCPackDeadShare = 0.5
 
 // Bytes is the total size of what GC removed, in bytes.
 func (r *GCResult) Bytes() int64 { return r.OrphanBytes + r.TempBytes + r.GenerationBytes }
@@ -85,18 +94,26 @@ func (ix *Index) gcLocked(ctx context.Context, opts *GCOptions, minAge time.Dura
 		// written again, so its time stays old).
 		defer ix.blobsGone.Add(1)
 	}
+	var drop []string
+	var dropBytes int64
 	for _, b := range orphans {
 		if young(b.ModTime) {
 			continue
 		}
-		if !opts.DryRun {
-			if err := ix.blobs.DeleteBlob(ctx, b.ID); err != nil {
-				return res, fmt.Errorf("gc: %w", err)
-			}
-		}
-		res.OrphanBlobs = append(res.OrphanBlobs, b.ID)
-		res.OrphanBytes += b.Size
+		drop = append(drop, b.ID)
+		dropBytes += b.Size
 	}
+	if !opts.DryRun {
+		// One pass over the packs for all of them.
+		r, err := ix.blobs.Repack(ctx, blobstore.RepackOptions{DropBlobs: drop, MinDead: GCPackDeadShare})
+		if ix.blobs.Packed() {
+			res.Repacked = r
+		}
+		if err != nil {
+			return res, fmt.Errorf("gc: %w", err)
+		}
+	}
+	res.OrphanBlobs, res.OrphanBytes = drop, dropBytes
 	tmps, err := ix.blobs.TempFiles(ctx)
 	if err != nil {
 		return res, fmt.Errorf("gc: %w", err)

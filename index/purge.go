@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/internal/layout"
 )
 
@@ -207,16 +208,20 @@ func (ix *Index) purgeBlobs(ctx context.Context, s *state, res *PurgeResult) err
 		return fmt.Errorf("purge: %w", err)
 	}
 	defer ix.blobsGone.Add(1)
+	var drop []string
+	var dropBytes int64
 	for _, b := range infos {
-		if named[b.ID] {
-			continue
+		if !named[b.ID] {
+			drop = append(drop, b.ID)
+			dropBytes += b.Size
 		}
-		if err := ix.blobs.DeleteBlob(ctx, b.ID); err != nil {
-			return fmt.Errorf("purge: the documents are deleted, but not all orphan blobs: %w (Purge again, or escurel gc removes them)", err)
-		}
-		res.Blobs = append(res.Blobs, b.ID)
-		res.BlobBytes += b.Size
 	}
+	// In the pack layout, every pack holding one of them or a dead record
+	// (an older version, a deleted document's) is rewritten without it.
+	if _, err := ix.blobs.Repack(ctx, blobstore.RepackOptions{DropBlobs: drop, MinDead: 0}); err != nil {
+		return fmt.Errorf("purge: the documents are deleted, but not all orphan blobs or older records are erased: %w (Purge again, or escurel gc removes the blobs)", err)
+	}
+	res.Blobs, res.BlobBytes = drop, dropBytes
 	return nil
 }
 

@@ -7,11 +7,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index"
 )
 
@@ -78,11 +80,24 @@ func crashChild(dir string) {
 // the segment merges they trigger) leaves an index that opens, whose
 // full-text index matches its blocks exactly, and that holds every batch
 // it reported committed and no part of any other.
+// In the pack layout too (blobstore.UsePacks): a batch's pack is
+// published whole or not at all.
 func TestCrashDuringIngest(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts child processes")
 	}
+	for _, packs := range []bool{false, true} {
+		t.Run(map[bool]string{false: "loose", true: "packs"}[packs], func(t *testing.T) { testCrashDuringIngest(t, packs) })
+	}
+}
+
+func testCrashDuringIngest(t *testing.T, packs bool) {
 	dir := t.TempDir()
+	if packs {
+		if err := blobstore.UsePacks(context.Background(), fileURL(filepath.Join(dir, "blobs"))); err != nil {
+			t.Fatal(err)
+		}
+	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	committed := 0
 	for round := 0; round < 4; round++ {
@@ -126,6 +141,13 @@ func TestCrashDuringIngest(t *testing.T) {
 		recs, err := ix.Blobs().Records(ctx)
 		if err != nil || len(recs) < docs {
 			t.Fatalf("round %d: %d records (%v) for %d documents", round, len(recs), err, docs)
+		}
+		if ix.Blobs().Packed() != packs {
+			t.Fatalf("round %d: the store's layout changed", round)
+		}
+		v, err := ix.Verify(ctx, &index.VerifyOptions{Deep: true})
+		if err != nil || len(v.RowsWithoutRecords) > 0 || len(v.RecordsWithoutBlobs) > 0 || len(v.DamagedRecords) > 0 || len(v.DamagedBlobs) > 0 {
+			t.Fatalf("round %d: verify: %+v, %v", round, v, err)
 		}
 		ix.Close()
 		t.Logf("round %d: killed after %d batches; %d documents, %d segments", round, committed, docs, st.FullText.Segments)

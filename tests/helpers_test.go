@@ -28,9 +28,24 @@ type env struct {
 	opts index.Options
 }
 
+// newEnv makes an env; its blob store is in the pack layout
+// (blobstore.UsePacks) when ESCUREL_TEST_PACKS is set, to run this package's
+// tests on packs.
 func newEnv(t *testing.T, opts index.Options) *env {
 	t.Helper()
+	return newEnvLayout(t, opts, os.Getenv("ESCUREL_TEST_PACKS") != "")
+}
+
+// newEnvLayout makes an env whose blob store is in the pack layout when
+// packs is true.
+func newEnvLayout(t *testing.T, opts index.Options, packs bool) *env {
+	t.Helper()
 	e := &env{t: t, dir: t.TempDir(), opts: opts}
+	if packs {
+		if err := blobstore.UsePacks(context.Background(), fileURL(filepath.Join(e.dir, "blobs"))); err != nil {
+			t.Fatal(err)
+		}
+	}
 	e.open()
 	t.Cleanup(func() { e.ix.Close() })
 	return e

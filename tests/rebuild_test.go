@@ -101,7 +101,14 @@ func TestRebuildFlipsContextualize(t *testing.T) {
 // rebuild from the blob store, and the same searches give the same hits
 // and the digest is the one before.
 func TestRebuildAfterLosingTheIndexFile(t *testing.T) {
-	e := newEnv(t, index.Options{})
+	for _, packs := range []bool{false, true} {
+		t.Run(map[bool]string{false: "loose", true: "packs"}[packs], func(t *testing.T) {
+			testRebuildAfterLosingTheIndexFile(t, newEnvLayout(t, index.Options{}, packs))
+		})
+	}
+}
+
+func testRebuildAfterLosingTheIndexFile(t *testing.T, e *env) {
 	seed(e)
 	queries := []string{"zanzibar", "connection timeout", "notes paragraph", "repository key"}
 	want := map[string][]index.Hit{}
