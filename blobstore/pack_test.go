@@ -397,3 +397,83 @@ func TestPackIndexMemory(t *testing.T) {
 		t.Errorf("the index takes %.1f MiB at 2M entries, want ≤ 120", heap)
 	}
 }
+
+// Batches synced from several goroutines while others read: every record
+// and blob reads back, and sequence numbers never repeat. Run with -race.
+func TestPacksConcurrent(t *testing.T) {
+	ctx := context.Background()
+	s, dir := packedFileStore(t)
+	const writers, batches, per = 4, 10, 8
+	errs := make(chan error, writers+2)
+	done := make(chan struct{})
+	for w := 0; w < writers; w++ {
+		go func() {
+			for i := 0; i < batches; i++ {
+				b, r := s.NewBatch(), s.NewBatch()
+				for j := 0; j < per; j++ {
+					src := fmt.Sprintf("/w%d/%d/%d", w, i, j)
+					id, err := b.Put(ctx, []byte("bytes of "+src))
+					if err == nil {
+						err = r.StageRecord(ctx, testRecord(src, id, ""))
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+				if err := FlushBatches(ctx, b, r); err != nil {
+					errs <- err
+					return
+				}
+				if err := b.Sync(ctx); err != nil {
+					errs <- err
+					return
+				}
+				if err := r.Sync(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	go func() {
+		for {
+			select {
+			case <-done:
+				errs <- nil
+				return
+			default:
+			}
+			if _, err := s.Records(ctx); err != nil {
+				errs <- err
+				return
+			}
+			s.GetRecord(ctx, DocID("/w0/0/0"))
+		}
+	}()
+	for w := 0; w < writers; w++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	recs, err := reopen(t, s).Records(ctx)
+	if err != nil || len(recs) != writers*batches*per {
+		t.Fatalf("Records = %d, %v", len(recs), err)
+	}
+	seqs := map[uint64]bool{}
+	for _, f := range files(t, filepath.Join(dir, "packs")) {
+		seq, ok := parsePackName(f)
+		if !ok || seqs[seq] {
+			t.Errorf("pack %s: a sequence number given twice or a bad name", f)
+		}
+		seqs[seq] = true
+	}
+	if len(seqs) != 2*writers*batches {
+		t.Errorf("%d packs, want %d", len(seqs), 2*writers*batches)
+	}
+}

@@ -181,8 +181,12 @@ func newPackIndex() *packIndex {
 	}
 }
 
-// addLocked adds a pack and its entries. The caller holds mu.
+// addLocked adds a pack and its entries, unless it is there already. The
+// caller holds mu.
 func (x *packIndex) addLocked(p *packInfo, entries []packEntry) {
+	if _, ok := x.byName[p.name]; ok {
+		return // a listing found it first
+	}
 	n := uint32(len(x.packs))
 	x.packs = append(x.packs, p)
 	x.byName[p.name] = n

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -79,24 +80,51 @@ func (s *Store) scanPacked(ctx context.Context, loose []string) ([]*Record, []Da
 		}
 	})
 	x.mu.RUnlock()
+	// One read per pack, of the span its records take (a batch's records
+	// lie together), 8 packs at a time.
+	byPack := map[*packInfo][]*item{}
+	var order []*packInfo
+	for _, it := range items {
+		if byPack[it.p] == nil {
+			order = append(order, it.p)
+		}
+		byPack[it.p] = append(byPack[it.p], it)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
-	for _, it := range items {
+	for _, p := range order {
 		g.Go(func() error {
-			data, err := s.readEntry(gctx, it.p, it.e.off, it.e.n, it.e.crc)
+			its := byPack[p]
+			lo, hi := its[0].e.off, its[0].e.off+its[0].e.n
+			for _, it := range its {
+				lo, hi = min(lo, it.e.off), max(hi, it.e.off+it.e.n)
+			}
+			span, err := s.readRange(gctx, p.key(), int64(lo), int64(hi-lo))
 			if errors.Is(err, ErrNotFound) {
-				return fmt.Errorf("list records: %s: %w (rewritten meanwhile?)", it.p.key(), err)
+				return fmt.Errorf("list records: %s: %w (rewritten meanwhile?)", p.key(), err)
 			}
-			if err == nil {
-				it.rec, err = decodeRecordOf(it.id, data)
-			}
-			if errors.Is(err, ErrCorrupt) {
-				it.bad = &DamagedRecord{Key: it.p.key() + "#" + it.id, DocID: it.id, Source: salvageSource(it.id, data),
-					Reason: strings.TrimSuffix(err.Error(), ": "+ErrCorrupt.Error())}
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("list records: read %s: %w", it.p.key(), err)
+			for _, it := range its {
+				var data []byte
+				rerr := err
+				if rerr == nil {
+					data = span[it.e.off-lo : it.e.off-lo+it.e.n]
+					if crc32.Checksum(data, castagnoli) != it.e.crc {
+						rerr = fmt.Errorf("%s: entry at %d+%d: checksum mismatch: %w", p.key(), it.e.off, it.e.n, ErrCorrupt)
+					}
+				} else if errors.Is(rerr, errPackDamaged) {
+					rerr = fmt.Errorf("%v: %w", rerr, ErrCorrupt)
+				}
+				if rerr == nil {
+					it.rec, rerr = decodeRecordOf(it.id, data)
+				}
+				if errors.Is(rerr, ErrCorrupt) {
+					it.bad = &DamagedRecord{Key: p.key() + "#" + it.id, DocID: it.id, Source: salvageSource(it.id, data),
+						Reason: strings.TrimSuffix(rerr.Error(), ": "+ErrCorrupt.Error())}
+					continue
+				}
+				if rerr != nil {
+					return fmt.Errorf("list records: read %s: %w", p.key(), rerr)
+				}
 			}
 			return nil
 		})

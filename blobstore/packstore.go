@@ -122,6 +122,14 @@ func (s *Store) anyObject(ctx context.Context, prefix string) (bool, error) {
 // false, only on first use.
 func (s *Store) loadPacks(ctx context.Context, again bool) error {
 	x := s.px
+	if !again {
+		x.mu.RLock()
+		loaded := x.loaded
+		x.mu.RUnlock()
+		if loaded {
+			return nil
+		}
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.loaded && !again {
@@ -292,15 +300,16 @@ func (s *Store) writePack(ctx context.Context, b *packBuilder, seq uint64) (*pac
 }
 
 // addPack adds a written pack to the index, and drops the pending removals
-// its tombstones make durable.
+// its tombstones make durable or its records supersede. (Removals and
+// writes of one document are ordered by the caller: index's writeMu.)
 func (s *Store) addPack(p *packInfo, entries []packEntry) {
 	x := s.px
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.addLocked(p, entries)
 	for _, e := range entries {
-		if e.kind == kindTombstone {
-			delete(x.tombs, e.docKey())
+		if e.kind != kindBlob {
+			delete(x.tombs, e.docKey()) // made durable, or superseded by a newer record
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	_ "gocloud.dev/blob/fileblob"
 	_ "gocloud.dev/blob/memblob"
 
+	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/embed"
 	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/index/dense"
@@ -78,6 +79,22 @@ func openEngine(name, dir string, memBlobs bool) (Engine, error) {
 	return nil, fmt.Errorf("unknown engine %q", name)
 }
 
+// usePacks puts the index's file:// blob store in the pack layout when
+// -blob-packs is given.
+func usePacks(dir string, memBlobs bool) error {
+	if !*blobPacks || memBlobs {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(filepath.Join(dir, "blobs"))
+	if err != nil {
+		return err
+	}
+	return blobstore.UsePacks(context.Background(), "file://"+filepath.ToSlash(abs))
+}
+
 // escurel: BM25-only index (no vectors), file:// blob store unless
 // memBlobs; a passage is a document with its title given.
 type escurelEngine struct {
@@ -89,6 +106,9 @@ func openEscurel(dir string, memBlobs bool) (*escurelEngine, error) {
 	opts := &index.Options{Embedder: embed.None}
 	if memBlobs {
 		opts.BlobURL = "mem://"
+	}
+	if err := usePacks(dir, memBlobs); err != nil {
+		return nil, err
 	}
 	ix, err := index.Open(context.Background(), dir, opts)
 	if err != nil {
@@ -130,6 +150,9 @@ func openEscurelVectors(dir string, memBlobs bool, mode string) (*escurelEngine,
 	opts := &index.Options{Embedder: embed.Default}
 	if memBlobs {
 		opts.BlobURL = "mem://"
+	}
+	if err := usePacks(dir, memBlobs); err != nil {
+		return nil, err
 	}
 	ix, err := index.Open(context.Background(), dir, opts)
 	if err != nil {

@@ -39,6 +39,7 @@ var (
 	shared     = flag.String("shared", "../../../shared/data", "the shared test data")
 	enginesF   = flag.String("engines", strings.Join(engineNames, ","), "engines to run")
 	memBlobs   = flag.Bool("mem-blobs", false, "give escurel a mem:// blob store (not durable: shows the index's own cost)")
+	blobPacks  = flag.Bool("blob-packs", false, "put escurel's file:// blob store in the pack layout (blobstore.UsePacks) before building it")
 	jsonOut    = flag.String("json", "", "also write the results as JSON to this file")
 	childMode  = flag.String("child", "", "internal: build | baseline")
 	childName  = flag.String("engine", "", "internal: the engine a child builds")
@@ -164,6 +165,9 @@ func run() error {
 	common := []string{"-n", fmt.Sprint(*nFlag), "-shared", *shared}
 	if *memBlobs {
 		common = append(common, "-mem-blobs")
+	}
+	if *blobPacks {
+		common = append(common, "-blob-packs")
 	}
 	_, baseRSS, err := child(append([]string{"-child", "baseline"}, common...)...)
 	if err != nil {
