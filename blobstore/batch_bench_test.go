@@ -13,13 +13,21 @@ import (
 // record each) on a file:// store in the temporary directory, as an ingest
 // batch does: "separate" syncs the blobs' batch, then the records' (one
 // flush each, as escurel did before FlushBatches); "together" flushes both
-// at once (FlushBatches), then publishes the blobs, then the records.
+// at once (FlushBatches), then publishes the blobs, then the records;
+// "packs" does the same on a store in the pack layout (UsePacks): one
+// pack for the blobs, one for the records.
 // Run with -benchtime Nx on the disk to measure (TMPDIR).
 func BenchmarkBatch1000(b *testing.B) {
 	ctx := context.Background()
-	for _, mode := range []string{"separate", "together"} {
+	for _, mode := range []string{"separate", "together", "packs"} {
 		b.Run(mode, func(b *testing.B) {
-			s, err := Open(ctx, (&url.URL{Scheme: "file", Path: filepath.Join(b.TempDir(), "blobs")}).String())
+			u := (&url.URL{Scheme: "file", Path: filepath.Join(b.TempDir(), "blobs")}).String()
+			if mode == "packs" {
+				if err := UsePacks(ctx, u); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s, err := Open(ctx, u)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -37,7 +45,7 @@ func BenchmarkBatch1000(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				if mode == "together" {
+				if mode != "separate" {
 					if err := FlushBatches(ctx, blobs, recs); err != nil {
 						b.Fatal(err)
 					}

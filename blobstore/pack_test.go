@@ -477,3 +477,27 @@ func TestPacksConcurrent(t *testing.T) {
 		t.Errorf("%d packs, want %d", len(seqs), 2*writers*batches)
 	}
 }
+
+func TestIDPatterns(t *testing.T) {
+	hex64 := strings.Repeat("0123456789abcdef", 4)
+	for id, want := range map[string]bool{
+		"sha256:" + hex64:                  true,
+		"sha256:" + strings.ToUpper(hex64): false,
+		"sha256:" + hex64[:63]:             false,
+		"sha256:" + hex64 + "0":            false,
+		"sha256:" + hex64[:63] + "g":       false,
+		"sha512:" + hex64:                  false,
+		hex64:                              false,
+		"sha256:" + hex64[:63] + "/":       false,
+		"sha256:" + hex64[:62] + "\u00e9":  false,
+	} {
+		if _, err := BlobKey(id); (err == nil) != want {
+			t.Errorf("BlobKey(%q): %v, want ok=%v", id, err, want)
+		}
+	}
+	for id, want := range map[string]bool{hex64[:32]: true, hex64[:31]: false, hex64[:33]: false, strings.ToUpper(hex64[:32]): false, "../" + hex64[:29]: false} {
+		if _, err := RecordKey(id); (err == nil) != want {
+			t.Errorf("RecordKey(%q): %v, want ok=%v", id, err, want)
+		}
+	}
+}

@@ -200,8 +200,19 @@ func waitBlocked(t *testing.T, fn string) {
 // GC removes that orphan prepares again: its record never names a
 // missing blob.
 func TestGCDuringIngestReusingOrphan(t *testing.T) {
+	for _, packs := range []bool{false, true} {
+		t.Run(map[bool]string{false: "loose", true: "packs"}[packs], func(t *testing.T) { testGCDuringIngestReusingOrphan(t, packs) })
+	}
+}
+
+func testGCDuringIngestReusingOrphan(t *testing.T, packs bool) {
 	ctx := context.Background()
 	dir := t.TempDir()
+	if packs {
+		if err := blobstore.UsePacks(ctx, "file://"+filepath.Join(dir, "blobs")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ix, err := Open(ctx, dir, &Options{Embedder: embed.None})
 	if err != nil {
 		t.Fatal(err)
@@ -214,10 +225,15 @@ func TestGCDuringIngestReusingOrphan(t *testing.T) {
 	if _, err := ix.Delete(ctx, "/a.md"); err != nil {
 		t.Fatal(err)
 	}
-	key, _ := blobstore.BlobKey(blobstore.BlobID(data))
-	past := time.Now().Add(-2 * DefaultGCMinAge)
-	if err := os.Chtimes(filepath.Join(dir, "blobs", filepath.FromSlash(key)), past, past); err != nil {
-		t.Fatal(err)
+	minAge := DefaultGCMinAge
+	if packs {
+		minAge = -1 // a pack's time is the one read when it was listed: spare no orphan instead
+	} else {
+		key, _ := blobstore.BlobKey(blobstore.BlobID(data))
+		past := time.Now().Add(-2 * DefaultGCMinAge)
+		if err := os.Chtimes(filepath.Join(dir, "blobs", filepath.FromSlash(key)), past, past); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ix.writeMu.Lock()
 	done := make(chan error, 1)
@@ -226,10 +242,14 @@ func TestGCDuringIngestReusingOrphan(t *testing.T) {
 		done <- err
 	}()
 	waitBlocked(t, "index.(*Index).ingest")
-	res, err := ix.gcLocked(ctx, &GCOptions{}, DefaultGCMinAge)
+	res, err := ix.gcLocked(ctx, &GCOptions{}, minAge)
+	gone := !blobStored(t, dir, data)
 	ix.writeMu.Unlock()
-	if err != nil || len(res.OrphanBlobs) != 1 {
+	if err != nil || len(res.OrphanBlobs) != 1 || (packs && (res.Repacked == nil || res.Repacked.BlobsDropped != 1)) {
 		t.Fatalf("gc: %+v, %v (want the old orphan removed)", res, err)
+	}
+	if !gone {
+		t.Error("the orphan's bytes were still stored after GC")
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
