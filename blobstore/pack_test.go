@@ -501,3 +501,44 @@ func TestIDPatterns(t *testing.T) {
 		}
 	}
 }
+
+// Removals that cannot be made durable (the tombstones' pack cannot be
+// written) are not removals: the records read back as stored, and a
+// later RemoveRecord and SyncRemovals remove them.
+func TestSyncRemovalsFailure(t *testing.T) {
+	ctx := context.Background()
+	s, dir := packedFileStore(t)
+	rec := testRecord("/kept", BlobID([]byte("x")), "")
+	if err := s.PutRecord(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RemoveRecord(ctx, rec.DocID); err != nil {
+		t.Fatal(err)
+	}
+	packs := filepath.Join(dir, "packs")
+	if err := os.Rename(packs, packs+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(packs, nil, 0o600); err != nil { // a file where the directory was
+		t.Fatal(err)
+	}
+	if err := s.SyncRemovals(); err == nil {
+		t.Fatal("SyncRemovals without a packs directory succeeded")
+	}
+	os.Remove(packs)
+	if err := os.Rename(packs+".away", packs); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetRecord(ctx, rec.DocID); err != nil || got.Source != "/kept" {
+		t.Fatalf("GetRecord after a failed removal: %v, %v; want the record", got, err)
+	}
+	if err := s.RemoveRecord(ctx, rec.DocID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SyncRemovals(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reopen(t, s).GetRecord(ctx, rec.DocID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("GetRecord after the removal: %v", err)
+	}
+}

@@ -506,6 +506,13 @@ func (s *Store) syncRemovalsPacked(ctx context.Context) error {
 			}
 		}
 		if _, err := s.writePack(ctx, b, 0); err != nil {
+			// Not removed after all: the records read as stored again
+			// (RemoveRecord again to retry).
+			x.mu.Lock()
+			for _, k := range keys {
+				delete(x.tombs, k)
+			}
+			x.mu.Unlock()
 			return fmt.Errorf("delete record: %w", err)
 		}
 	}

@@ -3,11 +3,13 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	_ "gocloud.dev/blob/fileblob"
@@ -41,8 +43,12 @@ func newEnv(t *testing.T, opts index.Options) *env {
 func newEnvLayout(t *testing.T, opts index.Options, packs bool) *env {
 	t.Helper()
 	e := &env{t: t, dir: t.TempDir(), opts: opts}
-	if packs {
-		if err := blobstore.UsePacks(context.Background(), fileURL(filepath.Join(e.dir, "blobs"))); err != nil {
+	if packs && !strings.HasPrefix(opts.BlobURL, "mem:") {
+		u := opts.BlobURL
+		if u == "" {
+			u = fileURL(filepath.Join(e.dir, "blobs"))
+		}
+		if err := blobstore.UsePacks(context.Background(), u); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -174,4 +180,48 @@ func (e *env) digest() string {
 		e.t.Fatalf("verify: %+v", v)
 	}
 	return v.Digest
+}
+
+// corruptBlob damages blob id of the file:// store in storeDir, in either
+// layout: a loose blob's file is overwritten, a packed blob's bytes are
+// changed inside its pack.
+func corruptBlob(t *testing.T, store *blobstore.Store, storeDir, id string) {
+	t.Helper()
+	key, err := blobstore.BlobKey(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loose := filepath.Join(storeDir, filepath.FromSlash(key))
+	if _, err := os.Stat(loose); err == nil {
+		if err := os.WriteFile(loose, []byte("bit rot"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	data, err := store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	packs, _ := filepath.Glob(filepath.Join(storeDir, "packs", "*.pack"))
+	for _, p := range packs {
+		b, _ := os.ReadFile(p)
+		if i := bytes.Index(b, data); i >= 0 {
+			b[i] ^= 0xff
+			if err := os.WriteFile(p, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("blob %s is in no file of %s", id, storeDir)
+}
+
+// blobCount is how many blobs the store lists, in either layout.
+func blobCount(t *testing.T, store *blobstore.Store) int {
+	t.Helper()
+	ids, err := store.BlobIDs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ids)
 }

@@ -296,14 +296,7 @@ func TestEmbedderTimeoutWritesNothing(t *testing.T) {
 	if len(recs) != 1 {
 		t.Errorf("%d records in the blob store, want 1", len(recs))
 	}
-	var blobs int
-	filepath.Walk(filepath.Join(e.dir, "blobs"), func(p string, fi os.FileInfo, err error) error {
-		if err == nil && !fi.IsDir() && strings.Contains(p, "sha256") {
-			blobs++
-		}
-		return nil
-	})
-	if blobs != 1 {
+	if blobs := blobCount(t, e.ix.Blobs()); blobs != 1 {
 		t.Errorf("%d blobs stored, want 1", blobs)
 	}
 	srv.Set(func(s *modelserver.Server) { s.Hang = false })

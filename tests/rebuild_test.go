@@ -146,13 +146,13 @@ func testRebuildAfterLosingTheIndexFile(t *testing.T, e *env) {
 func TestRebuildKeepsLiveIndexOnFailure(t *testing.T) {
 	e := newEnv(t, index.Options{})
 	seed(e)
-	blobDir := filepath.Join(e.dir, "blobs", "blobs", "sha256")
-	entries, _ := os.ReadDir(blobDir)
-	if err := os.WriteFile(filepath.Join(blobDir, entries[0].Name()), []byte("bit rot"), 0o644); err != nil {
-		t.Fatal(err)
+	ids, err := e.ix.Blobs().BlobIDs(context.Background())
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("blobs: %v, %v", ids, err)
 	}
+	corruptBlob(t, e.ix.Blobs(), filepath.Join(e.dir, "blobs"), ids[0])
 	e.ix.Close()
-	_, err := rebuild.Run(context.Background(), rebuild.Options{Dir: e.dir, Blobs: blobsOf(e), Index: index.Options{Contextualize: index.ContextOff}})
+	_, err = rebuild.Run(context.Background(), rebuild.Options{Dir: e.dir, Blobs: blobsOf(e), Index: index.Options{Contextualize: index.ContextOff}})
 	if err == nil || !strings.Contains(err.Error(), "corrupt") {
 		t.Fatalf("rebuild over a corrupt blob: err = %v", err)
 	}
@@ -189,7 +189,7 @@ func TestRebuildRefusesMissingDocuments(t *testing.T) {
 	e.ix.Close()
 	// One record removed from the real store: refused, then allowed.
 	store := blobsOf(e)
-	if err := os.Remove(filepath.Join(e.dir, "blobs", "documents", blobstore.DocID("/docs/notes.txt")+".json")); err != nil {
+	if err := store.DeleteRecord(context.Background(), blobstore.DocID("/docs/notes.txt")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := rebuild.Run(context.Background(), rebuild.Options{Dir: e.dir, Blobs: store}); !errors.Is(err, rebuild.ErrMissing) {

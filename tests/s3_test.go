@@ -24,10 +24,19 @@ import (
 // to the bucket: the index verifies deep against it, and a second index
 // built from the bucket alone has the writer's digest.
 func TestS3SearchDuringIngest(t *testing.T) {
+	for _, packs := range []bool{false, true} {
+		t.Run(map[bool]string{false: "loose", true: "packs"}[packs], func(t *testing.T) { testS3SearchDuringIngest(t, packs) })
+	}
+}
+
+func testS3SearchDuringIngest(t *testing.T, packs bool) {
 	ctx := context.Background()
 	srv := s3test.Start(t)
 	blobs := srv.Bucket(t, "concurrent", "idx/")
-	e := newEnv(t, index.Options{BlobURL: blobs})
+	e := newEnvLayout(t, index.Options{BlobURL: blobs}, packs)
+	if e.ix.Blobs().Packed() != packs {
+		t.Fatalf("the store's layout: packed %v, want %v", e.ix.Blobs().Packed(), packs)
+	}
 	if _, err := index.Open(ctx, e.dir, &index.Options{BlobURL: blobs}); !errors.Is(err, index.ErrLocked) {
 		t.Fatalf("a second Open of the directory: %v, want ErrLocked", err)
 	}
