@@ -216,14 +216,21 @@ func (x *packIndex) addLocked(p *packInfo, entries []packEntry) {
 // removeLocked marks packs gone and drops their entries. The caller holds
 // mu.
 func (x *packIndex) removeLocked(names []string) {
+	x.forgetLocked(names)
+	x.blobs.compact(x.packs)
+	x.recs.compact(x.packs)
+}
+
+// forgetLocked marks packs gone: lookups skip their entries, which stay
+// in memory until removeLocked (or a merge) drops them. The caller holds
+// mu.
+func (x *packIndex) forgetLocked(names []string) {
 	for _, name := range names {
 		if i, ok := x.byName[name]; ok {
 			x.packs[i].gone = true
 			delete(x.byName, name)
 		}
 	}
-	x.blobs.compact(x.packs)
-	x.recs.compact(x.packs)
 }
 
 // blob returns where blob k is packed.

@@ -258,6 +258,13 @@ func (s *Store) Repack(ctx context.Context, opts RepackOptions) (*RepackResult, 
 	}
 	x.mu.RUnlock()
 	var removed []string
+	defer func() {
+		if len(removed) > 0 {
+			x.mu.Lock()
+			x.removeLocked(nil) // drop the forgotten packs' entries from memory
+			x.mu.Unlock()
+		}
+	}()
 	for _, p := range chosen {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -334,7 +341,7 @@ func (s *Store) rewritePack(ctx context.Context, p *packInfo, drop map[[32]byte]
 		after = q.size
 	}
 	x.mu.Lock()
-	x.removeLocked([]string{p.name})
+	x.forgetLocked([]string{p.name}) // Repack compacts the index once, at the end
 	x.mu.Unlock()
 	if err := s.bucket.Delete(ctx, p.key()); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 		return 0, 0, 0, err
