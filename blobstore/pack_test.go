@@ -542,3 +542,33 @@ func TestSyncRemovalsFailure(t *testing.T) {
 		t.Fatalf("GetRecord after the removal: %v", err)
 	}
 }
+
+// A reader whose index names a pack that a Repack (here another Store on
+// the same directory) has rewritten reads the entry from the new pack.
+func TestReadAfterRewrite(t *testing.T) {
+	ctx := context.Background()
+	s, _ := packedFileStore(t)
+	b := s.NewBatch()
+	id, _ := b.Put(ctx, []byte("stays"))
+	gone, _ := b.Put(ctx, []byte("goes"))
+	b.PutRecord(ctx, testRecord("/r", id, ""))
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetRecord(ctx, DocID("/r")); err != nil { // the index is loaded
+		t.Fatal(err)
+	}
+	other := reopen(t, s)
+	if res, err := other.Repack(ctx, RepackOptions{DropBlobs: []string{gone}}); err != nil || res.Rewritten != 1 {
+		t.Fatalf("Repack = %+v, %v", res, err)
+	}
+	if _, err := s.Get(ctx, id); err != nil {
+		t.Errorf("Get after another's rewrite: %v", err)
+	}
+	if _, err := s.GetRecord(ctx, DocID("/r")); err != nil {
+		t.Errorf("GetRecord after another's rewrite: %v", err)
+	}
+	if recs, err := s.Records(ctx); err != nil || len(recs) != 1 {
+		t.Errorf("Records after another's rewrite: %v, %v", recs, err)
+	}
+}

@@ -323,12 +323,21 @@ func (s *Store) packedBlob(ctx context.Context, id string) ([]byte, bool, error)
 	if err := s.loadPacks(ctx, false); err != nil {
 		return nil, false, err
 	}
-	e, p, ok := s.px.blob(k)
-	if !ok {
-		return nil, false, nil
+	for try := 0; ; try++ {
+		e, p, ok := s.px.blob(k)
+		if !ok {
+			return nil, false, nil
+		}
+		data, err := s.readEntry(ctx, p, e.off, e.n, e.crc)
+		if errors.Is(err, ErrNotFound) && try == 0 {
+			// Rewritten (Repack) since the index was read: read it again.
+			if err := s.loadPacks(ctx, true); err != nil {
+				return nil, false, err
+			}
+			continue
+		}
+		return data, true, err
 	}
-	data, err := s.readEntry(ctx, p, e.off, e.n, e.crc)
-	return data, true, err
 }
 
 // packedRecord returns a doc's packed record bytes; found false when the
@@ -344,12 +353,21 @@ func (s *Store) packedRecord(ctx context.Context, docID string) ([]byte, bool, e
 	if err := s.damagedPacks(); err != nil {
 		return nil, false, err
 	}
-	e, p, ok := s.px.record(k)
-	if !ok || e.n == 0 {
-		return nil, ok, nil
+	for try := 0; ; try++ {
+		e, p, ok := s.px.record(k)
+		if !ok || e.n == 0 {
+			return nil, ok, nil
+		}
+		data, err := s.readEntry(ctx, p, e.off, e.n, e.crc)
+		if errors.Is(err, ErrNotFound) && try == 0 {
+			// Rewritten (Repack) since the index was read: read it again.
+			if err := s.loadPacks(ctx, true); err != nil {
+				return nil, false, err
+			}
+			continue
+		}
+		return data, true, err
 	}
-	data, err := s.readEntry(ctx, p, e.off, e.n, e.crc)
-	return data, true, err
 }
 
 // damagedPacks fails closed when a pack's index cannot be read: its

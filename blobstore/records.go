@@ -82,7 +82,11 @@ func (s *Store) ScanRecords(ctx context.Context) ([]*Record, []DamagedRecord, er
 		return nil, nil, fmt.Errorf("list records: %w", err)
 	}
 	if s.px != nil {
-		return s.scanPacked(ctx, ids)
+		recs, damaged, err := s.scanPacked(ctx, ids)
+		if errors.Is(err, ErrNotFound) { // a pack rewritten (Repack) meanwhile: once more
+			recs, damaged, err = s.scanPacked(ctx, ids)
+		}
+		return recs, damaged, err
 	}
 	return s.scanLoose(ctx, ids)
 }
