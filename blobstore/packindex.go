@@ -31,6 +31,16 @@ func newer(packs []*packInfo, a, b uint32) bool {
 	return packs[a].seq > packs[b].seq || (packs[a].seq == packs[b].seq && a > b)
 }
 
+// byKey sorts entries by key, comparing them in place (no copy escapes).
+type byKey[K any] struct {
+	e   []ent[K]
+	cmp func(a, b *K) int
+}
+
+func (s byKey[K]) Len() int           { return len(s.e) }
+func (s byKey[K]) Less(i, j int) bool { return s.cmp(&s.e[i].key, &s.e[j].key) < 0 }
+func (s byKey[K]) Swap(i, j int)      { s.e[i], s.e[j] = s.e[j], s.e[i] }
+
 // table is one kind's sorted runs, oldest first.
 type table[K any] struct {
 	runs [][]ent[K]
@@ -66,7 +76,7 @@ func (t *table[K]) add(entries []ent[K], packs []*packInfo) {
 	if len(entries) == 0 {
 		return
 	}
-	slices.SortFunc(entries, func(a, b ent[K]) int { return t.cmp(&a.key, &b.key) })
+	sort.Sort(byKey[K]{entries, t.cmp})
 	t.runs = append(t.runs, entries)
 	for n := len(t.runs); n >= 2 && len(t.runs[n-2]) <= 2*len(t.runs[n-1]); n = len(t.runs) {
 		t.runs[n-2] = t.merge(t.runs[n-2], t.runs[n-1], packs)
@@ -80,34 +90,35 @@ func (t *table[K]) add(entries []ent[K], packs []*packInfo) {
 // entries of packs that are gone.
 func (t *table[K]) merge(a, b []ent[K], packs []*packInfo) []ent[K] {
 	out := make([]ent[K], 0, len(a)+len(b))
-	push := func(e ent[K]) {
-		p := packs[e.pack]
-		if p.gone {
+	// push takes a pointer into a or b: a key passed by value to t.cmp
+	// would escape, an allocation a comparison.
+	push := func(e *ent[K]) {
+		if packs[e.pack].gone {
 			return
 		}
 		if n := len(out); n > 0 && t.cmp(&out[n-1].key, &e.key) == 0 {
 			if newer(packs, e.pack, out[n-1].pack) {
-				out[n-1] = e
+				out[n-1] = *e
 			}
 			return
 		}
-		out = append(out, e)
+		out = append(out, *e)
 	}
 	i, j := 0, 0
 	for i < len(a) && j < len(b) {
 		if t.cmp(&a[i].key, &b[j].key) <= 0 {
-			push(a[i])
+			push(&a[i])
 			i++
 		} else {
-			push(b[j])
+			push(&b[j])
 			j++
 		}
 	}
 	for ; i < len(a); i++ {
-		push(a[i])
+		push(&a[i])
 	}
 	for ; j < len(b); j++ {
-		push(b[j])
+		push(&b[j])
 	}
 	return slices.Clip(out)
 }

@@ -20,7 +20,11 @@ import (
 
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
+	"golang.org/x/sync/errgroup"
 )
+
+// footerRead is how many bytes at a pack's end a reader reads first.
+const footerRead = 16 << 10
 
 // layoutKey is the object that puts a store in the pack layout.
 const layoutKey = "LAYOUT"
@@ -167,9 +171,24 @@ func (s *Store) loadPacks(ctx context.Context, again bool) error {
 	x.damaged = slices.DeleteFunc(x.damaged, func(d DamagedRecord) bool {
 		return !present[strings.TrimPrefix(d.Key, "packs/")]
 	})
-	for _, f := range found {
-		p := &packInfo{name: f.name, seq: f.seq, size: f.size, mod: f.mod}
-		entries, err := s.readPackIndex(ctx, p)
+	// The footers are read 16 at a time (small reads at the ends of
+	// files: their latency, not the bandwidth, is the cost), then added in
+	// sequence order.
+	infos := make([]*packInfo, len(found))
+	entries := make([][]packEntry, len(found))
+	errs := make([]error, len(found))
+	var g errgroup.Group
+	g.SetLimit(16)
+	for i, f := range found {
+		infos[i] = &packInfo{name: f.name, seq: f.seq, size: f.size, mod: f.mod}
+		g.Go(func() error {
+			entries[i], errs[i] = s.readPackIndex(ctx, infos[i])
+			return nil
+		})
+	}
+	g.Wait()
+	for i, p := range infos {
+		err := errs[i]
 		if errors.Is(err, errPackDamaged) {
 			if !slices.ContainsFunc(x.damaged, func(d DamagedRecord) bool { return d.Key == p.key() }) {
 				x.damaged = append(x.damaged, DamagedRecord{Key: p.key(), Reason: err.Error()})
@@ -182,7 +201,7 @@ func (s *Store) loadPacks(ctx context.Context, again bool) error {
 		if err != nil {
 			return fmt.Errorf("read %s: %w", p.key(), err)
 		}
-		x.addLocked(p, entries)
+		x.addLocked(p, entries[i])
 	}
 	x.loaded = true
 	return nil
@@ -193,16 +212,21 @@ func (s *Store) readPackIndex(ctx context.Context, p *packInfo) ([]packEntry, er
 	if p.size < int64(len(packMagic))+trailerSize {
 		return nil, fmt.Errorf("%d bytes: %w", p.size, errPackDamaged)
 	}
-	t, err := s.readRange(ctx, p.key(), p.size-trailerSize, trailerSize)
+	// One read of the last footerRead bytes holds the index of a pack of
+	// up to about 300 entries (an ingest batch's); a second read otherwise.
+	tail := min(p.size, footerRead)
+	t, err := s.readRange(ctx, p.key(), p.size-tail, tail)
 	if err != nil {
 		return nil, err
 	}
-	off, count, crc, err := parseTrailer(t, p.size)
+	off, count, crc, err := parseTrailer(t[len(t)-trailerSize:], p.size)
 	if err != nil {
 		return nil, err
 	}
-	idx, err := s.readRange(ctx, p.key(), int64(off), int64(count)*entrySize)
-	if err != nil {
+	var idx []byte
+	if start := int64(off) - (p.size - tail); start >= 0 {
+		idx = t[start : start+int64(count)*entrySize]
+	} else if idx, err = s.readRange(ctx, p.key(), int64(off), int64(count)*entrySize); err != nil {
 		return nil, err
 	}
 	return parseIndex(idx, off, crc)
