@@ -124,6 +124,10 @@ type Index struct {
 
 	writeMu sync.Mutex // one writer; see the locking rules
 	stale   string     // guarded by writeMu: a published generation this process failed to switch to
+	// mergeErr, guarded by writeMu, is the error of the last background
+	// merge (mergeAfter), until the next ingest or Close reports it.
+	mergeErr error
+	merges   sync.WaitGroup // background merges not yet finished (mergeAfter)
 	// blobsGone counts the removals of blobs (Purge, GC), each added under
 	// writeMu after its last blob is deleted. An ingest reads it before it
 	// uploads its blobs without the lock, and prepares again when it
@@ -531,6 +535,10 @@ func (ix *Index) Close() error {
 			rerr = fmt.Errorf("close: the writes are committed and durable, but rewriting the file to reclaim its free space failed (escurel compact tries again): %w", rerr)
 		}
 	}
+	if ix.mergeErr != nil {
+		rerr = errors.Join(rerr, fmt.Errorf("close: the writes are committed and durable, but merging the full-text segments failed (the next write merges again): %w", ix.mergeErr))
+		ix.mergeErr = nil
+	}
 	s := ix.cur.Swap(nil)
 	// Not held while readers leave: an ingest that prepared on s waits
 	// for writeMu, then sees cur changed and gives up with ErrClosed.
@@ -540,6 +548,7 @@ func (ix *Index) Close() error {
 	}
 	s.unref()
 	ix.states.Wait()
+	ix.merges.Wait() // each has seen cur nil and left
 	err := errors.Join(rerr, s.closeErr)
 	if replaced != "" {
 		err = errors.Join(err, ix.layout.RemoveReplaced(replaced)) // no reader is left
