@@ -303,7 +303,7 @@ func (ix *Index) ingest(ctx context.Context, ins []input) (res []Result, errs []
 // reference to s. A merge has its own transaction; one that fails leaves
 // the segments it would have merged, and its error is reported by the
 // next batch, which merges again after its commit (synchronously, as
-// before), or by Close.
+// before), or by Close, which also runs a merge still pending.
 func (ix *Index) mergeAfter(s *state) error {
 	if err := ix.mergeErr; err != nil {
 		ix.mergeErr = nil
@@ -313,15 +313,20 @@ func (ix *Index) mergeAfter(s *state) error {
 		return nil
 	}
 	s.refs.Add(1) // the caller's keeps it above zero
+	ix.mergePending = true
 	ix.merges.Add(1)
 	go func() {
 		defer ix.merges.Done()
 		defer s.unref()
 		ix.writeMu.Lock()
 		defer ix.writeMu.Unlock()
-		if ix.cur.Load() != s {
-			return // closed, or another generation is live: s takes no more writes
+		if ix.cur.Load() != s || !ix.mergePending {
+			// Closed, or another generation is live (s takes no more
+			// writes), or a later batch's merge, Close or an earlier
+			// goroutine ran it.
+			return
 		}
+		ix.mergePending = false
 		ix.mergeErr = s.fts.Maintain(context.Background(), s.db, 0)
 	}()
 	return nil
