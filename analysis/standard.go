@@ -138,8 +138,9 @@ type language struct {
 // maxLocalWords entries. One goroutine uses it at a time (language.words).
 type wordCache map[string]string
 
-// maxLocalWords bounds each pooled wordCache (a few MB).
-const maxLocalWords = 50_000
+// maxLocalWords bounds each pooled wordCache (about 1.5 MB; there are
+// about as many as goroutines analyzing at once).
+const maxLocalWords = 20_000
 
 // maxCachedStems bounds each language's stem cache (about 10 MB).
 const maxCachedStems = 200_000
