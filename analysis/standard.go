@@ -128,7 +128,7 @@ type language struct {
 
 	stems  sync.Map     // word → stem, a cache: stemming is a pure function
 	cached atomic.Int64 // entries in stems, bounded by maxCachedStems
-	// words pools *wordCache: a goroutine's own cache of what a word
+	// words pools wordCaches: a goroutine's own cache of what a word
 	// becomes (the term, or "" when it is dropped), one plain map lookup
 	// instead of the stop list's and the shared stem cache's.
 	words sync.Pool

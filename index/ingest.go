@@ -299,8 +299,8 @@ func (ix *Index) ingest(ctx context.Context, ins []input) (res []Result, errs []
 // for (fts.Index.Maintain) in the background: they take writeMu, as
 // before, but once the batch has returned, so they overlap with the
 // caller's next batch, which derives and stores its blobs without the
-// lock and waits for them only to commit. The caller holds writeMu and a
-// reference to s. A merge has its own transaction; one that fails leaves
+// lock and waits for them only to commit. The caller holds writeMu, and
+// s is the live state. A merge has its own transaction; one that fails leaves
 // the segments it would have merged, and its error is reported by the
 // next batch, which merges again after its commit (synchronously, as
 // before), or by Close, which also runs a merge still pending.
@@ -312,7 +312,7 @@ func (ix *Index) mergeAfter(s *state) error {
 		}
 		return nil
 	}
-	s.refs.Add(1) // the caller's keeps it above zero
+	s.refs.Add(1) // the Index's own reference (s is live) keeps it above zero
 	ix.mergePending = true
 	ix.merges.Add(1)
 	go func() {
