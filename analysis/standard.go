@@ -128,7 +128,19 @@ type language struct {
 
 	stems  sync.Map     // word → stem, a cache: stemming is a pure function
 	cached atomic.Int64 // entries in stems, bounded by maxCachedStems
+	// words pools wordCaches: a goroutine's own cache of what a word
+	// becomes (the term, or "" when it is dropped), one plain map lookup
+	// instead of the stop list's and the shared stem cache's.
+	words sync.Pool
 }
+
+// wordCache maps a word to the term it emits ("" for none); at most
+// maxLocalWords entries. One goroutine uses it at a time (language.words).
+type wordCache map[string]string
+
+// maxLocalWords bounds each pooled wordCache (about 1.5 MB; there are
+// about as many as goroutines analyzing at once).
+const maxLocalWords = 20_000
 
 // maxCachedStems bounds each language's stem cache (about 10 MB).
 const maxCachedStems = 200_000
@@ -247,20 +259,49 @@ func (StandardV1) Terms(dst []string, text, lang string) []string {
 	}
 	env := envs.Get().(*snowballstem.Env)
 	defer envs.Put(env)
-	emit := func(w string) {
+	term := func(w string) string {
 		if l.elision != nil {
 			if art, rest, ok := strings.Cut(w, "'"); ok && l.elision[art] {
 				w = rest
 			}
 		}
 		if l.stop[w] {
-			return
+			return ""
 		}
 		if l.stem != nil {
 			w = l.stemmed(w, env)
 		}
-		if w != "" && len(w) <= MaxTermBytes {
-			dst = append(dst, w)
+		if len(w) > MaxTermBytes {
+			return ""
+		}
+		return w
+	}
+	var words wordCache
+	if err == nil {
+		if c, ok := l.words.Get().(wordCache); ok {
+			words = c
+		} else {
+			words = wordCache{}
+		}
+		defer l.words.Put(words)
+	}
+	emit := func(w string) {
+		t, ok := words[w]
+		if !ok {
+			t = term(w)
+			if words != nil && len(words) < maxLocalWords {
+				// Clones: w is a slice of the whole text, and t may be.
+				k := strings.Clone(w)
+				if t == w {
+					t = k
+				} else {
+					t = strings.Clone(t)
+				}
+				words[k] = t
+			}
+		}
+		if t != "" {
+			dst = append(dst, t)
 		}
 	}
 	var run []string // adjacent CJK characters

@@ -124,6 +124,13 @@ type Index struct {
 
 	writeMu sync.Mutex // one writer; see the locking rules
 	stale   string     // guarded by writeMu: a published generation this process failed to switch to
+	// mergeErr, guarded by writeMu, is the error of the last background
+	// merge (mergeAfter), until the next ingest or Close reports it;
+	// mergePending, also, says a merge was started and has not run yet
+	// (Close runs it).
+	mergeErr     error
+	mergePending bool
+	merges       sync.WaitGroup // background merges not yet finished (mergeAfter)
 	// blobsGone counts the removals of blobs (Purge, GC), each added under
 	// writeMu after its last blob is deleted. An ingest reads it before it
 	// uploads its blobs without the lock, and prepares again when it
@@ -522,6 +529,14 @@ func (ix *Index) Close() error {
 	ix.writeMu.Lock()
 	var replaced string
 	var rerr error
+	if s := ix.cur.Load(); s != nil && ix.mergePending {
+		// A batch's merges, not run yet: the index is left merged, as
+		// the batch would have left it.
+		ix.mergePending = false
+		if err := s.fts.Maintain(context.Background(), s.db, 0); err != nil {
+			ix.mergeErr = err
+		}
+	}
 	if s := ix.cur.Load(); s != nil && ix.ownDir && !ix.readOnly && ix.stale == "" && s.wrote.Load() {
 		// A file with a fifth or more reclaimable is rewritten into a new
 		// generation, which the next Open opens (index/compact.go); only
@@ -530,6 +545,10 @@ func (ix *Index) Close() error {
 		if replaced, rerr = ix.rewriteLive(context.Background(), s, closeRewriteShare, closeRewriteMin, false); rerr != nil {
 			rerr = fmt.Errorf("close: the writes are committed and durable, but rewriting the file to reclaim its free space failed (escurel compact tries again): %w", rerr)
 		}
+	}
+	if ix.mergeErr != nil {
+		rerr = errors.Join(rerr, fmt.Errorf("close: the writes are committed and durable, but merging the full-text segments failed (the next write merges again): %w", ix.mergeErr))
+		ix.mergeErr = nil
 	}
 	s := ix.cur.Swap(nil)
 	// Not held while readers leave: an ingest that prepared on s waits
@@ -540,6 +559,7 @@ func (ix *Index) Close() error {
 	}
 	s.unref()
 	ix.states.Wait()
+	ix.merges.Wait() // each has seen cur nil and left
 	err := errors.Join(rerr, s.closeErr)
 	if replaced != "" {
 		err = errors.Join(err, ix.layout.RemoveReplaced(replaced)) // no reader is left

@@ -267,6 +267,9 @@ func (ix *Index) ingest(ctx context.Context, ins []input) (res []Result, errs []
 		}
 		if ok && err == nil {
 			err = s.commitBatch(ctx, b)
+			if err == nil && len(b.writes) > 0 {
+				err = ix.mergeAfter(s)
+			}
 		}
 		b.drop() // records flushed and not published: another writer got there first, or an error
 		ix.writeMu.Unlock()
@@ -285,8 +288,48 @@ func (ix *Index) ingest(ctx context.Context, ins []input) (res []Result, errs []
 	if err == nil {
 		err = s.commitBatch(ctx, b)
 	}
+	if err == nil && len(b.writes) > 0 {
+		err = ix.mergeAfter(s)
+	}
 	b.drop()
 	return b.res, b.errs, err
+}
+
+// mergeAfter starts the full-text merges that a committed batch calls
+// for (fts.Index.Maintain) in the background: they take writeMu, as
+// before, but once the batch has returned, so they overlap with the
+// caller's next batch, which derives and stores its blobs without the
+// lock and waits for them only to commit. The caller holds writeMu, and
+// s is the live state. A merge has its own transaction; one that fails leaves
+// the segments it would have merged, and its error is reported by the
+// next batch, which merges again after its commit (synchronously, as
+// before), or by Close, which also runs a merge still pending.
+func (ix *Index) mergeAfter(s *state) error {
+	if err := ix.mergeErr; err != nil {
+		ix.mergeErr = nil
+		if err := s.fts.Maintain(context.Background(), s.db, 0); err != nil {
+			return fmt.Errorf("ingest: committed, then merging the full-text segments: %w", err)
+		}
+		return nil
+	}
+	s.refs.Add(1) // the Index's own reference (s is live) keeps it above zero
+	ix.mergePending = true
+	ix.merges.Add(1)
+	go func() {
+		defer ix.merges.Done()
+		defer s.unref()
+		ix.writeMu.Lock()
+		defer ix.writeMu.Unlock()
+		if ix.cur.Load() != s || !ix.mergePending {
+			// Closed, or another generation is live (s takes no more
+			// writes), or a later batch's merge, Close or an earlier
+			// goroutine ran it.
+			return
+		}
+		ix.mergePending = false
+		ix.mergeErr = s.fts.Maintain(context.Background(), s.db, 0)
+	}()
+	return nil
 }
 
 var languageTag = regexp.MustCompile(`^[a-z]{2,3}(-[A-Za-z0-9]{1,8})*$`)

@@ -142,7 +142,9 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 		return err
 	}
 	var ps []Posting
-	blocks := map[int64]bool{}
+	// The merged segment's distinct blocks, as a bitmap by block id (a
+	// map took a fifth of a merge's CPU at 100,000 passages).
+	var blocks bitmap
 	var cur int32 = -1
 	flush := func() error {
 		if cur < 0 || len(ps) == 0 {
@@ -151,7 +153,10 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 		sort.Slice(ps, func(i, j int) bool { return ps[i].Block < ps[j].Block })
 		r := row{term: cur, d: listDF(ps)}
 		for _, p := range ps {
-			blocks[p.Block] = true
+			if p.Block < 0 {
+				return fmt.Errorf("term %d: %w", cur, errCorrupt)
+			}
+			blocks.set(p.Block)
 			seg.min, seg.max = min(seg.min, p.Block), max(seg.max, p.Block)
 		}
 		r.data = encode(nil, ps)
@@ -202,7 +207,7 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 	if err != nil {
 		return fmt.Errorf("fts merge: %w", err)
 	}
-	seg.blocks = int32(len(blocks))
+	seg.blocks = int32(blocks.n)
 	stmts := []string{
 		`DELETE FROM fts_postings WHERE segment_id IN (` + inSegs + `)`,
 		`DELETE FROM fts_segments WHERE segment_id IN (` + inSegs + `)`,
@@ -226,11 +231,29 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 			return fmt.Errorf("fts merge: %w", err)
 		}
 	}
-	if len(blocks) > 0 {
+	if blocks.n > 0 {
 		if err := insertSegment(ctx, tx, seg); err != nil {
 			return err
 		}
 		ch.segment = seg
 	}
 	return ix.Commit(ctx, tx, ch)
+}
+
+// bitmap is a set of block ids (non-negative: set panics on a negative
+// one), grown on demand.
+type bitmap struct {
+	words []uint64
+	n     int // bits set
+}
+
+func (b *bitmap) set(id int64) {
+	w := int(id >> 6)
+	if w >= len(b.words) {
+		b.words = append(b.words, make([]uint64, w+1-len(b.words))...)
+	}
+	if bit := uint64(1) << (id & 63); b.words[w]&bit == 0 {
+		b.words[w] |= bit
+		b.n++
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -35,67 +36,132 @@ type addedBlock struct {
 // Add writes blocks (ascending ids, all new) as one new segment within tx:
 // their field lengths, their postings and any new dictionary terms. Call
 // with the writer's exclusive right to write; pass the result to Commit.
+// It is Invert, then Append.
 func (ix *Index) Add(ctx context.Context, tx *duck.Tx, blocks []Block) (*Change, error) {
-	if len(blocks) == 0 {
-		return &Change{}, nil
+	inv, err := ix.Invert(blocks)
+	if err != nil {
+		return nil, err
 	}
+	return ix.Append(ctx, tx, inv)
+}
+
+// Inverted is a batch of blocks inverted into one segment's posting lists,
+// encoded and with their term ids, ready to Append. It touches no
+// database.
+type Inverted struct {
+	ch    *Change
+	terms []int32  // term ids, ascending by term (the order rows are appended in)
+	data  [][]byte // encoded posting list of terms[i]
+}
+
+// Invert does the part of Add that needs no transaction: it inverts blocks
+// (ascending ids, all new) into posting lists, assigns ids to new terms and
+// encodes the lists. Call it with the writer's exclusive right to write
+// (no other write may change the dictionary before Append), then Append
+// within the write's transaction; it may run while the writer appends
+// other rows on tx.
+func (ix *Index) Invert(blocks []Block) (*Inverted, error) {
 	ix.mu.RLock()
 	nextTerm, segID := ix.nextTerm, ix.nextSeg
 	ix.mu.RUnlock()
-
-	// Invert the batch: term → postings in block order.
-	lists := map[string][]Posting{}
-	counts := map[string]*[NumFields]uint32{}
-	ch := &Change{firstTerm: nextTerm, df: map[int32]df{}, lists: map[int32][]byte{}}
+	ch := &Change{firstTerm: nextTerm}
+	if len(blocks) == 0 {
+		return &Inverted{ch: ch}, nil
+	}
+	// Invert the batch: term → postings in block order. Each distinct term
+	// gets a local number on first sight, so an occurrence costs one map
+	// lookup; a block's counts live in tf, indexed by local number, for
+	// the terms it touched.
+	local := map[string]int32{}
+	var (
+		names   []string
+		lists   [][]Posting
+		tf      [][NumFields]uint32
+		last    []int // the block (index in blocks) that last touched a term
+		touched []int32
+	)
+	ch.added = make([]addedBlock, 0, len(blocks))
 	prev := int64(-1)
-	for _, b := range blocks {
+	for bi, b := range blocks {
 		if b.ID <= prev {
 			return nil, fmt.Errorf("fts add: block ids not ascending (%d after %d)", b.ID, prev)
 		}
 		prev = b.ID
-		clear(counts)
+		touched = touched[:0]
 		info := blockInfo{level: b.Level, state: live}
 		for f := range b.Terms {
 			info.len[f] = uint32(len(b.Terms[f]))
 			for _, t := range b.Terms[f] {
-				c := counts[t]
-				if c == nil {
-					c = new([NumFields]uint32)
-					counts[t] = c
+				li, ok := local[t]
+				if !ok {
+					li = int32(len(names))
+					local[t] = li
+					names = append(names, t)
+					lists = append(lists, nil)
+					tf = append(tf, [NumFields]uint32{})
+					last = append(last, -1)
 				}
-				c[f]++
+				if last[li] != bi {
+					last[li] = bi
+					tf[li] = [NumFields]uint32{}
+					touched = append(touched, li)
+				}
+				tf[li][f]++
 			}
 		}
-		for t, c := range counts {
-			lists[t] = append(lists[t], Posting{Block: b.ID, TF: *c})
+		for _, li := range touched {
+			lists[li] = append(lists[li], Posting{Block: b.ID, TF: tf[li]})
 		}
 		ch.added = append(ch.added, addedBlock{b.ID, info})
 	}
 
-	terms := sortedTerms(lists)
+	order := make([]int32, len(names))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(names[a], names[b]) })
+	inv := &Inverted{ch: ch, terms: make([]int32, len(order)), data: make([][]byte, len(order))}
 	ix.mu.RLock()
-	ids := make([]int32, len(terms))
-	for i, t := range terms {
-		id, ok := ix.ids[t]
+	for i, li := range order {
+		id, ok := ix.ids[names[li]]
 		if !ok {
 			id = nextTerm + int32(len(ch.newTerms))
-			ch.newTerms = append(ch.newTerms, t)
+			ch.newTerms = append(ch.newTerms, names[li])
 		}
-		ids[i] = id
+		inv.terms[i] = id
 	}
 	ix.mu.RUnlock()
 
 	seg := &segment{id: segID, blocks: int32(len(blocks)), min: blocks[0].ID, max: prev}
+	ch.df = make(map[int32]df, len(order))
+	ch.lists = make(map[int32][]byte, len(order))
+	for i, li := range order {
+		ps := lists[li]
+		data := encode(nil, ps) // its own array: the posting cache may keep it
+		id := inv.terms[i]
+		ch.df[id] = listDF(ps)
+		ch.lists[id] = data
+		inv.data[i] = data
+		seg.bytes += int64(len(data))
+	}
+	ch.segment = seg
+	return inv, nil
+}
+
+// Append writes an inverted batch within tx: its posting lists, its new
+// dictionary terms, its blocks' field lengths and its segment. Pass the
+// result to Commit.
+func (ix *Index) Append(ctx context.Context, tx *duck.Tx, inv *Inverted) (*Change, error) {
+	ch := inv.ch
+	if ch.segment == nil {
+		return ch, nil
+	}
+	segID := ch.segment.id
 	err := duck.Append(ctx, tx.Conn, "fts_postings", []string{"term_id", "segment_id", "df", "df_body", "df_context", "data"},
 		func(add func(...driver.Value) error) error {
-			for i, t := range terms {
-				ps := lists[t]
-				d := listDF(ps)
-				ch.df[ids[i]] = d
-				data := encode(nil, ps)
-				ch.lists[ids[i]] = data
-				seg.bytes += int64(len(data))
-				if err := add(ids[i], segID, d[0], d[1], d[2], data); err != nil {
+			for i, id := range inv.terms {
+				d := ch.df[id]
+				if err := add(id, segID, d[0], d[1], d[2], inv.data[i]); err != nil {
 					return err
 				}
 			}
@@ -119,10 +185,9 @@ func (ix *Index) Add(ctx context.Context, tx *duck.Tx, blocks []Block) (*Change,
 	if err != nil {
 		return nil, err
 	}
-	if err := insertSegment(ctx, tx, seg); err != nil {
+	if err := insertSegment(ctx, tx, ch.segment); err != nil {
 		return nil, err
 	}
-	ch.segment = seg
 	return ch, nil
 }
 

@@ -1,0 +1,64 @@
+package fts
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/escurel/escurel/internal/duck"
+	schemasql "github.com/escurel/escurel/sql"
+)
+
+// BenchmarkAdd is one write batch's full-text part: 1,000 blocks of 150
+// body and 10 context terms from a Zipf vocabulary of 50,000 words,
+// added in a transaction that is rolled back.
+func BenchmarkAdd(b *testing.B) {
+	db, err := sql.Open("duckdb", b.TempDir()+"/fts.duckdb")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	ms, err := schemasql.Migrations()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, m := range ms {
+		if _, err := db.Exec(m.SQL); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	ix, err := Load(ctx, db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	z := rand.NewZipf(r, 1.1, 1, 49_999)
+	words := make([]string, 50_000)
+	for i := range words {
+		words[i] = fmt.Sprintf("w%dx", i)
+	}
+	blocks := make([]Block, 1000)
+	for i := range blocks {
+		blocks[i].ID = int64(i)
+		for range 150 {
+			blocks[i].Terms[Body] = append(blocks[i].Terms[Body], words[z.Uint64()])
+		}
+		for range 10 {
+			blocks[i].Terms[Context] = append(blocks[i].Terms[Context], words[z.Uint64()])
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		tx, err := duck.Begin(ctx, db)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := ix.Add(ctx, tx, blocks); err != nil {
+			b.Fatal(err)
+		}
+		tx.Rollback()
+	}
+}
