@@ -314,3 +314,77 @@ func TestDeleteRangeShapes(t *testing.T) {
 	}
 	check("wrong ranges")
 }
+
+// A delete skips document_text while the table is empty, and deletes a
+// document's text row once any document keeps one: the count it goes by
+// (textRows) follows every committed write, so no text row outlives its
+// document (a re-ingest would then fail on the table's key).
+func TestDeleteTextRows(t *testing.T) {
+	ctx := context.Background()
+	ix, err := Open(ctx, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	s := ix.cur.Load()
+	texts := func() int64 {
+		t.Helper()
+		var n int64
+		if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM document_text`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	md := func(i int) Input {
+		return Input{Source: fmt.Sprintf("/m%d.md", i), Data: []byte(fmt.Sprintf("guavas %d\n", i))}
+	}
+	html := func(i int, word string) Input {
+		return Input{Source: fmt.Sprintf("/h%d.html", i), Data: []byte(fmt.Sprintf("<html><body><p>%s guavas %d</p></body></html>", word, i))}
+	}
+	ingest := func(ins ...Input) {
+		t.Helper()
+		_, errs, err := ix.IngestBatch(ctx, ins)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	del := func(names ...string) {
+		t.Helper()
+		if _, err := ix.Delete(ctx, names...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ingest(md(1), md(2), md(3))
+	del("/m1.md") // counts the table: empty
+	if !s.texts.known || s.texts.n != 0 || texts() != 0 {
+		t.Fatalf("after a Markdown delete: count %+v, %d rows", s.texts, texts())
+	}
+	ingest(html(1, "red"), html(2, "red"))
+	if s.texts.n != 2 || texts() != 2 {
+		t.Fatalf("after two HTML documents: count %d, %d rows", s.texts.n, texts())
+	}
+	del("/h1.html", "/m2.md")
+	if s.texts.n != 1 || texts() != 1 {
+		t.Fatalf("after an HTML delete: count %d, %d rows", s.texts.n, texts())
+	}
+	ingest(html(1, "blue"), html(2, "green")) // again, and a replace
+	if s.texts.n != 2 || texts() != 2 {
+		t.Fatalf("after a re-ingest and a replace: count %d, %d rows", s.texts.n, texts())
+	}
+	del("/h1.html", "/h2.html")
+	if s.texts.n != 0 || texts() != 0 {
+		t.Fatalf("after deleting the HTML documents: count %d, %d rows", s.texts.n, texts())
+	}
+	ingest(html(2, "green"))
+	if hits, err := ix.Search(ctx, "green guavas", &SearchOptions{K: 10}); err != nil || len(hits) == 0 || hits[0].Source != "/h2.html" {
+		t.Fatalf("search after the re-ingest: %v, %v", hits, err)
+	}
+	if v, err := ix.Verify(ctx, nil); err != nil || !v.OK() {
+		t.Fatalf("verify: %+v %v", v, err)
+	}
+}

@@ -63,17 +63,22 @@ func (ix *state) write(ctx context.Context, docs []pending, ready func() error) 
 			replaced = append(replaced, d.rec.DocID)
 		}
 	}
-	removed, langs, replacedIDs, err := ix.deleteRows(ctx, tx, replaced)
+	del, err := ix.deleteRows(ctx, tx, replaced)
 	if err != nil {
 		return false, err
 	}
+	removed, langs, replacedIDs := del.blocks, del.langs, del.docs
 	if langs == nil {
 		langs = langDelta{}
 	}
 	addedIDs := make([]string, len(docs))
+	texts := -del.texts
 	for i, d := range docs {
 		langs.add(d.rec.Language, d.rec.Sensitivity, 1)
 		addedIDs[i] = d.rec.DocID
+		if d.text != "" {
+			texts++
+		}
 	}
 	rm, err := ix.fts.Remove(ctx, tx, removed)
 	if err != nil {
@@ -181,6 +186,7 @@ func (ix *state) write(ctx context.Context, docs []pending, ready func() error) 
 	if err := ix.fts.CommitWith(ctx, tx, func() {
 		ix.applyDense(denseAdd, gone)
 		ix.applyLanguages(langs)
+		ix.texts.apply(texts)
 		ix.metaChanged(addedIDs, replacedIDs)
 		ix.wrote.Store(true)
 		ix.pub.apply(ids, public, gone)
@@ -240,16 +246,58 @@ func blockIDs(bs []fts.Block) []int64 {
 }
 
 // deleteRows deletes the rows of the documents docIDs within tx and returns
-// their blocks re-analyzed, as the full-text index needs to remove them.
-func (ix *state) deleteRows(ctx context.Context, tx *duck.Tx, docIDs []any) ([]fts.Block, langDelta, []string, error) {
+// what deleteDocRows does.
+func (ix *state) deleteRows(ctx context.Context, tx *duck.Tx, docIDs []any) (deletedRows, error) {
 	if len(docIDs) == 0 {
-		return nil, nil, nil, nil
+		return deletedRows{}, nil
 	}
 	docs, err := deleteDocuments(ctx, tx, docIDs)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("delete replaced documents: %w", err)
+		return deletedRows{}, fmt.Errorf("delete replaced documents: %w", err)
 	}
 	return ix.deleteDocRows(ctx, tx, docIDs, docs)
+}
+
+// deletedRows is what deleteDocRows deleted: the blocks, re-analyzed as
+// the full-text index needs to remove them, the change to the documents
+// per language, the doc ids, and the rows of document_text.
+type deletedRows struct {
+	blocks []fts.Block
+	langs  langDelta
+	docs   []string
+	texts  int64
+}
+
+// textRows counts the rows of document_text (the extracted text of
+// documents whose text is not their blob: HTML, DOCX, PDF), so that a
+// delete of documents of an index without any (Markdown and plain text
+// only) skips that table. It is counted within the first write
+// transaction that needs it and changed by each committed write; writers
+// hold writeMu, which guards it.
+type textRows struct {
+	known bool
+	n     int64
+}
+
+// count returns the rows of document_text as tx sees them (the committed
+// count, read within tx the first time).
+func (t *textRows) count(ctx context.Context, tx *duck.Tx) (int64, error) {
+	if !t.known {
+		var n int64
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM document_text`).Scan(&n); err != nil {
+			return 0, fmt.Errorf("count document_text: %w", err)
+		}
+		t.n, t.known = n, true
+	}
+	return t.n, nil
+}
+
+// apply adds a committed write's change to the rows of document_text;
+// call it with the commit.
+func (t *textRows) apply(delta int64) {
+	if t.known {
+		t.n += delta
+	}
 }
 
 // deleteDocRows deletes the rows other than documents' of the documents
@@ -265,8 +313,9 @@ func (ix *state) deleteRows(ctx context.Context, tx *duck.Tx, docIDs []any) ([]f
 // whose range is not known, or does not hold all its blocks, or all of
 // them when there are more than maxRanges ranges, has its (remaining)
 // blocks found by doc id. Statements per document deleted alone: its
-// blocks, its vectors (if any), document_text.
-func (ix *state) deleteDocRows(ctx context.Context, tx *duck.Tx, docIDs []any, docs map[string]*docRange) ([]fts.Block, langDelta, []string, error) {
+// blocks, its vectors (if any), document_text (none when the table is
+// empty, textRows).
+func (ix *state) deleteDocRows(ctx context.Context, tx *duck.Tx, docIDs []any, docs map[string]*docRange) (deletedRows, error) {
 	gone := langDelta{}
 	deleted := make([]string, 0, len(docs))
 	for id, d := range docs {
@@ -305,12 +354,12 @@ func (ix *state) deleteDocRows(ctx context.Context, tx *duck.Tx, docIDs []any, d
 	spans, byID := blockSpans(docs)
 	for _, sp := range spans {
 		if err := scan(tx.QueryContext(ctx, `DELETE FROM blocks WHERE `+rangeWhere(sp[0], sp[1])+returning)); err != nil {
-			return nil, nil, nil, fmt.Errorf("delete replaced blocks: %w", err)
+			return deletedRows{}, fmt.Errorf("delete replaced blocks: %w", err)
 		}
 	}
 	if len(others) > 0 {
 		if err := ix.restoreBlocks(ctx, tx, others); err != nil {
-			return nil, nil, nil, fmt.Errorf("delete replaced blocks: %w", err)
+			return deletedRows{}, fmt.Errorf("delete replaced blocks: %w", err)
 		}
 	}
 	if spans != nil {
@@ -324,19 +373,29 @@ func (ix *state) deleteDocRows(ctx context.Context, tx *duck.Tx, docIDs []any, d
 	if len(byID) > 0 {
 		q := `DELETE FROM blocks WHERE doc_id IN (` + placeholders(len(byID)) + `)` + returning
 		if err := scan(tx.QueryContext(ctx, q, byID...)); err != nil {
-			return nil, nil, nil, fmt.Errorf("delete replaced blocks: %w", err)
+			return deletedRows{}, fmt.Errorf("delete replaced blocks: %w", err)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	if ix.vec != nil && len(out) > 0 {
 		if err := ix.deleteVectors(ctx, tx, out); err != nil {
-			return nil, nil, nil, fmt.Errorf("delete replaced vectors: %w", err)
+			return deletedRows{}, fmt.Errorf("delete replaced vectors: %w", err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM document_text WHERE doc_id IN (`+placeholders(len(docIDs))+`)`, docIDs...); err != nil {
-		return nil, nil, nil, fmt.Errorf("delete replaced rows: %w", err)
+	texts, err := ix.texts.count(ctx, tx)
+	if err != nil {
+		return deletedRows{}, err
 	}
-	return out, gone, deleted, nil
+	if texts > 0 {
+		res, err := tx.ExecContext(ctx, `DELETE FROM document_text WHERE doc_id IN (`+placeholders(len(docIDs))+`)`, docIDs...)
+		if err == nil {
+			texts, err = res.RowsAffected()
+		}
+		if err != nil {
+			return deletedRows{}, fmt.Errorf("delete replaced rows: %w", err)
+		}
+	}
+	return deletedRows{out, gone, deleted, texts}, nil
 }
 
 // restoreBlocks inserts again, within tx, the rows of the blocks ids that
@@ -681,10 +740,11 @@ func (ix *state) deleteCommit(ctx context.Context, tx *duck.Tx, docIDs []any, do
 			<-synced
 		}
 	}()
-	removed, langs, deleted, err := ix.deleteDocRows(ctx, tx, docIDs, docs)
+	del, err := ix.deleteDocRows(ctx, tx, docIDs, docs)
 	if err != nil {
 		return err
 	}
+	removed, deleted := del.blocks, del.docs
 	rm, err := ix.fts.Remove(ctx, tx, removed)
 	if err != nil {
 		return err
@@ -695,7 +755,8 @@ func (ix *state) deleteCommit(ctx context.Context, tx *duck.Tx, docIDs []any, do
 	gone := blockIDs(removed)
 	if err := ix.fts.CommitWith(ctx, tx, func() {
 		ix.applyDense(nil, gone)
-		ix.applyLanguages(langs)
+		ix.applyLanguages(del.langs)
+		ix.texts.apply(-del.texts)
 		ix.metaChanged(deleted)
 		ix.wrote.Store(true)
 		ix.pub.apply(nil, nil, gone)
