@@ -2,11 +2,13 @@ package index
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/escurel/escurel/blobstore"
@@ -61,17 +63,22 @@ func (ix *state) write(ctx context.Context, docs []pending, ready func() error) 
 			replaced = append(replaced, d.rec.DocID)
 		}
 	}
-	removed, langs, replacedIDs, err := ix.deleteRows(ctx, tx, replaced)
+	del, err := ix.deleteRows(ctx, tx, replaced)
 	if err != nil {
 		return false, err
 	}
+	removed, langs, replacedIDs := del.blocks, del.langs, del.docs
 	if langs == nil {
 		langs = langDelta{}
 	}
 	addedIDs := make([]string, len(docs))
+	texts := -del.texts
 	for i, d := range docs {
 		langs.add(d.rec.Language, d.rec.Sensitivity, 1)
 		addedIDs[i] = d.rec.DocID
+		if d.text != "" {
+			texts++
+		}
 	}
 	rm, err := ix.fts.Remove(ctx, tx, removed)
 	if err != nil {
@@ -197,6 +204,7 @@ func (ix *state) write(ctx context.Context, docs []pending, ready func() error) 
 	if err := ix.fts.CommitWith(ctx, tx, func() {
 		ix.applyDense(denseAdd, gone)
 		ix.applyLanguages(langs)
+		ix.texts.apply(texts)
 		ix.metaChanged(addedIDs, replacedIDs)
 		ix.wrote.Store(true)
 		ix.pub.apply(ids, public, gone)
@@ -256,82 +264,241 @@ func blockIDs(bs []fts.Block) []int64 {
 }
 
 // deleteRows deletes the rows of the documents docIDs within tx and returns
-// their blocks re-analyzed, as the full-text index needs to remove them.
-func (ix *state) deleteRows(ctx context.Context, tx *duck.Tx, docIDs []any) ([]fts.Block, langDelta, []string, error) {
+// what deleteDocRows does.
+func (ix *state) deleteRows(ctx context.Context, tx *duck.Tx, docIDs []any) (deletedRows, error) {
 	if len(docIDs) == 0 {
-		return nil, nil, nil, nil
+		return deletedRows{}, nil
 	}
-	docs, err := readDocRanges(ctx, tx, docIDs)
+	docs, err := deleteDocuments(ctx, tx, docIDs)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("read replaced documents: %w", err)
+		return deletedRows{}, fmt.Errorf("delete replaced documents: %w", err)
 	}
 	return ix.deleteDocRows(ctx, tx, docIDs, docs)
 }
 
-// deleteDocRows deletes the rows of the documents docIDs, whose rows
-// within tx are docs (read by readDocRanges or readDeleted), and returns
-// their blocks re-analyzed, as deleteRows does. A document's blocks are
-// found by its block range (documents.first_block, block_count: the
-// block_id key, no scan of the blocks table); documents whose range is not
-// known, or too many ranges at once, by doc id.
-func (ix *state) deleteDocRows(ctx context.Context, tx *duck.Tx, docIDs []any, docs map[string]*docRange) ([]fts.Block, langDelta, []string, error) {
-	in := placeholders(len(docIDs))
+// deletedRows is what deleteDocRows deleted: the blocks, re-analyzed as
+// the full-text index needs to remove them, the change to the documents
+// per language, the doc ids, and the rows of document_text.
+type deletedRows struct {
+	blocks []fts.Block
+	langs  langDelta
+	docs   []string
+	texts  int64
+}
+
+// textRows counts the rows of document_text (the extracted text of
+// documents whose text is not their blob: HTML, DOCX, PDF), so that a
+// delete of documents of an index without any (Markdown and plain text
+// only) skips that table. It is counted within the first write
+// transaction that needs it and changed by each committed write; writers
+// hold writeMu, which guards it.
+type textRows struct {
+	known bool
+	n     int64
+}
+
+// count returns the rows of document_text as tx sees them (the committed
+// count, read within tx the first time).
+func (t *textRows) count(ctx context.Context, tx *duck.Tx) (int64, error) {
+	if !t.known {
+		var n int64
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM document_text`).Scan(&n); err != nil {
+			return 0, fmt.Errorf("count document_text: %w", err)
+		}
+		t.n, t.known = n, true
+	}
+	return t.n, nil
+}
+
+// apply adds a committed write's change to the rows of document_text;
+// call it with the commit.
+func (t *textRows) apply(delta int64) {
+	if t.known {
+		t.n += delta
+	}
+}
+
+// deleteDocRows deletes the rows other than documents' of the documents
+// docIDs, whose documents rows deleteDocuments deleted within tx and
+// returned (docs), and returns their blocks re-analyzed, as deleteRows
+// does, the change to the documents per language, and the doc ids.
+//
+// A document's blocks are found by its block range (documents.first_block,
+// block_count: the block_id key, no scan of the blocks table), each
+// statement deleting them and returning their text at once; the ranges of
+// the documents are merged. A range that holds another document's blocks
+// (a file written otherwise) gives them back (restoreBlocks). A document
+// whose range is not known, or does not hold all its blocks, or all of
+// them when there are more than maxRanges ranges, has its (remaining)
+// blocks found by doc id. Statements per document deleted alone: its
+// blocks, its vectors (if any), document_text (none when the table is
+// empty, textRows).
+func (ix *state) deleteDocRows(ctx context.Context, tx *duck.Tx, docIDs []any, docs map[string]*docRange) (deletedRows, error) {
 	gone := langDelta{}
 	deleted := make([]string, 0, len(docs))
 	for id, d := range docs {
 		gone.add(d.lang, d.sens, -1)
 		deleted = append(deleted, id)
 	}
-	ranges, out, err := ix.blocksByRange(ctx, tx, docs)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("read replaced blocks: %w", err)
-	}
-	var stmts []string
-	var args [][]any
-	if ranges == nil {
-		if out, err = ix.analyzedBlocks(ctx, tx, `b.doc_id IN (`+in+`)`, docIDs...); err != nil {
-			return nil, nil, nil, fmt.Errorf("read replaced blocks: %w", err)
+	var out []fts.Block
+	var others []int64 // blocks of documents not deleted, deleted by a range
+	scan := func(rows *sql.Rows, err error) error {
+		if err != nil {
+			return err
 		}
-		if ix.vec != nil {
-			stmts = append(stmts, `DELETE FROM `+ix.vec.table+` WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id IN (`+in+`))`)
-			args = append(args, docIDs)
-		}
-		stmts = append(stmts, `DELETE FROM blocks WHERE doc_id IN (`+in+`)`)
-		args = append(args, docIDs)
-	} else {
-		for _, r := range ranges {
-			where, a := rangeWhere(r)
-			if ix.vec != nil {
-				stmts = append(stmts, `DELETE FROM `+ix.vec.table+` WHERE `+where)
-				args = append(args, a)
+		defer rows.Close()
+		for rows.Next() {
+			var b fts.Block
+			var doc, body, context string
+			if err := rows.Scan(&b.ID, &doc, &body, &context); err != nil {
+				return err
 			}
-			stmts = append(stmts, `DELETE FROM blocks WHERE `+where)
-			args = append(args, a)
+			d := docs[doc]
+			if d == nil {
+				others = append(others, b.ID)
+				continue
+			}
+			d.seen++
+			b.Level = level(d.sens)
+			b.Terms[fts.Body] = ix.analyzer.Terms(nil, body, d.lang)
+			b.Terms[fts.Context] = ix.analyzer.Terms(nil, context, d.lang)
+			out = append(out, b)
+		}
+		return rows.Err()
+	}
+	// An index lookup (block_id =) is only used when it is the one
+	// condition: the statement cannot also name the documents.
+	const returning = ` RETURNING block_id, doc_id, body, context`
+	spans, byID := blockSpans(docs)
+	for _, sp := range spans {
+		if err := scan(tx.QueryContext(ctx, `DELETE FROM blocks WHERE `+rangeWhere(sp[0], sp[1])+returning)); err != nil {
+			return deletedRows{}, fmt.Errorf("delete replaced blocks: %w", err)
 		}
 	}
-	stmts = append(stmts, `DELETE FROM document_text WHERE doc_id IN (`+in+`)`, `DELETE FROM documents WHERE doc_id IN (`+in+`)`)
-	args = append(args, docIDs, docIDs)
-	for i, q := range stmts {
-		if _, err := tx.ExecContext(ctx, q, args[i]...); err != nil {
-			return nil, nil, nil, fmt.Errorf("delete replaced rows: %w", err)
+	if len(others) > 0 {
+		if err := ix.restoreBlocks(ctx, tx, others); err != nil {
+			return deletedRows{}, fmt.Errorf("delete replaced blocks: %w", err)
 		}
 	}
-	return out, gone, deleted, nil
+	if spans != nil {
+		byID = byID[:0]
+		for id, d := range docs {
+			if d.seen != d.count { // not known, or blocks outside the range
+				byID = append(byID, id)
+			}
+		}
+	}
+	if len(byID) > 0 {
+		q := `DELETE FROM blocks WHERE doc_id IN (` + placeholders(len(byID)) + `)` + returning
+		if err := scan(tx.QueryContext(ctx, q, byID...)); err != nil {
+			return deletedRows{}, fmt.Errorf("delete replaced blocks: %w", err)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	if ix.vec != nil && len(out) > 0 {
+		if err := ix.deleteVectors(ctx, tx, out); err != nil {
+			return deletedRows{}, fmt.Errorf("delete replaced vectors: %w", err)
+		}
+	}
+	texts, err := ix.texts.count(ctx, tx)
+	if err != nil {
+		return deletedRows{}, err
+	}
+	if texts > 0 {
+		res, err := tx.ExecContext(ctx, `DELETE FROM document_text WHERE doc_id IN (`+placeholders(len(docIDs))+`)`, docIDs...)
+		if err == nil {
+			texts, err = res.RowsAffected()
+		}
+		if err != nil {
+			return deletedRows{}, fmt.Errorf("delete replaced rows: %w", err)
+		}
+	}
+	return deletedRows{out, gone, deleted, texts}, nil
 }
 
-// docRange is what a delete reads of a document's row: its language and
-// sensitivity, and where its blocks lie (count -1: not known).
+// restoreBlocks inserts again, within tx, the rows of the blocks ids that
+// tx deleted, as committed: read outside tx (the caller holds writeMu, so
+// the committed rows are those tx started from).
+func (ix *state) restoreBlocks(ctx context.Context, tx *duck.Tx, ids []int64) error {
+	rows, err := ix.db.QueryContext(ctx, `SELECT * FROM blocks WHERE block_id IN (SELECT unnest(?::BIGINT[]))`, ids)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return err
+	}
+	var restored [][]driver.Value
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		row := make([]driver.Value, len(vals))
+		for i, v := range vals {
+			row[i] = v
+		}
+		restored = append(restored, row)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(restored) != len(ids) {
+		return fmt.Errorf("restore %d blocks of other documents: %d read", len(ids), len(restored))
+	}
+	return duck.Append(ctx, tx.Conn, "blocks", cols, func(add func(...driver.Value) error) error {
+		for _, row := range restored {
+			if err := add(row...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// deleteVectors deletes the vectors of blocks (ascending ids): by runs of
+// consecutive ids (the block_id key), or, past maxRanges runs, by a list.
+func (ix *state) deleteVectors(ctx context.Context, tx *duck.Tx, blocks []fts.Block) error {
+	var runs [][2]int64
+	for _, b := range blocks {
+		if n := len(runs); n > 0 && b.ID == runs[n-1][1]+1 {
+			runs[n-1][1] = b.ID
+			continue
+		}
+		runs = append(runs, [2]int64{b.ID, b.ID})
+	}
+	if len(runs) > maxRanges {
+		_, err := tx.ExecContext(ctx, `DELETE FROM `+ix.vec.table+` WHERE block_id IN (SELECT unnest(?::BIGINT[]))`, blockIDs(blocks))
+		return err
+	}
+	for _, r := range runs {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM `+ix.vec.table+` WHERE `+rangeWhere(r[0], r[1])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// docRange is what a delete reads of a document's row: its source (for
+// errors), language and sensitivity, and where its blocks lie (count -1:
+// not known).
 type docRange struct {
-	lang, sens  string
-	first       int64
-	count, seen int32
+	source, lang, sens string
+	first              int64
+	count, seen        int32
 }
 
-// readDocRanges reads the rows of the documents docIDs that exist, by doc
-// id (the primary key).
-func readDocRanges(ctx context.Context, tx *duck.Tx, docIDs []any) (map[string]*docRange, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT doc_id, language, sensitivity, first_block, block_count FROM documents
-		WHERE doc_id IN (`+placeholders(len(docIDs))+`)`, docIDs...)
+// deleteDocuments deletes, within tx, the documents rows of docIDs that
+// exist, by doc id (the primary key), and returns what a delete needs of
+// each (docRange), read by the same statement.
+func deleteDocuments(ctx context.Context, tx *duck.Tx, docIDs []any) (map[string]*docRange, error) {
+	rows, err := tx.QueryContext(ctx, `DELETE FROM documents WHERE doc_id IN (`+placeholders(len(docIDs))+`)
+		RETURNING doc_id, source, language, sensitivity, first_block, block_count`, docIDs...)
 	if err != nil {
 		return nil, err
 	}
@@ -340,44 +507,12 @@ func readDocRanges(ctx context.Context, tx *duck.Tx, docIDs []any) (map[string]*
 	for rows.Next() {
 		var id string
 		d := &docRange{}
-		if err := rows.Scan(&id, &d.lang, &d.sens, &d.first, &d.count); err != nil {
+		if err := rows.Scan(&id, &d.source, &d.lang, &d.sens, &d.first, &d.count); err != nil {
 			return nil, err
 		}
 		docs[id] = d
 	}
 	return docs, rows.Err()
-}
-
-// deletedDoc is what a delete reads of a document's row: its source (for
-// errors) and its range.
-type deletedDoc struct {
-	source string
-	docRange
-}
-
-// readDeleted reads, within tx, the rows of the documents docIDs that
-// exist, by doc id (the primary key): what deleteDocs needs of each, in one
-// query.
-func readDeleted(ctx context.Context, tx *duck.Tx, docIDs []any) (map[string]*deletedDoc, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT doc_id, source, language, sensitivity, first_block, block_count FROM documents
-		WHERE doc_id IN (`+placeholders(len(docIDs))+`)`, docIDs...)
-	if err != nil {
-		return nil, fmt.Errorf("read documents: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]*deletedDoc{}
-	for rows.Next() {
-		var id string
-		d := &deletedDoc{}
-		if err := rows.Scan(&id, &d.source, &d.lang, &d.sens, &d.first, &d.count); err != nil {
-			return nil, fmt.Errorf("read documents: %w", err)
-		}
-		out[id] = d
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read documents: %w", err)
-	}
-	return out, nil
 }
 
 // langDelta is a write's change to the documents per language and
@@ -418,86 +553,53 @@ func (ix *state) applyLanguages(deltas ...langDelta) {
 }
 
 // rangeWhere is the condition on block_id of an inclusive range: one
-// block by equality (an index lookup), more by BETWEEN (zone maps).
-func rangeWhere(r [2]int64) (string, []any) {
-	if r[0] == r[1] {
-		return `block_id = ?`, []any{r[0]}
+// block by equality (an index lookup), more by BETWEEN (zone maps). The
+// bounds are written as constants: a BETWEEN of parameters is not pushed
+// into the scan, and the scan then reads every row group.
+func rangeWhere(lo, hi int64) string {
+	if lo == hi {
+		return `block_id = ` + strconv.FormatInt(lo, 10)
 	}
-	return `block_id BETWEEN ? AND ?`, []any{r[0], r[1]}
+	return `block_id BETWEEN ` + strconv.FormatInt(lo, 10) + ` AND ` + strconv.FormatInt(hi, 10)
 }
 
-// maxRanges bounds the block ranges a delete reads one by one; past it,
+// maxRanges bounds the block ranges a delete deletes one by one; past it,
 // one scan by doc id is cheaper.
 const maxRanges = 16
 
-// blocksByRange reads the blocks of the documents docs through their
-// block ranges, analyzed as analyzedBlocks does, and returns the ranges
-// (merged, ascending, inclusive). It returns nil ranges, and the caller
-// finds the blocks by doc id, when a document's range is not known, when
-// there are more than maxRanges, or when a range does not hold exactly its
-// document's blocks (a file written otherwise).
-func (ix *state) blocksByRange(ctx context.Context, tx *duck.Tx, docs map[string]*docRange) ([][2]int64, []fts.Block, error) {
-	var ranges [][2]int64
-	for _, d := range docs {
-		if d.count < 0 || d.first < 0 {
-			return nil, nil, nil
-		}
-		if d.count > 0 {
-			ranges = append(ranges, [2]int64{d.first, d.first + int64(d.count) - 1})
+// blockSpans merges the block ranges (inclusive) of docs, adjacent or
+// overlapping ones into one, ascending, and returns the documents whose
+// range is not known. It returns no ranges, and every document with
+// blocks or an unknown range in byID, when there would be more than
+// maxRanges.
+func blockSpans(docs map[string]*docRange) (spans [][2]int64, byID []any) {
+	var all [][2]int64
+	for id, d := range docs {
+		switch {
+		case d.count < 0 || d.first < 0:
+			byID = append(byID, id)
+		case d.count > 0:
+			all = append(all, [2]int64{d.first, d.first + int64(d.count) - 1})
 		}
 	}
-	sort.Slice(ranges, func(i, j int) bool { return ranges[i][0] < ranges[j][0] })
-	merged := ranges[:0]
-	for _, r := range ranges {
-		if n := len(merged); n > 0 && r[0] <= merged[n-1][1]+1 {
-			merged[n-1][1] = max(merged[n-1][1], r[1])
+	sort.Slice(all, func(i, j int) bool { return all[i][0] < all[j][0] })
+	for _, r := range all {
+		if n := len(spans); n > 0 && r[0] <= spans[n-1][1]+1 {
+			spans[n-1][1] = max(spans[n-1][1], r[1])
 			continue
 		}
-		merged = append(merged, r)
+		spans = append(spans, r)
 	}
-	if len(merged) > maxRanges {
-		return nil, nil, nil
-	}
-	var out []fts.Block
-	for _, r := range merged {
-		where, a := rangeWhere(r)
-		rows, err := tx.QueryContext(ctx, `SELECT block_id, doc_id, body, context FROM blocks WHERE `+where, a...)
-		if err != nil {
-			return nil, nil, err
-		}
-		for rows.Next() {
-			var b fts.Block
-			var doc, body, context string
-			if err := rows.Scan(&b.ID, &doc, &body, &context); err != nil {
-				rows.Close()
-				return nil, nil, err
+	if len(spans) > maxRanges {
+		byID = byID[:0]
+		for id, d := range docs {
+			if d.count != 0 {
+				byID = append(byID, id)
 			}
-			d := docs[doc]
-			if d == nil {
-				rows.Close()
-				return nil, nil, nil // another document's block in the range
-			}
-			d.seen++
-			b.Level = level(d.sens)
-			b.Terms[fts.Body] = ix.analyzer.Terms(nil, body, d.lang)
-			b.Terms[fts.Context] = ix.analyzer.Terms(nil, context, d.lang)
-			out = append(out, b)
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, nil, err
-		}
+		return nil, byID
 	}
-	for _, d := range docs {
-		if d.seen != d.count {
-			return nil, nil, nil
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	if merged == nil {
-		merged = [][2]int64{} // known, and no blocks
-	}
-	return merged, out, nil
+	return spans, byID
 }
 
 // Delete removes documents from the index and their records from the blob
@@ -519,11 +621,14 @@ func (ix *Index) Delete(ctx context.Context, names ...string) ([]string, error) 
 
 // deleteDocs is Index.Delete on one generation.
 //
-// It reads the documents' rows (their sources, languages, sensitivities and
-// block ranges) in the transaction that deletes them, and removes
-// their records from the blob store before that transaction commits: the
-// directory fsync that makes the removals durable runs while the
-// transaction deletes the rows, and the commit waits for it.
+// It deletes the documents' rows in one transaction, reading what it needs
+// of them (their sources, languages, sensitivities and block ranges) as it
+// deletes them, and removes their records from the blob store before that
+// transaction commits: the directory fsync that makes the removals
+// durable runs while the transaction deletes the other rows, and the
+// commit waits for it. When a record cannot be removed, the rows of the
+// documents named after it are left: the transaction starts again and
+// deletes only those whose records are gone.
 func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string, err error) {
 	ids := make([]any, 0, len(names))
 	for _, name := range names {
@@ -540,14 +645,13 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string
 	if err != nil {
 		return nil, err
 	}
-	defer tx.Rollback()
-	held, err := readDeleted(ctx, tx, ids)
+	defer func() { tx.Rollback() }()
+	held, err := deleteDocuments(ctx, tx, ids)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("delete documents: %w", err)
 	}
 	var missing []string
 	var rowIDs []any // documents with rows whose records are removed
-	docs := map[string]*docRange{}
 	var failed error // a record that could not be removed: the names after it are left
 	seen := make(map[string]bool, len(names))
 	for i, name := range names {
@@ -589,7 +693,6 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string
 			break
 		}
 		rowIDs = append(rowIDs, id)
-		docs[id] = &d.docRange
 		done = append(done, id)
 	}
 	if len(done) == 0 {
@@ -598,10 +701,24 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string
 		}
 		return nil, fmt.Errorf("delete: %w %s", errNoDocument, strings.Join(missing, ", "))
 	}
+	docs := held
+	if len(rowIDs) < len(held) && len(rowIDs) > 0 {
+		// Rows deleted whose records stay (a removal failed before
+		// them): delete only the others, in a new transaction. writeMu
+		// is held: nothing wrote meanwhile.
+		tx.Rollback()
+		if tx, err = duck.Begin(ctx, ix.db); err != nil {
+			<-ix.syncRemovals()
+			return nil, err
+		}
+		if docs, err = deleteDocuments(ctx, tx, rowIDs); err != nil {
+			<-ix.syncRemovals()
+			return nil, fmt.Errorf("delete documents: %w", err)
+		}
+	}
 	// The removals become durable while the rows are deleted; the commit
 	// waits for them (the source of truth first).
-	synced := make(chan error, 1)
-	go func() { synced <- ix.blobs.SyncRemovals() }()
+	synced := ix.syncRemovals()
 	if len(rowIDs) > 0 {
 		if err := ix.deleteCommit(ctx, tx, rowIDs, docs, synced); err != nil {
 			return nil, err
@@ -616,6 +733,14 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string
 		return done, fmt.Errorf("delete: %w %s", errNoDocument, strings.Join(missing, ", "))
 	}
 	return done, nil
+}
+
+// syncRemovals makes the blob store's record removals durable in the
+// background; the channel gives the result.
+func (ix *state) syncRemovals() <-chan error {
+	synced := make(chan error, 1)
+	go func() { synced <- ix.blobs.SyncRemovals() }()
+	return synced
 }
 
 // deleteCommit deletes the rows of the documents docIDs (whose rows are
@@ -633,10 +758,11 @@ func (ix *state) deleteCommit(ctx context.Context, tx *duck.Tx, docIDs []any, do
 			<-synced
 		}
 	}()
-	removed, langs, deleted, err := ix.deleteDocRows(ctx, tx, docIDs, docs)
+	del, err := ix.deleteDocRows(ctx, tx, docIDs, docs)
 	if err != nil {
 		return err
 	}
+	removed, deleted := del.blocks, del.docs
 	rm, err := ix.fts.Remove(ctx, tx, removed)
 	if err != nil {
 		return err
@@ -647,7 +773,8 @@ func (ix *state) deleteCommit(ctx context.Context, tx *duck.Tx, docIDs []any, do
 	gone := blockIDs(removed)
 	if err := ix.fts.CommitWith(ctx, tx, func() {
 		ix.applyDense(nil, gone)
-		ix.applyLanguages(langs)
+		ix.applyLanguages(del.langs)
+		ix.texts.apply(-del.texts)
 		ix.metaChanged(deleted)
 		ix.wrote.Store(true)
 		ix.pub.apply(nil, nil, gone)
