@@ -5,7 +5,6 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/escurel/escurel/internal/duck"
@@ -73,10 +72,15 @@ func (ix *Index) Add(ctx context.Context, tx *duck.Tx, blocks []Block) (*Change,
 	}
 
 	terms := sortedTerms(lists)
+	for _, t := range terms {
+		if t == "" || len(t) > maxTermLen {
+			return nil, fmt.Errorf("fts add: a term of %d bytes (want 1 to %d)", len(t), maxTermLen)
+		}
+	}
 	ix.mu.RLock()
 	ids := make([]int32, len(terms))
 	for i, t := range terms {
-		id, ok := ix.ids[t]
+		id, ok := ix.ids.get(t)
 		if !ok {
 			id = nextTerm + int32(len(ch.newTerms))
 			ch.newTerms = append(ch.newTerms, t)
@@ -180,7 +184,7 @@ func (ix *Index) Remove(ctx context.Context, tx *duck.Tx, blocks []Block) (*Chan
 		clear(inBlock)
 		for f := range b.Terms {
 			for _, t := range b.Terms[f] {
-				if id, ok := ix.ids[t]; ok {
+				if id, ok := ix.ids.get(t); ok {
 					inBlock[id] |= 1 << f
 				}
 			}
@@ -263,10 +267,7 @@ func (ix *Index) apply(ch *Change) {
 		return
 	}
 	for i, t := range ch.newTerms {
-		// A clone: the analyzer's terms are substrings of the whole
-		// folded text, which the dictionary would otherwise keep alive
-		// (86 MB of a 100k-passage build's heap).
-		ix.ids[strings.Clone(t)] = ch.firstTerm + int32(i)
+		ix.ids.put(t, ch.firstTerm+int32(i)) // copies t's bytes
 	}
 	ix.nextTerm = max(ix.nextTerm, ch.firstTerm+int32(len(ch.newTerms)))
 	for len(ix.df) < int(ix.nextTerm) {
@@ -317,14 +318,6 @@ func (ix *Index) apply(ch *Change) {
 		ix.tombstones = 0
 	}
 	if len(ch.dropTerms) > 0 {
-		drop := map[int32]bool{}
-		for _, id := range ch.dropTerms {
-			drop[id] = true
-		}
-		for t, id := range ix.ids {
-			if drop[id] {
-				delete(ix.ids, t)
-			}
-		}
+		ix.ids.drop(ch.dropTerms)
 	}
 }
