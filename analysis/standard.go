@@ -126,8 +126,8 @@ type language struct {
 	stop    map[string]bool              // folded stop words; nil: none
 	elision map[string]bool              // elided articles ("l" of "l'élève"); nil: none
 
-	stems  sync.Map     // word → stem, a cache: stemming is a pure function
-	cached atomic.Int64 // entries in stems, bounded by maxCachedStems
+	stems      sync.Map     // word → stem, a cache: stemming is a pure function
+	cacheBytes atomic.Int64 // heap that stems takes, estimated; bounded by maxStemCacheBytes
 	// words pools wordCaches: a goroutine's own cache of what a word
 	// becomes (the term, or "" when it is dropped), one plain map lookup
 	// instead of the stop list's and the shared stem cache's.
@@ -142,8 +142,17 @@ type wordCache map[string]string
 // about as many as goroutines analyzing at once).
 const maxLocalWords = 20_000
 
-// maxCachedStems bounds each language's stem cache (about 10 MB).
-const maxCachedStems = 200_000
+// maxStemCacheBytes bounds each language's stem cache: the Go heap its
+// entries take, as stemEntryBytes estimates it (about 55,000 English
+// words). Once full, new words are stemmed each time they come; the words
+// a text repeats most come early and stay.
+const maxStemCacheBytes = 8 << 20
+
+// stemEntryBytes is the heap a cached stem takes besides its word's bytes
+// (and its stem's, when the stem is not a prefix of the word): sync.Map's
+// entry node, its share of the trie's indirect nodes, and the key and
+// value boxed as interfaces. TestStemCacheBytes checks the estimate.
+const stemEntryBytes = 144
 
 // stemmed returns the stem of w, from the cache when it can.
 func (l *language) stemmed(w string, env *snowballstem.Env) string {
@@ -153,9 +162,16 @@ func (l *language) stemmed(w string, env *snowballstem.Env) string {
 	env.SetCurrent(w)
 	l.stem(env)
 	s := env.Current()
-	if l.cached.Load() < maxCachedStems {
-		if _, loaded := l.stems.LoadOrStore(strings.Clone(w), s); !loaded {
-			l.cached.Add(1)
+	if l.cacheBytes.Load() < maxStemCacheBytes {
+		k := strings.Clone(w)
+		size := stemEntryBytes + len(k)
+		if strings.HasPrefix(k, s) {
+			s = k[:len(s)] // share the word's bytes
+		} else {
+			size += len(s)
+		}
+		if _, loaded := l.stems.LoadOrStore(k, s); !loaded {
+			l.cacheBytes.Add(int64(size))
 		}
 	}
 	return s

@@ -84,8 +84,11 @@ type Options struct {
 	Extract extract.Limits
 }
 
-// DefaultMemoryLimit is the default Options.MemoryLimit.
-const DefaultMemoryLimit = "1GB"
+// DefaultMemoryLimit is the default Options.MemoryLimit. What DuckDB does
+// not hold within it spills to the generation's .tmp directory; a
+// 1M-passage build runs within it (full-text merges read their segments
+// in bounded term ranges).
+const DefaultMemoryLimit = "256MB"
 
 // ErrClosed is returned, possibly wrapped, by a call on a closed Index.
 var ErrClosed = errors.New("index: closed")
@@ -624,10 +627,16 @@ var memoryLimit = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?\s*(B|KB|MB|GB|TB|KiB|Mi
 // it, so nothing acknowledged is lost, only that open takes longer.
 const checkpointThreshold = "1GB"
 
+// allocatorSettings make DuckDB's allocator hand freed memory back sooner:
+// by default each thread keeps up to 128 MiB of freed memory cached (and
+// 512 MiB after a bulk deallocation) before flushing it, memory that
+// memory_limit does not count and the process's RSS does.
+const allocatorSettings = "&allocator_flush_threshold=8MB&allocator_bulk_deallocation_flush_threshold=8MB&allocator_background_threads=true"
+
 // dsn is the DuckDB data source for an index file. Extensions are never
 // installed or loaded on demand: nothing may reach the network.
 func dsn(path string) string {
-	return path + "?autoinstall_known_extensions=false&autoload_known_extensions=false&checkpoint_threshold=" + checkpointThreshold
+	return path + "?autoinstall_known_extensions=false&autoload_known_extensions=false&checkpoint_threshold=" + checkpointThreshold + allocatorSettings
 }
 
 func fileSize(path string) int64 {

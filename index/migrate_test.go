@@ -258,18 +258,22 @@ func TestNoExtensionAutoinstall(t *testing.T) {
 }
 
 // DuckDB's buffer pool is capped (Options.MemoryLimit), not 80% of the
-// machine.
+// machine, and its allocator flushes what it frees past 8 MB, not 128 MiB.
 func TestMemoryLimit(t *testing.T) {
-	for _, tc := range []struct{ opt, want string }{{"", "953.6 MiB"}, {"64MB", "61.0 MiB"}} {
+	for _, tc := range []struct{ opt, want string }{{"", "244.1 MiB"}, {"64MB", "61.0 MiB"}} {
 		ix, err := Open(context.Background(), t.TempDir(), &Options{BlobURL: "mem://", MemoryLimit: tc.opt})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var v string
-		ix.cur.Load().db.QueryRow(`SELECT current_setting('memory_limit')`).Scan(&v)
+		var v, flush, bulk string
+		ix.cur.Load().db.QueryRow(`SELECT current_setting('memory_limit'), current_setting('allocator_flush_threshold'),
+			current_setting('allocator_bulk_deallocation_flush_threshold')`).Scan(&v, &flush, &bulk)
 		ix.Close()
 		if v != tc.want {
 			t.Errorf("MemoryLimit %q: memory_limit = %q, want %q", tc.opt, v, tc.want)
+		}
+		if flush != "7.6 MiB" || bulk != "7.6 MiB" {
+			t.Errorf("allocator flush thresholds %q, %q; want 7.6 MiB", flush, bulk)
 		}
 	}
 	if _, err := Open(context.Background(), t.TempDir(), &Options{BlobURL: "mem://", MemoryLimit: "lots"}); err == nil {

@@ -103,7 +103,7 @@ type escurelEngine struct {
 }
 
 func openEscurel(dir string, memBlobs bool) (*escurelEngine, error) {
-	opts := &index.Options{Embedder: embed.None}
+	opts := &index.Options{Embedder: embed.None, MemoryLimit: os.Getenv("BENCH_MEMLIMIT")}
 	if memBlobs {
 		opts.BlobURL = "mem://"
 	}

@@ -4,8 +4,9 @@
 //
 //	go run -tags sqlite_fts5 . -n 100000
 //
-// Each engine builds its index in a child process (ingest rate, peak RSS
-// over a baseline process that only builds the corpus); then one process
+// Each engine builds its index in a child process that reads the corpus
+// from a file in batches (ingest rate, peak RSS over a baseline process
+// that only reads the file; corpusfile.go); then one process
 // opens all three and runs the queries interleaved (each query on each
 // engine in turn, after one warm-up pass), adds 1,000 passages and deletes
 // one; then each engine churns (-churn rounds: delete 10 % of the passages,
@@ -13,6 +14,11 @@
 // are what the disk pays (allocated blocks, as du counts). Every number is
 // also given as a ratio to the best peer of the same run, and each of issue
 // 16's targets gets a verdict line. See the README's benchmark section.
+//
+// Environment of a build child: BENCH_MEMTRACE=1 prints each new peak of
+// its RSS with the Go runtime's share (memtrace.go); BENCH_MEMPROFILE=FILE
+// writes a heap profile after the build; BENCH_MEMLIMIT=SIZE gives escurel
+// that Options.MemoryLimit.
 package main
 
 import (
@@ -41,8 +47,9 @@ var (
 	memBlobs   = flag.Bool("mem-blobs", false, "give escurel a mem:// blob store (not durable: shows the index's own cost)")
 	blobPacks  = flag.Bool("blob-packs", false, "put escurel's file:// blob store in the pack layout (blobstore.UsePacks) before building it")
 	jsonOut    = flag.String("json", "", "also write the results as JSON to this file")
-	childMode  = flag.String("child", "", "internal: build | baseline")
+	childMode  = flag.String("child", "", "internal: corpus | build | baseline")
 	childName  = flag.String("engine", "", "internal: the engine a child builds")
+	corpusF    = flag.String("corpus", "", "internal: the corpus file a child reads (corpusfile.go)")
 	cpuProfile = flag.String("cpuprofile", "", "with -child build: write a CPU profile of the build here; in a compare run: of the timed query pass; with -serve: profiles of the searches, FILE.local and FILE.http")
 	switchF    = flag.Bool("switch", false, "instead of comparing engines: search escurel during a live rebuild and its switch (switch.go)")
 	writesF    = flag.Int("writes", -1, "instead of comparing engines: on the indexes already built in -work (and written by earlier rounds), for rounds K, K+1, K+2 add the round's passages (the 1,000 past -n + 1,000 × round) and delete p(n/2+round+1), timed; with -cpuprofile FILE, profiles in FILE.ENGINE.add and .delete")
@@ -66,7 +73,7 @@ type result struct {
 	FileApparent float64 `json:"file_apparent_mb"` // the files' sizes
 	ChurnMB      float64 `json:"churn_file_mb"`    // allocated after -churn rounds
 	ChurnSec     float64 `json:"churn_s"`
-	RSSMB        float64 `json:"rss_mb"` // peak during the build, over the corpus-only baseline
+	RSSMB        float64 `json:"rss_mb"` // peak during the build, over the corpus-reading baseline
 	Hits         int     `json:"hits"`   // total hits over all queries, a sanity check
 	// Recall10 is the share of the exact top 10 (the dense leg scanning
 	// every vector) that the timed search returns, over all queries: for
@@ -77,14 +84,25 @@ type result struct {
 func main() {
 	flag.Parse()
 	switch *childMode {
+	case "corpus":
+		if err := writeCorpusFile(*corpusF, corpus(*shared, *nFlag)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
 	case "baseline":
-		corpus(*shared, *nFlag)
+		if err := readCorpusFile(*corpusF, batchSize, func([]Passage) error { return nil }); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		printPeak()
 		return
 	case "build":
 		if err := build(*childName, *work); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
+		printPeak()
 		return
 	}
 	if err := run(); err != nil {
@@ -93,11 +111,10 @@ func main() {
 	}
 }
 
-// build is a child: it indexes the corpus in batches, closes the engine
-// and prints the seconds of both (the heap profile of BENCH_MEMPROFILE
-// between them is not counted).
+// build is a child: it indexes the corpus in batches, read from the
+// corpus file, closes the engine and prints the seconds of both (the heap
+// profile of BENCH_MEMPROFILE between them is not counted).
 func build(name, dir string) error {
-	ps := corpus(*shared, *nFlag)
 	e, err := openEngine(name, dir, *memBlobs)
 	if err != nil {
 		return err
@@ -110,11 +127,13 @@ func build(name, dir string) error {
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
+	if os.Getenv("BENCH_MEMTRACE") != "" {
+		stop := memTrace()
+		defer stop()
+	}
 	start := time.Now()
-	for i := 0; i < len(ps); i += batchSize {
-		if err := e.Add(ps[i:min(i+batchSize, len(ps))]); err != nil {
-			return err
-		}
+	if err := readCorpusFile(*corpusF, batchSize, e.Add); err != nil {
+		return err
 	}
 	secs := time.Since(start).Seconds()
 	if p := os.Getenv("BENCH_MEMPROFILE"); p != "" {
@@ -139,7 +158,9 @@ func build(name, dir string) error {
 	return nil
 }
 
-// child runs this program as a child and returns its output and peak RSS.
+// child runs this program as a child and returns its output and peak RSS
+// in MB: the VmHWM it printed last (printPeak), else its rusage's maxrss,
+// which starts at the parent's RSS when the child execs.
 func child(args ...string) (string, float64, error) {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Stderr = os.Stderr
@@ -147,8 +168,31 @@ func child(args ...string) (string, float64, error) {
 	if err != nil {
 		return "", 0, fmt.Errorf("child %v: %w", args, err)
 	}
+	text := strings.TrimSpace(string(out))
+	if i := strings.LastIndex(text, peakPrefix); i >= 0 {
+		var kb float64
+		if _, err := fmt.Sscanf(text[i+len(peakPrefix):], "%f", &kb); err == nil {
+			return strings.TrimSpace(text[:i]), kb / 1024, nil
+		}
+	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	return strings.TrimSpace(string(out)), float64(ru.Maxrss) / 1024, nil
+	return text, float64(ru.Maxrss) / 1024, nil
+}
+
+const peakPrefix = "peak-rss-kb "
+
+// printPeak prints the process's peak resident set (VmHWM, which exec
+// resets) for child.
+func printPeak() {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+			fmt.Printf("\n%s%s\n", peakPrefix, f[1])
+		}
+	}
 }
 
 func run() error {
@@ -170,7 +214,20 @@ func run() error {
 		return writesBench(dir, *writesF)
 	}
 	names := strings.Split(*enginesF, ",")
-	common := []string{"-n", fmt.Sprint(*nFlag), "-shared", *shared}
+	cfile := filepath.Join(dir, fmt.Sprintf("corpus-%d.bin", *nFlag))
+	if _, err := os.Stat(cfile); err != nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		// In a child: a child's peak RSS starts at its parent's RSS
+		// when it execs (Linux keeps the old mm's high-water mark, and
+		// Go's fork shares the parent's), so the parent stays small
+		// until the builds are done.
+		if _, _, err := child("-child", "corpus", "-n", fmt.Sprint(*nFlag), "-shared", *shared, "-corpus", cfile); err != nil {
+			return err
+		}
+	}
+	common := []string{"-n", fmt.Sprint(*nFlag), "-shared", *shared, "-corpus", cfile}
 	if *memBlobs {
 		common = append(common, "-mem-blobs")
 	}
@@ -181,7 +238,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%d passages; corpus-only process peak RSS %.0f MB\n", *nFlag, baseRSS)
+	fmt.Printf("%d passages; corpus-reading process peak RSS %.0f MB\n", *nFlag, baseRSS)
 	res := map[string]*result{}
 	reused := map[string]bool{}
 	for _, name := range names {
@@ -507,8 +564,8 @@ func verdicts(mine string, names []string, res map[string]*result) {
 		line("delete one ≤ 5 ms", r.DeleteMs, "ms", 5, false, "absolute")
 	}
 	peer("files ≤ 1.5× best peer", func(r *result) float64 { return r.FileMB }, "MB", 1.5, false)
-	// A peer's RSS over the baseline can come out below 0 (SQLite's
-	// build needs less than building the corpus did): it counts as 0.
+	// A peer's RSS over the baseline could come out below 0: it counts
+	// as 0.
 	b, who := -1.0, ""
 	for _, n := range names {
 		if p := res[n]; !strings.HasPrefix(n, "escurel") && p.IngestPerSec > 0 && (b < 0 || max(p.RSSMB, 0) < b) {

@@ -93,10 +93,10 @@ type df [3]int32
 type Index struct {
 	mu sync.RWMutex
 
-	ids    map[string]int32 // term → id
-	df     []df             // by term id; live blocks only
-	blocks []blockInfo      // by block id
-	live   int              // live blocks
+	ids    *dict       // term → id
+	df     []df        // by term id; live blocks only
+	blocks []blockInfo // by block id
+	live   int         // live blocks
 	// liveAt and sumAt are the live blocks and their total field lengths
 	// per sensitivity level, so that a query scores with the statistics of
 	// the blocks its caller may see (Query.MaxLevel) and nothing else.
@@ -119,14 +119,20 @@ type Querier interface {
 // Load reads the dictionary, document frequencies, field lengths,
 // tombstones and segments into memory.
 func Load(ctx context.Context, q Querier) (*Index, error) {
-	ix := &Index{ids: map[string]int32{}, cache: newCache(DefaultCacheBytes)}
+	ix := &Index{ids: newDict(), cache: newCache(DefaultCacheBytes)}
 	err := scan(ctx, q, `SELECT term_id, term FROM fts_terms`, func(r *sql.Rows) error {
 		var id int32
 		var t string
 		if err := r.Scan(&id, &t); err != nil {
 			return err
 		}
-		ix.ids[t] = id
+		if id < 0 || t == "" || len(t) > maxTermLen {
+			return fmt.Errorf("term id %d: %d bytes (want 1 to %d) or a negative id", id, len(t), maxTermLen)
+		}
+		if _, dup := ix.ids.get(t); dup {
+			return fmt.Errorf("term id %d: its term is in the dictionary twice", id)
+		}
+		ix.ids.put(t, id)
 		ix.nextTerm = max(ix.nextTerm, id+1)
 		return nil
 	})
@@ -275,7 +281,7 @@ type Stats struct {
 func (ix *Index) Stats() Stats {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	st := Stats{Terms: len(ix.ids), Blocks: ix.live, Tombstones: ix.tombstones, Segments: len(ix.segments)}
+	st := Stats{Terms: ix.ids.n, Blocks: ix.live, Tombstones: ix.tombstones, Segments: len(ix.segments)}
 	for _, s := range ix.segments {
 		st.Bytes += s.bytes
 	}
@@ -298,11 +304,11 @@ func sortedTerms[V any](m map[string]V) []string {
 // search: it reads every list.
 func (ix *Index) ForEachPosting(ctx context.Context, q Querier, fn func(term string, p Posting) error) error {
 	names := make([]string, len(ix.df))
-	for t, id := range ix.ids {
+	ix.ids.each(func(t string, id int32) {
 		if int(id) < len(names) {
 			names[id] = t
 		}
-	}
+	})
 	var ps []Posting
 	return scan(ctx, q, `SELECT term_id, data FROM fts_postings ORDER BY term_id, segment_id`, func(r *sql.Rows) error {
 		var id int32

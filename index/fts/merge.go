@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"math"
+	"math/bits"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,6 +32,14 @@ const DefaultDeadRatio = 0.2
 // flushBytes is how much merged posting data a merge holds before
 // appending it.
 const flushBytes = 8 << 20
+
+// mergeChunkBytes bounds the stored posting data one query of a merge
+// reads: DuckDB sorts what it reads by term, and a sort of whole segments
+// (hundreds of MB at 1M blocks) needs more than a small memory_limit
+// allows ("Out of Memory Error: failed to pin block"). A merge of more
+// reads its terms in ranges of about this much (one term's lists may
+// exceed it alone). A variable for tests.
+var mergeChunkBytes int64 = 16 << 20
 
 // Maintain merges segments after a write, as the merge policy says, and
 // compacts when dead blocks exceed deadRatio (0 means DefaultDeadRatio).
@@ -93,7 +102,7 @@ func (ix *Index) Compact(ctx context.Context, db *sql.DB) error {
 func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact bool) error {
 	ix.mu.RLock()
 	nothing := len(segs) == 0 || (len(segs) == 1 && (!compact || ix.tombstones == 0))
-	newID := ix.nextSeg
+	newID, terms := ix.nextSeg, ix.nextTerm
 	ix.mu.RUnlock()
 	if nothing {
 		return nil
@@ -107,11 +116,21 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 	ids := make([]string, len(segs))
 	ch := &Change{dropSegments: map[int32]bool{}, compacted: compact}
 	seg := &segment{id: newID, min: math.MaxInt64, max: -1}
+	var stored int64
+	lo, hi := int64(math.MaxInt64), int64(-1) // the merged segments' block range
 	for i, s := range segs {
 		ids[i] = strconv.Itoa(int(s.id))
 		ch.dropSegments[s.id] = true
+		stored += s.bytes
+		lo, hi = min(lo, s.min), max(hi, s.max)
 	}
 	inSegs := strings.Join(ids, ",")
+	ranges := [][2]int32{{0, math.MaxInt32}}
+	if stored > mergeChunkBytes {
+		if ranges, err = termRanges(ctx, db, inSegs, terms, mergeChunkBytes); err != nil {
+			return fmt.Errorf("fts merge: %w", err)
+		}
+	}
 
 	// Stream the old lists in term order over a second connection (the
 	// writer lock keeps them unchanged; the new rows appended on tx stay
@@ -142,9 +161,12 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 		return err
 	}
 	var ps []Posting
-	// The merged segment's distinct blocks, as a bitmap by block id (a
-	// map took a fifth of a merge's CPU at 100,000 passages).
-	var blocks bitmap
+	// The merged segment's blocks, a bit each from lo: its block count
+	// (1M blocks: 125 KB).
+	var blocks []uint64
+	if hi >= lo {
+		blocks = make([]uint64, (hi-lo)/64+1)
+	}
 	var cur int32 = -1
 	flush := func() error {
 		if cur < 0 || len(ps) == 0 {
@@ -153,10 +175,10 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 		sort.Slice(ps, func(i, j int) bool { return ps[i].Block < ps[j].Block })
 		r := row{term: cur, d: listDF(ps)}
 		for _, p := range ps {
-			if p.Block < 0 {
-				return fmt.Errorf("term %d: %w", cur, errCorrupt)
+			if p.Block < lo || p.Block > hi {
+				return fmt.Errorf("term %d: block %d outside its segments' range %d-%d", cur, p.Block, lo, hi)
 			}
-			blocks.set(p.Block)
+			blocks[(p.Block-lo)/64] |= 1 << ((p.Block - lo) % 64)
 			seg.min, seg.max = min(seg.min, p.Block), max(seg.max, p.Block)
 		}
 		r.data = encode(nil, ps)
@@ -167,37 +189,43 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 		}
 		return nil
 	}
-	err = scan(ctx, db, `SELECT term_id, data FROM fts_postings WHERE segment_id IN (`+inSegs+`) ORDER BY term_id, segment_id`,
-		func(r *sql.Rows) error {
-			var id int32
-			var data []byte
-			if err := r.Scan(&id, &data); err != nil {
+	read := func(r *sql.Rows) error {
+		var id int32
+		var data []byte
+		if err := r.Scan(&id, &data); err != nil {
+			return err
+		}
+		if id != cur {
+			if err := flush(); err != nil {
 				return err
 			}
-			if id != cur {
-				if err := flush(); err != nil {
-					return err
+			cur, ps = id, ps[:0]
+		}
+		n := len(ps)
+		var err error
+		if ps, err = decodeAll(ps, data); err != nil {
+			return fmt.Errorf("term %d: %w", id, err)
+		}
+		if compact {
+			ix.mu.RLock()
+			kept := ps[:n]
+			for _, p := range ps[n:] {
+				if p.Block < int64(len(ix.blocks)) && ix.blocks[p.Block].state == live {
+					kept = append(kept, p)
 				}
-				cur, ps = id, ps[:0]
 			}
-			n := len(ps)
-			var err error
-			if ps, err = decodeAll(ps, data); err != nil {
-				return fmt.Errorf("term %d: %w", id, err)
-			}
-			if compact {
-				ix.mu.RLock()
-				kept := ps[:n]
-				for _, p := range ps[n:] {
-					if p.Block < int64(len(ix.blocks)) && ix.blocks[p.Block].state == live {
-						kept = append(kept, p)
-					}
-				}
-				ix.mu.RUnlock()
-				ps = kept
-			}
-			return nil
-		})
+			ix.mu.RUnlock()
+			ps = kept
+		}
+		return nil
+	}
+	for _, tr := range ranges {
+		err = scan(ctx, db, fmt.Sprintf(`SELECT term_id, data FROM fts_postings
+			WHERE segment_id IN (%s) AND term_id BETWEEN %d AND %d ORDER BY term_id, segment_id`, inSegs, tr[0], tr[1]), read)
+		if err != nil {
+			break
+		}
+	}
 	if err == nil {
 		err = flush()
 	}
@@ -207,7 +235,11 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 	if err != nil {
 		return fmt.Errorf("fts merge: %w", err)
 	}
-	seg.blocks = int32(blocks.n)
+	n := 0
+	for _, w := range blocks {
+		n += bits.OnesCount64(w)
+	}
+	seg.blocks = int32(n)
 	stmts := []string{
 		`DELETE FROM fts_postings WHERE segment_id IN (` + inSegs + `)`,
 		`DELETE FROM fts_segments WHERE segment_id IN (` + inSegs + `)`,
@@ -231,7 +263,7 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 			return fmt.Errorf("fts merge: %w", err)
 		}
 	}
-	if blocks.n > 0 {
+	if n > 0 {
 		if err := insertSegment(ctx, tx, seg); err != nil {
 			return err
 		}
@@ -240,20 +272,37 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 	return ix.Commit(ctx, tx, ch)
 }
 
-// bitmap is a set of block ids (non-negative: set panics on a negative
-// one), grown on demand.
-type bitmap struct {
-	words []uint64
-	n     int // bits set
-}
-
-func (b *bitmap) set(id int64) {
-	w := int(id >> 6)
-	if w >= len(b.words) {
-		b.words = append(b.words, make([]uint64, w+1-len(b.words))...)
+// termRanges splits the term ids (below terms) of the posting lists of
+// segments inSegs (a list of ids for IN) into ranges, inclusive, of about
+// chunk bytes of stored lists each, in ascending order: it reads each
+// list's term id and size, not its data, and holds 4 bytes per term.
+func termRanges(ctx context.Context, q Querier, inSegs string, terms int32, chunk int64) ([][2]int32, error) {
+	sizes := make([]uint32, terms) // by term id, saturating
+	err := scan(ctx, q, `SELECT term_id, octet_length(data) FROM fts_postings WHERE segment_id IN (`+inSegs+`)`,
+		func(r *sql.Rows) error {
+			var id int32
+			var n int64
+			if err := r.Scan(&id, &n); err != nil {
+				return err
+			}
+			if id < 0 || id >= terms {
+				return fmt.Errorf("posting list of term id %d, not in the dictionary (%d terms)", id, terms)
+			}
+			sizes[id] = uint32(min(int64(sizes[id])+n, math.MaxUint32))
+			return nil
+		})
+	if err != nil {
+		return nil, err
 	}
-	if bit := uint64(1) << (id & 63); b.words[w]&bit == 0 {
-		b.words[w] |= bit
-		b.n++
+	var out [][2]int32
+	start, acc := 0, int64(0)
+	for id, size := range sizes {
+		n := int64(size)
+		if acc > 0 && acc+n > chunk {
+			out = append(out, [2]int32{int32(start), int32(id - 1)})
+			start, acc = id, 0
+		}
+		acc += n
 	}
+	return append(out, [2]int32{int32(start), math.MaxInt32}), nil
 }

@@ -112,7 +112,7 @@ func (ix *Index) search(ctx context.Context, db Querier, q Query, exhaustive boo
 	var terms []int32
 	pos := map[int32]int{}
 	for _, t := range q.Terms {
-		id, ok := ix.ids[t]
+		id, ok := ix.ids.get(t)
 		if !ok || ix.df[id][0] <= 0 {
 			if q.Conjunctive {
 				return nil, st, nil

@@ -115,6 +115,11 @@ func (ix *Index) Invert(blocks []Block) (*Inverted, error) {
 		ch.added = append(ch.added, addedBlock{b.ID, info})
 	}
 
+	for _, t := range names {
+		if t == "" || len(t) > maxTermLen {
+			return nil, fmt.Errorf("fts add: a term of %d bytes (want 1 to %d)", len(t), maxTermLen)
+		}
+	}
 	order := make([]int32, len(names))
 	for i := range order {
 		order[i] = int32(i)
@@ -123,7 +128,7 @@ func (ix *Index) Invert(blocks []Block) (*Inverted, error) {
 	inv := &Inverted{ch: ch, terms: make([]int32, len(order)), data: make([][]byte, len(order))}
 	ix.mu.RLock()
 	for i, li := range order {
-		id, ok := ix.ids[names[li]]
+		id, ok := ix.ids.get(names[li])
 		if !ok {
 			id = nextTerm + int32(len(ch.newTerms))
 			ch.newTerms = append(ch.newTerms, names[li])
@@ -245,7 +250,7 @@ func (ix *Index) Remove(ctx context.Context, tx *duck.Tx, blocks []Block) (*Chan
 		clear(inBlock)
 		for f := range b.Terms {
 			for _, t := range b.Terms[f] {
-				if id, ok := ix.ids[t]; ok {
+				if id, ok := ix.ids.get(t); ok {
 					inBlock[id] |= 1 << f
 				}
 			}
@@ -328,10 +333,7 @@ func (ix *Index) apply(ch *Change) {
 		return
 	}
 	for i, t := range ch.newTerms {
-		// A clone: the analyzer's terms are substrings of the whole
-		// folded text, which the dictionary would otherwise keep alive
-		// (86 MB of a 100k-passage build's heap).
-		ix.ids[strings.Clone(t)] = ch.firstTerm + int32(i)
+		ix.ids.put(t, ch.firstTerm+int32(i)) // copies t's bytes
 	}
 	ix.nextTerm = max(ix.nextTerm, ch.firstTerm+int32(len(ch.newTerms)))
 	for len(ix.df) < int(ix.nextTerm) {
@@ -382,14 +384,6 @@ func (ix *Index) apply(ch *Change) {
 		ix.tombstones = 0
 	}
 	if len(ch.dropTerms) > 0 {
-		drop := map[int32]bool{}
-		for _, id := range ch.dropTerms {
-			drop[id] = true
-		}
-		for t, id := range ix.ids {
-			if drop[id] {
-				delete(ix.ids, t)
-			}
-		}
+		ix.ids.drop(ch.dropTerms)
 	}
 }

@@ -1,0 +1,136 @@
+package fts
+
+import (
+	"hash/maphash"
+	"math/bits"
+)
+
+// maxTermLen is the longest term the dictionary holds, in bytes (the
+// analyzers stop at analysis.MaxTermBytes, 100).
+const maxTermLen = 1<<16 - 1
+
+// dict is the dictionary in memory: term → term id. A map[string]int32
+// took about 56 bytes a term with the term's own allocation (39 MB of a
+// 200k-passage build's heap, about 700,000 terms) and gave the collector
+// a pointer to follow per term. dict keeps every term's bytes in one
+// arena, an 8-byte location per id, and an open-addressing table of ids
+// (4 bytes a slot, at most 3/4 full): about 17 bytes a term besides its
+// bytes, and no pointers. It is not safe for concurrent writes; the Index's lock
+// guards it as it guarded the map.
+type dict struct {
+	arena []byte
+	loc   []uint64 // by id: offset<<16 | length; 0: no term
+	slots []int32  // id+1; 0: empty
+	n     int      // terms
+	seed  maphash.Seed
+}
+
+func newDict() *dict { return &dict{seed: maphash.MakeSeed()} }
+
+// term returns the term of id, "" if none.
+func (d *dict) term(id int32) string {
+	if id < 0 || int(id) >= len(d.loc) || d.loc[id] == 0 {
+		return ""
+	}
+	off, n := d.loc[id]>>16, d.loc[id]&maxTermLen
+	return string(d.arena[off : off+n])
+}
+
+// termBytes is term without a copy: valid until the next put.
+func (d *dict) termBytes(id int32) []byte {
+	off, n := d.loc[id]>>16, d.loc[id]&maxTermLen
+	return d.arena[off : off+n]
+}
+
+// get returns the id of t.
+func (d *dict) get(t string) (int32, bool) {
+	if d.n == 0 {
+		return 0, false
+	}
+	mask := uint64(len(d.slots) - 1)
+	for i := maphash.String(d.seed, t) & mask; ; i = (i + 1) & mask {
+		s := d.slots[i]
+		if s == 0 {
+			return 0, false
+		}
+		if string(d.termBytes(s-1)) == t {
+			return s - 1, true
+		}
+	}
+}
+
+// put adds t with id (neither present yet; 0 < len(t) ≤ maxTermLen,
+// which the callers check).
+func (d *dict) put(t string, id int32) {
+	if (d.n+1)*4 > len(d.slots)*3 {
+		d.grow()
+	}
+	if int(id) >= len(d.loc) {
+		d.loc = append(d.loc, make([]uint64, int(id)+1-len(d.loc))...)
+	}
+	d.loc[id] = uint64(len(d.arena))<<16 | uint64(len(t))
+	d.arena = append(d.arena, t...)
+	d.insert(id)
+	d.n++
+}
+
+// insert puts id's slot in the table.
+func (d *dict) insert(id int32) {
+	mask := uint64(len(d.slots) - 1)
+	i := maphash.Bytes(d.seed, d.termBytes(id)) & mask
+	for d.slots[i] != 0 {
+		i = (i + 1) & mask
+	}
+	d.slots[i] = id + 1
+}
+
+// grow doubles the table (at least 1,024 slots) and reinserts every term.
+func (d *dict) grow() {
+	size := max(1024, 1<<bits.Len(uint(len(d.slots))))
+	d.slots = make([]int32, size)
+	for id, l := range d.loc {
+		if l != 0 {
+			d.insert(int32(id))
+		}
+	}
+}
+
+// drop removes the terms of ids, rebuilding the arena and the table from
+// the terms that stay.
+func (d *dict) drop(ids []int32) {
+	for _, id := range ids {
+		if id >= 0 && int(id) < len(d.loc) && d.loc[id] != 0 {
+			d.loc[id] = 0
+			d.n--
+		}
+	}
+	old := d.arena
+	d.arena = make([]byte, 0, len(old))
+	for id, l := range d.loc {
+		if l != 0 {
+			off, n := l>>16, l&maxTermLen
+			d.loc[id] = uint64(len(d.arena))<<16 | n
+			d.arena = append(d.arena, old[off:off+n]...)
+		}
+	}
+	d.slots = nil
+	if d.n > 0 {
+		for len(d.slots)*3 < d.n*4 || len(d.slots) == 0 {
+			d.slots = make([]int32, max(1024, 2*len(d.slots)))
+		}
+		for id, l := range d.loc {
+			if l != 0 {
+				d.insert(int32(id))
+			}
+		}
+	}
+}
+
+// each calls fn with every term and its id, in id order.
+func (d *dict) each(fn func(t string, id int32)) {
+	for id, l := range d.loc {
+		if l != 0 {
+			fn(d.term(int32(id)), int32(id))
+		}
+	}
+}
