@@ -27,6 +27,7 @@ import (
 var (
 	overheadOnly = flag.Bool("overhead-only", false, "with -serve: measure the HTTP overhead (step 1) only")
 	noSwitch     = flag.Bool("no-switch", false, "with -serve: measure the HTTP overhead and the throughput (steps 1 and 2), not the live switch")
+	serveModes   = flag.String("serve-modes", "bm25,hybrid", "with -serve: the search modes steps 1 and 2 measure, comma-separated")
 )
 
 // overheadPasses is how many times step 1 runs every query in each mode
@@ -54,7 +55,7 @@ const overheadPasses = 3
 //     varies by tens of ms on busy cores).
 //  2. throughput: 16 concurrent HTTP clients for a fixed time, in bm25
 //     and in hybrid mode: queries/s and p50/p95.
-//  3. switch: 4 HTTP clients (2 bm25, 2 hybrid) while the server's index
+//  3. switch: 4 HTTP clients (-serve-modes in turn: 2 bm25, 2 hybrid) while the server's index
 //     is rebuilt live and switches generations; p95 while idle (no
 //     rebuild), while rebuilding, and in the switch window (as in
 //     switch.go). Issue 13's target: p95 in the switch window ≤ 2× idle
@@ -123,7 +124,12 @@ func serveBench(dir string) error {
 		hits, err := ix.Search(context.Background(), q, &index.SearchOptions{K: 10, Mode: mode, Clearance: index.Public})
 		return len(hits), err
 	}
-	modes := []string{index.ModeBM25, index.ModeHybrid}
+	modes := strings.Split(*serveModes, ",")
+	for _, m := range modes {
+		if m != index.ModeBM25 && m != index.ModeDense && m != index.ModeHybrid {
+			return fmt.Errorf("-serve-modes: %q is not bm25, dense or hybrid", m)
+		}
+	}
 
 	// 1. Overhead, one query at a time; the first pass warms up.
 	fmt.Printf("%d passages, %d queries × %d passes, server at %s\n\n", *nFlag, len(qs), overheadPasses, ln.Addr())
@@ -232,7 +238,7 @@ func serveBench(dir string) error {
 	var failed atomic.Int64
 	var wg sync.WaitGroup
 	for c := 0; c < 4; c++ {
-		mode := modes[c%2]
+		mode := modes[c%len(modes)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -266,8 +272,8 @@ func serveBench(dir string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\n4 HTTP clients (2 bm25, 2 hybrid) around a live rebuild of %d documents (%.1f s, %s → %s); %d searches failed\n",
-		sum.Documents, rebuildEnd.Sub(rebuildStart).Seconds(), before, sum.Generation, failed.Load())
+	fmt.Printf("\n4 HTTP clients (modes %s in turn) around a live rebuild of %d documents (%.1f s, %s → %s); %d searches failed\n",
+		*serveModes, sum.Documents, rebuildEnd.Sub(rebuildStart).Seconds(), before, sum.Generation, failed.Load())
 	fmt.Printf("%-12s %8s %9s %9s %9s\n", "phase", "searches", "p50 ms", "p95 ms", "max ms")
 	for _, p := range []string{"idle", "rebuilding", "switch", "after"} {
 		ds := phases[p]
