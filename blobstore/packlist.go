@@ -208,11 +208,10 @@ func (s *Store) Repack(ctx context.Context, opts RepackOptions) (*RepackResult, 
 		}
 		drop[k] = true
 	}
-	// Loose blobs first.
+	// Loose blobs first: every one asked for, whatever looseBlobs says
+	// (it only tells whether loose blobs existed at Open; a blob of
+	// packLooseMin bytes or more is written loose since).
 	for _, id := range opts.DropBlobs {
-		if !s.looseBlobs {
-			break
-		}
 		key, _ := BlobKey(id)
 		ok, err := s.bucket.Exists(ctx, key)
 		if err != nil {
