@@ -507,8 +507,8 @@ func (s *Store) dropLooseRecords(ctx context.Context, docIDs []string) {
 }
 
 // removeRecordPacked is RemoveRecord in the pack layout: the loose record
-// removed, and a tombstone pending (written by SyncRemovals) when a pack
-// holds a record of the document.
+// removed, and a tombstone pending (written by SyncRemovals), whether or
+// not a readable pack holds a record of the document.
 func (s *Store) removeRecordPacked(ctx context.Context, docID string) error {
 	k, _ := docKeyBytes(docID)
 	if err := s.loadPacks(ctx, false); err != nil {
@@ -520,12 +520,14 @@ func (s *Store) removeRecordPacked(ctx context.Context, docID string) error {
 			return fmt.Errorf("delete record %s: %w", docID, err)
 		}
 	}
+	// Always a tombstone (fail closed): a pack this process cannot read
+	// (damaged, restored later) may hold a record of the document that
+	// the in-memory index does not know; it must stay hidden. A tombstone
+	// that hides nothing costs one entry and is harmless.
 	x := s.px
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if e, ok := x.recs.lookup(&k, x.packs); ok && e.n > 0 {
-		x.tombs[k] = true
-	}
+	x.tombs[k] = true
 	return nil
 }
 
