@@ -289,6 +289,9 @@ func checkCoverage(recs []*blobstore.Record, live map[string]string, opts Option
 // *DamagedRecordsError, or are left out under Options.AllowMissing, their
 // documents then unserved (never served at a level read from nowhere).
 func (p *Plan) restoreDamaged(ctx context.Context, opts Options, damaged []blobstore.DamagedRecord) error {
+	if err := damagedPack(damaged); err != nil {
+		return fmt.Errorf("%s: %w", p.Kind, err)
+	}
 	rows := map[string]*blobstore.Record{}
 	if p.hasLive {
 		ids := make([]string, len(damaged))
@@ -345,6 +348,11 @@ func (e *DamagedRecordsError) Error() string {
 		if d.Source != "" {
 			fmt.Fprintf(&b, "escurel ingest %s (re-ingest the source), or ", strconv.Quote(d.Source))
 		}
+		if d.DocID == "" {
+			// A whole pack (no doc id): only restoring or removing it helps.
+			b.WriteString("restore the pack from a backup, or remove it by hand")
+			continue
+		}
 		fmt.Fprintf(&b, "escurel delete %s, or escurel rebuild --allow-missing (leaves the document out)", d.DocID)
 	}
 	return b.String()
@@ -352,6 +360,21 @@ func (e *DamagedRecordsError) Error() string {
 
 // Unwrap returns blobstore.ErrCorrupt.
 func (e *DamagedRecordsError) Unwrap() error { return blobstore.ErrCorrupt }
+
+// damagedPack refuses a rebuild while a pack of the blob store cannot be
+// read (a DamagedRecord with no doc id), whatever Options.AllowMissing
+// says: the other packs then yield older versions of its documents (a
+// record reclassified RESTRICTED there reads as its earlier level, one
+// deleted there reads as alive), and nothing names the documents to leave
+// out. The error wraps blobstore.ErrCorrupt.
+func damagedPack(damaged []blobstore.DamagedRecord) error {
+	for _, d := range damaged {
+		if d.DocID == "" {
+			return fmt.Errorf("pack %s cannot be read (%s); the live index was kept, and --allow-missing does not apply: the other packs would yield older versions of its documents. Restore the pack from a backup (then rebuild again), or remove it by hand knowing that its documents then read as their previous versions: %w", d.Key, d.Reason, blobstore.ErrCorrupt)
+		}
+	}
+	return nil
+}
 
 // sourceOf is a damaged record's source as messages show it.
 func sourceOf(d blobstore.DamagedRecord) string {

@@ -408,8 +408,13 @@ func checkFailures(ctx context.Context, ix *index.Index, liveDocs map[string]str
 // records as of now and how many documents changed.
 func catchUp(ctx context.Context, ix *index.Index, recs []*blobstore.Record, opts Options, sum *Summary) (now []*blobstore.Record, changes int, err error) {
 	// Damaged records were restored or, under AllowMissing, left out
-	// (the plan refused otherwise): left out here too.
-	if now, _, err = opts.Blobs.ScanRecords(ctx); err != nil {
+	// (the plan refused otherwise): left out here too. A pack damaged
+	// since refuses (its documents would read as older versions).
+	var damaged []blobstore.DamagedRecord
+	if now, damaged, err = opts.Blobs.ScanRecords(ctx); err != nil {
+		return nil, 0, fmt.Errorf("rebuild: catch up: %w", err)
+	}
+	if err := damagedPack(damaged); err != nil {
 		return nil, 0, fmt.Errorf("rebuild: catch up: %w", err)
 	}
 	before := make(map[string]blobstore.Record, len(recs))
