@@ -41,6 +41,11 @@ const layoutPacks = "packs/1\n"
 // still written loose. There is no way back: a store that has packs must
 // be read with them. Calling it on a store already in the pack layout
 // does nothing. Stores not put in the pack layout keep the loose layout.
+//
+// Every other Store on the bucket must be closed (for an index: no
+// process has it open, its LOCK free): a Store opened before keeps the
+// loose layout and writes loose records, which any packed entry of the
+// same document then hides, newer or not.
 func UsePacks(ctx context.Context, urlstr string) error {
 	s, err := Open(ctx, urlstr)
 	if err != nil {
