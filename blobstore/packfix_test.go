@@ -106,3 +106,52 @@ func TestPackRemoveWhilePackDamagedStaysRemoved(t *testing.T) {
 		t.Errorf("a record removed (RemoveRecord+SyncRemovals returned nil) is back once its pack reads again: %+v", got)
 	}
 }
+
+// A blob packed twice (two batches prepared before either synced, as
+// concurrent ingests do): DeleteBlob must rewrite both packs, or the
+// other copy reads again, in this process or after a reopen.
+func TestPackDeleteBlobErasesEveryCopy(t *testing.T) {
+	ctx := context.Background()
+	s, _ := packedFileStore(t)
+	a, b := s.NewBatch(), s.NewBatch()
+	data := []byte("one blob, two batches")
+	id, err := a.Put(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Put(ctx, data); err != nil {
+		t.Fatal(err)
+	}
+	// Each pack also holds a live record, so neither is all dead.
+	if err := a.PutRecord(ctx, testRecord("/a", id, "")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutRecord(ctx, testRecord("/b", id, "")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Repack(ctx, RepackOptions{DropBlobs: []string{id}, MinDead: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.BlobsDropped != 1 || res.Rewritten != 2 {
+		t.Errorf("Repack = %+v: want 1 blob dropped (one id, two copies), 2 packs rewritten", res)
+	}
+	if _, err := s.Get(ctx, id); err == nil {
+		t.Errorf("Repack(DropBlobs) returned nil but Get still reads the blob")
+	}
+	r := reopen(t, s)
+	if _, err := r.Get(ctx, id); err == nil {
+		t.Errorf("reopened: the blob's second copy is still there")
+	}
+	for _, src := range []string{"/a", "/b"} {
+		if _, err := r.GetRecord(ctx, DocID(src)); err != nil {
+			t.Errorf("record %s lost by the rewrite: %v", src, err)
+		}
+	}
+}

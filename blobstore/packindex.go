@@ -41,10 +41,14 @@ func (s byKey[K]) Len() int           { return len(s.e) }
 func (s byKey[K]) Less(i, j int) bool { return s.cmp(&s.e[i].key, &s.e[j].key) < 0 }
 func (s byKey[K]) Swap(i, j int)      { s.e[i], s.e[j] = s.e[j], s.e[i] }
 
-// table is one kind's sorted runs, oldest first.
+// table is one kind's sorted runs, oldest first. lost, when set, is
+// called with each entry that add or compact drops for a newer one of the
+// same key (its pack not gone), under the index's write lock (each's
+// merges, under the read lock, do not call it).
 type table[K any] struct {
 	runs [][]ent[K]
 	cmp  func(a, b *K) int
+	lost func(e *ent[K])
 }
 
 func cmp16(a, b *[16]byte) int { return bytes.Compare(a[:], b[:]) }
@@ -79,7 +83,7 @@ func (t *table[K]) add(entries []ent[K], packs []*packInfo) {
 	sort.Sort(byKey[K]{entries, t.cmp})
 	t.runs = append(t.runs, entries)
 	for n := len(t.runs); n >= 2 && len(t.runs[n-2]) <= 2*len(t.runs[n-1]); n = len(t.runs) {
-		t.runs[n-2] = t.merge(t.runs[n-2], t.runs[n-1], packs)
+		t.runs[n-2] = t.merge(t.runs[n-2], t.runs[n-1], packs, t.lost)
 		t.runs = t.runs[:n-1]
 	}
 }
@@ -88,7 +92,7 @@ func (t *table[K]) add(entries []ent[K], packs []*packInfo) {
 // entry of the highest sequence number (the others are dead: hidden by a
 // newer record or tombstone, or a second copy of a blob) and dropping the
 // entries of packs that are gone.
-func (t *table[K]) merge(a, b []ent[K], packs []*packInfo) []ent[K] {
+func (t *table[K]) merge(a, b []ent[K], packs []*packInfo, lost func(e *ent[K])) []ent[K] {
 	out := make([]ent[K], 0, len(a)+len(b))
 	// push takes a pointer into a or b: a key passed by value to t.cmp
 	// would escape, an allocation a comparison.
@@ -98,7 +102,12 @@ func (t *table[K]) merge(a, b []ent[K], packs []*packInfo) []ent[K] {
 		}
 		if n := len(out); n > 0 && t.cmp(&out[n-1].key, &e.key) == 0 {
 			if newer(packs, e.pack, out[n-1].pack) {
+				if lost != nil {
+					lost(&out[n-1])
+				}
 				out[n-1] = *e
+			} else if lost != nil {
+				lost(e)
 			}
 			return
 		}
@@ -128,11 +137,24 @@ func (t *table[K]) merge(a, b []ent[K], packs []*packInfo) []ent[K] {
 func (t *table[K]) compact(packs []*packInfo) {
 	var all []ent[K]
 	for _, r := range t.runs {
-		all = t.merge(all, r, packs)
+		all = t.merge(all, r, packs, t.lost)
 	}
 	t.runs = nil
 	if len(all) > 0 {
 		t.runs = [][]ent[K]{all}
+	}
+}
+
+// all calls fn with every entry of k in the runs (the losing copies not
+// merged away yet too), packs that are gone skipped.
+func (t *table[K]) all(k *K, packs []*packInfo, fn func(e ent[K])) {
+	for _, run := range t.runs {
+		i := sort.Search(len(run), func(i int) bool { return t.cmp(&run[i].key, k) >= 0 })
+		for ; i < len(run) && t.cmp(&run[i].key, k) == 0; i++ {
+			if !packs[run[i].pack].gone {
+				fn(run[i])
+			}
+		}
 	}
 }
 
@@ -144,7 +166,7 @@ func (t *table[K]) each(packs []*packInfo, fn func(e ent[K])) {
 		all = t.runs[0]
 	} else {
 		for _, r := range t.runs {
-			all = t.merge(all, r, packs)
+			all = t.merge(all, r, packs, nil)
 		}
 	}
 	for _, e := range all {
@@ -181,14 +203,36 @@ type packIndex struct {
 	// tombs are the record removals not yet in a pack (RemoveRecord
 	// before SyncRemovals): lookups read them as tombstones.
 	tombs map[[16]byte]bool
+	// copies are the packs that hold a second (losing) copy of a blob,
+	// whose entry a merge dropped: a blob packed by two batches at once.
+	// Rare; kept until the pack is gone, so that Repack erases every copy.
+	copies map[[32]byte][]uint32
 }
 
 func newPackIndex() *packIndex {
-	return &packIndex{
+	x := &packIndex{
 		byName: map[string]uint32{},
 		blobs:  table[[32]byte]{cmp: cmp32},
 		recs:   table[[16]byte]{cmp: cmp16},
 		tombs:  map[[16]byte]bool{},
+		copies: map[[32]byte][]uint32{},
+	}
+	x.blobs.lost = func(e *ent[[32]byte]) {
+		if !slices.Contains(x.copies[e.key], e.pack) {
+			x.copies[e.key] = append(x.copies[e.key], e.pack)
+		}
+	}
+	return x
+}
+
+// blobPacks calls fn with the index (in packs) of every pack that holds
+// a copy of blob k, winning or not. The caller holds mu.
+func (x *packIndex) blobPacks(k *[32]byte, fn func(pack uint32)) {
+	x.blobs.all(k, x.packs, func(e ent[[32]byte]) { fn(e.pack) })
+	for _, p := range x.copies[*k] {
+		if !x.packs[p].gone {
+			fn(p)
+		}
 	}
 }
 
@@ -230,6 +274,14 @@ func (x *packIndex) removeLocked(names []string) {
 	x.forgetLocked(names)
 	x.blobs.compact(x.packs)
 	x.recs.compact(x.packs)
+	for k, ps := range x.copies {
+		ps = slices.DeleteFunc(ps, func(p uint32) bool { return x.packs[p].gone })
+		if len(ps) == 0 {
+			delete(x.copies, k)
+		} else {
+			x.copies[k] = ps
+		}
+	}
 }
 
 // forgetLocked marks packs gone: lookups skip their entries, which stay

@@ -201,6 +201,8 @@ func (s *Store) Repack(ctx context.Context, opts RepackOptions) (*RepackResult, 
 		return res, fmt.Errorf("repack: %w", err)
 	}
 	drop := map[[32]byte]bool{}
+	erased := map[[32]byte]bool{} // the DropBlobs found and removed, each once
+	defer func() { res.BlobsDropped = len(erased) }()
 	for _, id := range opts.DropBlobs {
 		k, ok := blobKeyBytes(id)
 		if !ok {
@@ -221,7 +223,8 @@ func (s *Store) Repack(ctx context.Context, opts RepackOptions) (*RepackResult, 
 			if err := s.deleteLooseBlob(ctx, id, key); err != nil {
 				return res, fmt.Errorf("repack: %w", err)
 			}
-			res.BlobsDropped++
+			k, _ := blobKeyBytes(id)
+			erased[k] = true
 		}
 	}
 	// Which packs: live bytes per pack from the winners.
@@ -232,9 +235,12 @@ func (s *Store) Repack(ctx context.Context, opts RepackOptions) (*RepackResult, 
 		drop        bool
 	}
 	stats := make([]stat, len(x.packs))
+	// Every pack holding a copy of a blob to drop, not only the winner's.
+	for k := range drop {
+		x.blobPacks(&k, func(p uint32) { stats[p].drop = true })
+	}
 	x.blobs.each(x.packs, func(e ent[[32]byte]) {
 		if drop[e.key] {
-			stats[e.pack].drop = true
 			return
 		}
 		stats[e.pack].live += int64(e.n)
@@ -268,14 +274,13 @@ func (s *Store) Repack(ctx context.Context, opts RepackOptions) (*RepackResult, 
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		before, after, blobs, err := s.rewritePack(ctx, p, drop)
+		before, after, err := s.rewritePack(ctx, p, drop, erased)
 		if err != nil {
 			return res, fmt.Errorf("repack %s: %w", p.key(), err)
 		}
 		res.Rewritten++
 		res.BytesBefore += before
 		res.BytesAfter += after
-		res.BlobsDropped += blobs
 		removed = append(removed, p.name)
 	}
 	if len(removed) > 0 && s.localDir != "" {
@@ -292,22 +297,24 @@ func (s *Store) Repack(ctx context.Context, opts RepackOptions) (*RepackResult, 
 }
 
 // rewritePack writes p's live entries (less the blobs in drop) into a new
-// pack of the same sequence number, then removes p.
-func (s *Store) rewritePack(ctx context.Context, p *packInfo, drop map[[32]byte]bool) (before, after int64, dropped int, err error) {
+// pack of the same sequence number, then removes p; the blobs of drop it
+// held are added to erased once p is removed.
+func (s *Store) rewritePack(ctx context.Context, p *packInfo, drop, erased map[[32]byte]bool) (before, after int64, err error) {
 	data, err := s.readRange(ctx, p.key(), 0, p.size)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, err
 	}
 	off, count, crc, err := parseTrailer(data[len(data)-trailerSize:], p.size)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, err
 	}
 	entries, err := parseIndex(data[off:off+uint64(count)*entrySize], off, crc)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, err
 	}
 	x := s.px
 	b := newPackBuilder()
+	var dropped [][32]byte
 	x.mu.RLock()
 	self := x.byName[p.name]
 	for _, e := range entries {
@@ -317,7 +324,7 @@ func (s *Store) rewritePack(ctx context.Context, p *packInfo, drop map[[32]byte]
 			w, ok := x.blobs.lookup(&e.key, x.packs)
 			live = ok && w.pack == self && uint64(w.off) == e.off && !drop[e.key]
 			if drop[e.key] {
-				dropped++
+				dropped = append(dropped, e.key)
 			}
 		default:
 			k := e.docKey()
@@ -327,7 +334,7 @@ func (s *Store) rewritePack(ctx context.Context, p *packInfo, drop map[[32]byte]
 		if live {
 			if err := b.add(e.kind, e.key, data[e.off:e.off+e.n]); err != nil {
 				x.mu.RUnlock()
-				return 0, 0, 0, err
+				return 0, 0, err
 			}
 		}
 	}
@@ -335,7 +342,7 @@ func (s *Store) rewritePack(ctx context.Context, p *packInfo, drop map[[32]byte]
 	if len(b.entries) > 0 {
 		q, err := s.writePack(ctx, b, p.seq)
 		if err != nil {
-			return 0, 0, 0, err
+			return 0, 0, err
 		}
 		after = q.size
 	}
@@ -343,9 +350,12 @@ func (s *Store) rewritePack(ctx context.Context, p *packInfo, drop map[[32]byte]
 	x.forgetLocked([]string{p.name}) // Repack compacts the index once, at the end
 	x.mu.Unlock()
 	if err := s.bucket.Delete(ctx, p.key()); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-		return 0, 0, 0, err
+		return 0, 0, err
 	}
-	return p.size, after, dropped, nil
+	for _, k := range dropped {
+		erased[k] = true
+	}
+	return p.size, after, nil
 }
 
 // dropHiddenLoose removes the loose records that a pack hides (a packed
