@@ -198,6 +198,9 @@ func (s *Store) loadPacks(ctx context.Context, again bool) error {
 			if !slices.ContainsFunc(x.damaged, func(d DamagedRecord) bool { return d.Key == p.key() }) {
 				x.damaged = append(x.damaged, DamagedRecord{Key: p.key(), Reason: err.Error()})
 			}
+			// Its sequence number is taken all the same: a pack written
+			// now (a tombstone) must win over it once it reads again.
+			x.maxSeq = max(x.maxSeq, p.seq)
 			continue
 		}
 		if errors.Is(err, ErrNotFound) {
@@ -206,6 +209,8 @@ func (s *Store) loadPacks(ctx context.Context, again bool) error {
 		if err != nil {
 			return fmt.Errorf("read %s: %w", p.key(), err)
 		}
+		// A pack damaged at an earlier read (a short read) that reads now.
+		x.damaged = slices.DeleteFunc(x.damaged, func(d DamagedRecord) bool { return d.Key == p.key() })
 		x.addLocked(p, entries[i])
 	}
 	x.loaded = true
