@@ -69,7 +69,9 @@ func (e *packEntry) docKey() [16]byte {
 }
 
 // packBuilder accumulates a pack's entries; a later entry of the same kind
-// and key replaces the earlier (its bytes stay as garbage).
+// and key replaces the earlier, whose bytes leave the pack (garbage no
+// index entry names would escape Repack's dead-bytes accounting, and so
+// Purge).
 type packBuilder struct {
 	buf     bytes.Buffer
 	entries []packEntry
@@ -89,19 +91,47 @@ func newPackBuilder() *packBuilder {
 
 // add appends an entry. It fails when the pack would pass packMaxBytes.
 func (p *packBuilder) add(kind byte, key [32]byte, data []byte) error {
-	if p.buf.Len()+len(data)+(len(p.entries)+1)*entrySize+trailerSize > packMaxBytes {
+	s := packSlot{kind, key}
+	i, replace := p.slot[s]
+	size := p.buf.Len() + len(data) + (len(p.entries)+1)*entrySize + trailerSize
+	if replace {
+		size -= int(p.entries[i].n) + entrySize
+	}
+	if size > packMaxBytes {
 		return fmt.Errorf("pack would pass %d bytes: sync the batch first", packMaxBytes)
+	}
+	if replace {
+		p.without(i)
 	}
 	e := packEntry{kind: kind, key: key, off: uint64(p.buf.Len()), n: uint64(len(data)), crc: crc32.Checksum(data, castagnoli)}
 	p.buf.Write(data)
-	s := packSlot{kind, key}
-	if i, ok := p.slot[s]; ok {
+	if replace {
 		p.entries[i] = e
 		return nil
 	}
 	p.slot[s] = len(p.entries)
 	p.entries = append(p.entries, e)
 	return nil
+}
+
+// without rewrites the data without entry i's bytes (the other entries'
+// offsets follow); entry i is left to be replaced. A rare path: a key
+// staged twice in one batch.
+func (p *packBuilder) without(i int) {
+	old := p.buf.Bytes()
+	var nb bytes.Buffer
+	nb.Grow(len(old) - int(p.entries[i].n))
+	nb.WriteString(packMagic)
+	for j := range p.entries {
+		if j == i {
+			continue
+		}
+		e := &p.entries[j]
+		d := old[e.off : e.off+e.n]
+		e.off = uint64(nb.Len())
+		nb.Write(d)
+	}
+	p.buf = nb
 }
 
 // has reports whether the pack holds an entry of kind and key.

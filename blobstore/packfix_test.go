@@ -155,3 +155,50 @@ func TestPackDeleteBlobErasesEveryCopy(t *testing.T) {
 		}
 	}
 }
+
+// A record staged twice in one batch: the pack holds only the last
+// version's bytes, not the first's as unindexed garbage that no Repack
+// (nor Purge) could see.
+func TestPackBatchRestagedRecordLeavesNoGarbage(t *testing.T) {
+	ctx := context.Background()
+	s, dir := packedFileStore(t)
+	b := s.NewBatch()
+	bid, err := b.Put(ctx, []byte("body"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := testRecord("/doc", bid, "first title zebra-secret")
+	if err := b.PutRecord(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutRecord(ctx, testRecord("/other", bid, "other")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutRecord(ctx, testRecord("/doc", bid, "second title")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	packs := packFiles(t, dir)
+	if len(packs) != 1 {
+		t.Fatalf("packs %v: want the batch's one", packs)
+	}
+	data, err := os.ReadFile(packs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(data, []byte("zebra-secret")) {
+		t.Errorf("the pack still holds the replaced record version's bytes")
+	}
+	r := reopen(t, s)
+	for src, title := range map[string]string{"/doc": "second title", "/other": "other"} {
+		got, err := r.GetRecord(ctx, DocID(src))
+		if err != nil || got.Title != title {
+			t.Errorf("GetRecord(%s) = %+v, %v; want title %q", src, got, err, title)
+		}
+	}
+	if got, err := r.Get(ctx, bid); err != nil || string(got) != "body" {
+		t.Errorf("Get(blob) = %q, %v", got, err)
+	}
+}
