@@ -40,3 +40,40 @@ func TestPackDamageClearsWhenThePackReadsAgain(t *testing.T) {
 		t.Errorf("GetRecord once the pack reads again: %+v, %v", got, err)
 	}
 }
+
+// A Repack (GC, Purge, DeleteBlob) between RemoveRecord and SyncRemovals
+// rewrites the record's pack with the still-live record: that copy is no
+// newer write, and must not cancel the pending removal.
+func TestPackRepackKeepsPendingRemoval(t *testing.T) {
+	ctx := context.Background()
+	s, _ := packedFileStore(t)
+	b := s.NewBatch()
+	keep, _ := b.Put(ctx, []byte("kept"))
+	gone, _ := b.Put(ctx, []byte("orphan"))
+	rec := testRecord("/doc", keep, "")
+	if err := b.PutRecord(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RemoveRecord(ctx, rec.DocID); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Repack(ctx, RepackOptions{DropBlobs: []string{gone}, MinDead: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rewritten != 1 {
+		t.Fatalf("Repack = %+v: the record's pack was not rewritten, the test proves nothing", res)
+	}
+	if _, err := s.GetRecord(ctx, rec.DocID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetRecord between RemoveRecord and SyncRemovals, after a Repack: %v, want ErrNotFound", err)
+	}
+	if err := s.SyncRemovals(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reopen(t, s).GetRecord(ctx, rec.DocID); err == nil {
+		t.Errorf("RemoveRecord + SyncRemovals returned nil, a Repack ran between them, and the record is still stored")
+	}
+}

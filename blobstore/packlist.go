@@ -340,10 +340,16 @@ func (s *Store) rewritePack(ctx context.Context, p *packInfo, drop, erased map[[
 	}
 	x.mu.RUnlock()
 	if len(b.entries) > 0 {
-		q, err := s.writePack(ctx, b, p.seq)
+		// Indexed without addPack: a rewrite's records are no newer
+		// writes, and must not cancel pending removals (RemoveRecord
+		// before SyncRemovals).
+		q, err := s.storePack(ctx, b, p.seq)
 		if err != nil {
 			return 0, 0, err
 		}
+		x.mu.Lock()
+		x.addLocked(q, b.entries)
+		x.mu.Unlock()
 		after = q.size
 	}
 	x.mu.Lock()

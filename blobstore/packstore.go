@@ -318,6 +318,17 @@ func randSuffix() string {
 // next sequence number) and adds it to the index; tombs are the pending
 // removals it makes durable.
 func (s *Store) writePack(ctx context.Context, b *packBuilder, seq uint64) (*packInfo, error) {
+	p, err := s.storePack(ctx, b, seq)
+	if err != nil {
+		return nil, err
+	}
+	s.addPack(p, b.entries)
+	return p, nil
+}
+
+// storePack stores a finished pack durably under a new name (seq 0: the
+// next sequence number), without adding it to the index.
+func (s *Store) storePack(ctx context.Context, b *packBuilder, seq uint64) (*packInfo, error) {
 	if seq == 0 {
 		var err error
 		if seq, err = s.nextSeq(ctx); err != nil {
@@ -329,7 +340,6 @@ func (s *Store) writePack(ctx context.Context, b *packBuilder, seq uint64) (*pac
 	if err := s.write(ctx, p.key(), data, "application/octet-stream"); err != nil {
 		return nil, err
 	}
-	s.addPack(p, b.entries)
 	return p, nil
 }
 
