@@ -294,6 +294,13 @@ func (c *VerifyCommand) Run(ctx context.Context, args []string) error {
 			fmt.Fprintf(w, "damaged records: %d\n", n)
 		}
 		for _, d := range v.DamagedRecords {
+			if d.DocID == "" {
+				// A whole pack: it names no document, and rebuild refuses
+				// while it is there (the other packs hold older versions).
+				fmt.Fprintf(w, "  damaged pack %s: %s; repair: restore the pack from a backup, or remove it by hand (its documents then read as their previous versions), then escurel verify again\n",
+					d.Key, shown(d.Reason, false))
+				continue
+			}
 			src, repair := "source unknown", ""
 			if d.Source != "" {
 				src = "source " + shown(d.Source, false)
