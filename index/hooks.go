@@ -89,7 +89,7 @@ func rowRecords(ctx context.Context, live any, dir string, ids []string) (map[st
 		if err != nil {
 			return nil, err
 		}
-		db, err := sql.Open("duckdb", dsn(path))
+		db, err := sql.Open("duckdb", sideDSN(path))
 		if err != nil {
 			return nil, err
 		}

@@ -639,6 +639,14 @@ func dsn(path string) string {
 	return path + "?autoinstall_known_extensions=false&autoload_known_extensions=false&checkpoint_threshold=" + checkpointThreshold + allocatorSettings
 }
 
+// sideDSN is dsn with the default memory_limit, for the opens that read an
+// index file without an Index (inspect, rowRecords): opening replays the
+// write-ahead log (up to checkpointThreshold), which without a limit may
+// take DuckDB's default, 80 % of the machine's memory.
+func sideDSN(path string) string {
+	return dsn(path) + "&memory_limit=" + DefaultMemoryLimit
+}
+
 func fileSize(path string) int64 {
 	if fi, err := os.Stat(path); err == nil {
 		return fi.Size()

@@ -349,7 +349,7 @@ func inspect(ctx context.Context, dir string) (Manifest, map[string]string, map[
 	fail := func(err error) (Manifest, map[string]string, map[string]bool, error) {
 		return Manifest{}, nil, nil, fmt.Errorf("inspect %s: %w", path, err)
 	}
-	db, err := sql.Open("duckdb", dsn(path))
+	db, err := sql.Open("duckdb", sideDSN(path))
 	if err != nil {
 		return fail(fmt.Errorf("%v: %w", err, ErrDamaged))
 	}

@@ -280,3 +280,21 @@ func TestMemoryLimit(t *testing.T) {
 		t.Error("a bad memory limit was accepted")
 	}
 }
+
+// The opens that read an index file without an Index (inspect,
+// rowRecords) cap DuckDB's memory as an Index does, not at DuckDB's
+// default of 80 % of the machine's memory.
+func TestSideDSNMemoryLimit(t *testing.T) {
+	db, err := sql.Open("duckdb", sideDSN(filepath.Join(t.TempDir(), "side.duckdb")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var v string
+	if err := db.QueryRow(`SELECT current_setting('memory_limit')`).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	if v != "244.1 MiB" {
+		t.Errorf("memory_limit = %q, want 244.1 MiB (DefaultMemoryLimit)", v)
+	}
+}
