@@ -125,6 +125,11 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 		lo, hi = min(lo, s.min), max(hi, s.max)
 	}
 	inSegs := strings.Join(ids, ",")
+	if hi >= lo && (lo < 0 || hi-lo >= maxMergeSpan) {
+		// The bitset below takes (hi-lo)/8 bytes: a damaged segment row
+		// must fail the merge, not exhaust the memory.
+		return fmt.Errorf("fts merge: segments %s span block ids %d to %d (at most %d ids): %w", inSegs, lo, hi, int64(maxMergeSpan), errCorrupt)
+	}
 	ranges := [][2]int32{{0, math.MaxInt32}}
 	if stored > mergeChunkBytes {
 		if ranges, err = termRanges(ctx, db, inSegs, terms, mergeChunkBytes); err != nil {
@@ -271,6 +276,11 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 	}
 	return ix.Commit(ctx, tx, ch)
 }
+
+// maxMergeSpan bounds the block ids a merge's segments span (2^33, a
+// bitset of 1 GiB): block ids come from one sequence, so a wider span is a
+// damaged fts_segments row.
+const maxMergeSpan = 1 << 33
 
 // termRanges splits the term ids (below terms) of the posting lists of
 // segments inSegs (a list of ids for IN) into ranges, inclusive, of about

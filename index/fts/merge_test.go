@@ -3,6 +3,7 @@ package fts
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"math/rand/v2"
 	"testing"
 
@@ -114,5 +115,32 @@ func TestMergeInTermRanges(t *testing.T) {
 		if diff := cmp.Diff(w, g); diff != "" {
 			t.Fatalf("query %v after a merge in term ranges:\n%s", q, diff)
 		}
+	}
+}
+
+// A segment row whose block range is damaged (a huge max_block) fails the
+// merge with errCorrupt instead of allocating a bitset for the range.
+func TestMergeRefusesDamagedSegmentRange(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	ix, err := Load(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	next := int64(1)
+	for range 2 {
+		bs := randomCorpus(rng, next, 20)
+		next += int64(len(bs))
+		write(t, ix, db, bs, nil)
+	}
+	if _, err := db.Exec(`UPDATE fts_segments SET max_block = 1152921504606846976 WHERE segment_id = (SELECT min(segment_id) FROM fts_segments)`); err != nil {
+		t.Fatal(err)
+	}
+	if ix, err = Load(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Compact(ctx, db); !errors.Is(err, errCorrupt) {
+		t.Fatalf("compact over a damaged segment range: %v, want errCorrupt", err)
 	}
 }
