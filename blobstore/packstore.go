@@ -367,21 +367,7 @@ func (s *Store) packedBlob(ctx context.Context, id string) ([]byte, bool, error)
 	if err := s.loadPacks(ctx, false); err != nil {
 		return nil, false, err
 	}
-	for try := 0; ; try++ {
-		e, p, ok := s.px.blob(k)
-		if !ok {
-			return nil, false, nil
-		}
-		data, err := s.readEntry(ctx, p, e.off, e.n, e.crc)
-		if errors.Is(err, ErrNotFound) && try == 0 {
-			// Rewritten (Repack) since the index was read: read it again.
-			if err := s.loadPacks(ctx, true); err != nil {
-				return nil, false, err
-			}
-			continue
-		}
-		return data, true, err
-	}
+	return readPacked(ctx, s, func() (ent[[32]byte], *packInfo, bool) { return s.px.blob(k) }, false)
 }
 
 // packedRecord returns a doc's packed record bytes; found false when the
@@ -397,14 +383,21 @@ func (s *Store) packedRecord(ctx context.Context, docID string) ([]byte, bool, e
 	if err := s.damagedPacks(); err != nil {
 		return nil, false, err
 	}
+	return readPacked(ctx, s, func() (ent[[16]byte], *packInfo, bool) { return s.px.record(k) }, true)
+}
+
+// readPacked reads the entry that find names, and whether find names one.
+// When its pack is gone (rewritten by a Repack since the index was read)
+// it reloads the packs and looks again, once. With tombstones, an entry of
+// no bytes is a tombstone: found, and no data.
+func readPacked[K any](ctx context.Context, s *Store, find func() (ent[K], *packInfo, bool), tombstones bool) ([]byte, bool, error) {
 	for try := 0; ; try++ {
-		e, p, ok := s.px.record(k)
-		if !ok || e.n == 0 {
+		e, p, ok := find()
+		if !ok || tombstones && e.n == 0 {
 			return nil, ok, nil
 		}
 		data, err := s.readEntry(ctx, p, e.off, e.n, e.crc)
 		if errors.Is(err, ErrNotFound) && try == 0 {
-			// Rewritten (Repack) since the index was read: read it again.
 			if err := s.loadPacks(ctx, true); err != nil {
 				return nil, false, err
 			}
