@@ -1,0 +1,38 @@
+package index
+
+import "regexp"
+
+// How an index file is opened in DuckDB: its data source and settings.
+
+// memoryLimit is the form Options.MemoryLimit must take (DuckDB's sizes).
+var memoryLimit = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$`)
+
+// checkpointThreshold is the write-ahead log size at which a DuckDB commit
+// checkpoints (DuckDB's default is 16 MB). A checkpoint rewrites the
+// changed row groups and the tables' indexes (the ART on fts_postings'
+// term_id, the keys of blocks and documents), which at 100k passages
+// costs about as much as the write itself; at 16 MB nearly every
+// 1,000-passage batch paid one. Close checkpoints whatever the size. A
+// crash replays the log at the next open: every acknowledged commit is in
+// it, so nothing acknowledged is lost, only that open takes longer.
+const checkpointThreshold = "1GB"
+
+// allocatorSettings make DuckDB's allocator hand freed memory back sooner:
+// by default each thread keeps up to 128 MiB of freed memory cached (and
+// 512 MiB after a bulk deallocation) before flushing it, memory that
+// memory_limit does not count and the process's RSS does.
+const allocatorSettings = "&allocator_flush_threshold=8MB&allocator_bulk_deallocation_flush_threshold=8MB&allocator_background_threads=true"
+
+// dsn is the DuckDB data source for an index file. Extensions are never
+// installed or loaded on demand: nothing may reach the network.
+func dsn(path string) string {
+	return path + "?autoinstall_known_extensions=false&autoload_known_extensions=false&checkpoint_threshold=" + checkpointThreshold + allocatorSettings
+}
+
+// sideDSN is dsn with the default memory_limit, for the opens that read an
+// index file without an Index (inspect, rowRecords): opening replays the
+// write-ahead log (up to checkpointThreshold), which without a limit may
+// take DuckDB's default, 80 % of the machine's memory.
+func sideDSN(path string) string {
+	return dsn(path) + "&memory_limit=" + DefaultMemoryLimit
+}
