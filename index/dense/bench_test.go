@@ -2,35 +2,28 @@ package dense
 
 import (
 	"bufio"
-	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
-	"io"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/escurel/escurel/embed"
+	"github.com/escurel/escurel/internal/benchcorpus"
 )
 
 // The dense benchmark's data: hash/384 vectors (the offline default
 // embedder, and what make bench-dense indexes) of real passages, the same
-// ones bench/fts builds (corpus.go there, repeated here as that is another
-// module): SciFact abstracts, the shared FastAPI Markdown, then the text
+// ones bench/fts builds (internal/benchcorpus): SciFact abstracts, the shared FastAPI Markdown, then the text
 // files under /usr/share/doc, cut into windows of about 150 words; past
 // the real passages, perturbed copies (15% of the words replaced by words
 // of the pool). Real text rather than random vectors, because quantization
@@ -57,109 +50,15 @@ func benchN(b *testing.B) int {
 	return n
 }
 
-// benchPassages returns n passage texts ("[title]\nbody"), as bench/fts's
-// corpus does.
+// benchPassages returns n passage texts ("[title]\nbody") of the corpus
+// bench/fts builds (internal/benchcorpus).
 func benchPassages(n int) []string {
-	type passage struct{ title, body string }
-	var pool []passage
-	seen := map[uint64]bool{}
-	add := func(title, text string) {
-		words := strings.Fields(text)
-		for len(words) > 0 {
-			k := min(150, len(words))
-			if len(words)-k < 50 {
-				k = len(words)
-			}
-			body := strings.Join(words[:k], " ")
-			words = words[k:]
-			h := fnv.New64a()
-			h.Write([]byte(body))
-			if sum := h.Sum64(); !seen[sum] && len(body) > 80 {
-				seen[sum] = true
-				pool = append(pool, passage{title, body})
-			}
-		}
-	}
-	if f, err := os.Open(filepath.Join(benchData, "scifact", "corpus.jsonl")); err == nil {
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		for sc.Scan() {
-			var d struct{ Title, Text string }
-			if json.Unmarshal(sc.Bytes(), &d) == nil {
-				add(d.Title, d.Text)
-			}
-		}
-		f.Close()
-	}
-	var files []string
-	filepath.WalkDir(filepath.Join(benchData, "markdown"), func(p string, d os.DirEntry, err error) error {
-		if err == nil && strings.HasSuffix(p, ".md") {
-			files = append(files, p)
-		}
-		return nil
-	})
-	var docs []string
-	filepath.WalkDir("/usr/share/doc", func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() && !strings.HasSuffix(p, ".html") && !strings.HasSuffix(p, ".htm") {
-			docs = append(docs, p)
-		}
-		return nil
-	})
-	slices.Sort(docs)
-	for _, p := range append(files, docs...) {
-		if len(pool) >= n {
-			break
-		}
-		if text, ok := readText(p); ok {
-			add(filepath.Base(filepath.Dir(p))+" "+filepath.Base(p), text)
-		}
-	}
-	if len(pool) > 0 && len(pool) < n {
-		var vocab []string
-		for _, p := range pool[:min(len(pool), 20000)] {
-			vocab = append(vocab, strings.Fields(p.body)...)
-		}
-		real := len(pool)
-		for c := 1; len(pool) < n; c++ {
-			rng := rand.New(rand.NewPCG(uint64(c), 42))
-			for i := 0; i < real && len(pool) < n; i++ {
-				words := strings.Fields(pool[i].body)
-				for j := range words {
-					if rng.IntN(100) < 15 {
-						words[j] = vocab[rng.IntN(len(vocab))]
-					}
-				}
-				pool = append(pool, passage{pool[i].title, strings.Join(words, " ")})
-			}
-		}
-	}
-	out := make([]string, min(n, len(pool)))
-	for i := range out {
-		out[i] = "[" + pool[i].title + "]\n" + pool[i].body
+	pool := benchcorpus.Passages(benchData, n)
+	out := make([]string, len(pool))
+	for i, p := range pool {
+		out[i] = "[" + p.Title + "]\n" + p.Body
 	}
 	return out
-}
-
-// readText returns a file's text (gunzipped when it ends in .gz), or false
-// when it is not UTF-8 text.
-func readText(p string) (string, bool) {
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return "", false
-	}
-	if strings.HasSuffix(p, ".gz") {
-		r, err := gzip.NewReader(bytes.NewReader(data))
-		if err != nil {
-			return "", false
-		}
-		if data, err = io.ReadAll(io.LimitReader(r, 64<<20)); err != nil {
-			return "", false
-		}
-	}
-	if bytes.IndexByte(data, 0) >= 0 || !utf8.Valid(data) {
-		return "", false
-	}
-	return string(data), true
 }
 
 // benchVectors returns n hash/384 vectors of benchPassages, row after row,
