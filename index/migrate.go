@@ -118,6 +118,7 @@ var schemaColumns = []column{
 	// -1: not known; deletes find such a document's blocks by doc id.
 	{"documents", "first_block", "BIGINT", "-1"},
 	{"documents", "block_count", "INTEGER", "-1"},
+	{"fts_removals", "data", "BLOB", "''::BLOB"},
 }
 
 // migrate brings the database up to SchemaVersion: it applies each missing

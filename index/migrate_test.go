@@ -4,13 +4,18 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	_ "gocloud.dev/blob/memblob"
 
+	"github.com/escurel/escurel/blobstore"
+	"github.com/escurel/escurel/embed"
+	"github.com/escurel/escurel/index/fts"
 	"github.com/escurel/escurel/internal/layout"
 	schemasql "github.com/escurel/escurel/sql"
 )
@@ -296,5 +301,152 @@ func TestSideDSNMemoryLimit(t *testing.T) {
 	}
 	if v != "244.1 MiB" {
 		t.Errorf("memory_limit = %q, want 244.1 MiB (DefaultMemoryLimit)", v)
+	}
+}
+
+// An index of schema 15 keeps its deletes' tombstones and document-frequency
+// changes in fts_tombstones and fts_df_deltas (a row per block, a row per
+// term and delete); 0016 adds fts_removals (a row per delete) and leaves
+// those rows where they are. Such a file opens with the same full-text
+// statistics and search results as the same deletes made by this
+// binary, deletes go on (into fts_removals), and a compaction empties
+// all three tables.
+func TestMigrateRemovalsFrom15(t *testing.T) {
+	ctx := context.Background()
+	var ins []Input
+	for i := range 40 {
+		ins = append(ins, Input{Source: fmt.Sprintf("/m%02d.md", i),
+			Data: []byte(fmt.Sprintf("# Doc %d\n\nshared words here, term%d and term%d, more shared text.\n", i, i%7, i%5))})
+	}
+	gone := []string{"/m03.md", "/m10.md", "/m17.md"} // three deletes, terms in common
+	build := func(dir string) *Index {
+		ix, err := Open(ctx, dir, &Options{Embedder: embed.None})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, errs, err := ix.IngestBatch(ctx, ins); err != nil || errors.Join(errs...) != nil {
+			t.Fatal(err, errs)
+		}
+		return ix
+	}
+	search := func(ix *Index) []string {
+		hits, err := ix.Search(ctx, "shared term3 term2 doc", &SearchOptions{K: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, h := range hits {
+			out = append(out, fmt.Sprintf("%s %.6f", h.Source, h.Score))
+		}
+		return out
+	}
+	stats := func(ix *Index) fts.Stats {
+		st, err := ix.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.FullText
+	}
+
+	// The deletes as this binary makes them.
+	ix := build(t.TempDir())
+	for _, src := range gone {
+		if _, err := ix.Delete(ctx, src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, wantStats := search(ix), stats(ix)
+	if wantStats.Tombstones != 3 {
+		t.Fatalf("full-text stats %+v: want 3 tombstones (a compaction ran: the test proves nothing)", wantStats)
+	}
+	var removals int
+	ix.cur.Load().db.QueryRow(`SELECT count(*) FROM fts_removals`).Scan(&removals)
+	if removals != 3 {
+		t.Errorf("%d fts_removals rows, want 3 (one per delete)", removals)
+	}
+	ix.Close()
+
+	// The same deletes as schema 15 wrote them: the blocks' rows deleted,
+	// their terms (the text re-analyzed) as delta rows, one per term and
+	// delete, and a tombstone row per block; schema 16 not applied.
+	dir := t.TempDir()
+	ix = build(dir)
+	s := ix.cur.Load()
+	var stmts []string
+	for n, src := range gone {
+		id := blobstore.DocID(src)
+		blocks, err := s.analyzedBlocks(ctx, s.db, `b.doc_id = ?`, id)
+		if err != nil || len(blocks) == 0 {
+			t.Fatal(len(blocks), err)
+		}
+		for _, b := range blocks {
+			stmts = append(stmts, fmt.Sprintf(`INSERT INTO fts_tombstones VALUES (%d)`, b.ID))
+			for f, terms := range b.Terms {
+				for _, term := range terms {
+					stmts = append(stmts, fmt.Sprintf(`INSERT INTO v15_terms VALUES (%d, %d, %d, '%s')`, n, b.ID, f, term))
+				}
+			}
+		}
+		stmts = append(stmts, `DELETE FROM blocks WHERE doc_id = '`+id+`'`, `DELETE FROM documents WHERE doc_id = '`+id+`'`)
+	}
+	ix.Close()
+	gen, _, err := layout.Current(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := openDB(t, filepath.Join(dir, gen, layout.FileName))
+	stmts = append([]string{`CREATE TEMP TABLE v15_terms (del INTEGER, block BIGINT, field INTEGER, term VARCHAR)`}, stmts...)
+	stmts = append(stmts,
+		`INSERT INTO fts_df_deltas SELECT t.term_id, -count(DISTINCT v.block), -count(DISTINCT v.block) FILTER (WHERE v.field = 0),
+			-count(DISTINCT v.block) FILTER (WHERE v.field = 1) FROM v15_terms v JOIN fts_terms t ON t.term = v.term GROUP BY v.del, t.term_id`,
+		`DROP TABLE fts_removals`,
+		`DELETE FROM schema_migrations WHERE version = 16`)
+	for _, stmt := range stmts {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatal(stmt, err)
+		}
+	}
+	var repeated int
+	db.QueryRow(`SELECT count(*) - count(DISTINCT term_id) FROM fts_df_deltas`).Scan(&repeated)
+	if repeated == 0 {
+		t.Fatal("no term has two delta rows: the sum over deletes is not tested")
+	}
+	db.Close()
+
+	ix, err = Open(ctx, dir, &Options{Embedder: embed.None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if st, _ := ix.Stats(ctx); st.SchemaVersion != SchemaVersion {
+		t.Errorf("schema version %d after open, want %d", st.SchemaVersion, SchemaVersion)
+	}
+	if got := stats(ix); got != wantStats {
+		t.Errorf("full-text stats of the migrated file: %+v, want %+v", got, wantStats)
+	}
+	if diff := cmp.Diff(want, search(ix)); diff != "" {
+		t.Errorf("search of the migrated file differs (-want +got):\n%s", diff)
+	}
+	if _, err := ix.Delete(ctx, "/m24.md"); err != nil {
+		t.Fatal(err)
+	}
+	if got := stats(ix); got.Tombstones != 4 || got.Blocks != wantStats.Blocks-1 {
+		t.Errorf("after one more delete: %+v (before it %+v)", got, wantStats)
+	}
+	afterDelete := search(ix)
+	if err := ix.cur.Load().compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := stats(ix); got.Tombstones != 0 {
+		t.Errorf("after a compaction: %+v", got)
+	}
+	if diff := cmp.Diff(afterDelete, search(ix)); diff != "" {
+		t.Errorf("search after the compaction differs (-before +after):\n%s", diff)
+	}
+	var left int
+	ix.cur.Load().db.QueryRow(`SELECT (SELECT count(*) FROM fts_removals) + (SELECT count(*) FROM fts_tombstones) +
+		(SELECT count(*) FROM fts_df_deltas)`).Scan(&left)
+	if left != 0 {
+		t.Errorf("%d removal, tombstone and delta rows left after the compaction", left)
 	}
 }

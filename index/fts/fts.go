@@ -8,15 +8,17 @@
 //	fts_blocks     block_id, len_body, len_context, level
 //	fts_segments   segment_id, blocks, min_block, max_block, bytes
 //	fts_postings   term_id, segment_id, df, df_body, df_context, data
-//	fts_tombstones block_id                       deleted, still in posting lists
-//	fts_df_deltas  term_id, df, df_body, df_context (negative: removed blocks)
+//	fts_removals   data: one removal, its blocks (deleted, still in posting
+//	               lists) and its document-frequency changes (removal.go)
+//	fts_tombstones block_id, and fts_df_deltas term_id, df, df_body,
+//	               df_context: removals as files before schema 16 wrote them
 //
 // A write adds a segment: one fts_postings row per term of the batch, whose
 // data BLOB is the term's posting list in that segment (codec.go), and whose
-// df columns count the postings. A delete adds tombstones and negative
-// df deltas, so document frequencies, the block count and the average field
-// lengths always describe the live blocks: scores do not change when a
-// compaction drops the dead postings. Segments merge in tiers as they
+// df columns count the postings. A delete adds one fts_removals row, its
+// tombstones and negative df deltas, so document frequencies, the block
+// count and the average field lengths always describe the live blocks:
+// scores do not change when a compaction drops the dead postings. Segments merge in tiers as they
 // accumulate (merge.go).
 //
 // Statistics per sensitivity level: a query scores with the statistics of
@@ -179,6 +181,8 @@ func Load(ctx context.Context, q Querier) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load fts blocks: %w", err)
 	}
+	// Tombstones: rows of fts_tombstones (written before schema 16) and
+	// the blocks of each removal, whose frequency changes count too.
 	err = scan(ctx, q, `SELECT block_id FROM fts_tombstones`, func(r *sql.Rows) error {
 		var id int64
 		if err := r.Scan(&id); err != nil {
@@ -189,6 +193,29 @@ func Load(ctx context.Context, q Querier) (*Index, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load fts tombstones: %w", err)
+	}
+	removals := 0
+	err = scan(ctx, q, `SELECT data FROM fts_removals`, func(r *sql.Rows) error {
+		var data []byte
+		if err := r.Scan(&data); err != nil {
+			return err
+		}
+		removals++
+		return decodeRemoval(data, func(id int64) error {
+			ix.kill(id)
+			return nil
+		}, func(id int32, d df) error {
+			if id >= ix.nextTerm {
+				return fmt.Errorf("%w: term id %d not in the dictionary", errRemoval, id)
+			}
+			for i := range d {
+				ix.df[id][i] += d[i]
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load fts removals (row %d): %w", removals, err)
 	}
 	err = scan(ctx, q, `SELECT segment_id, blocks, min_block, max_block, bytes FROM fts_segments ORDER BY segment_id`, func(r *sql.Rows) error {
 		var s segment

@@ -238,9 +238,9 @@ func TestRemoveMergeCompactReload(t *testing.T) {
 		t.Fatalf("results after compaction differ:\n%s", diff)
 	}
 	var rows int
-	db.QueryRow(`SELECT (SELECT count(*) FROM fts_tombstones) + (SELECT count(*) FROM fts_df_deltas)`).Scan(&rows)
+	db.QueryRow(`SELECT (SELECT count(*) FROM fts_removals) + (SELECT count(*) FROM fts_tombstones) + (SELECT count(*) FROM fts_df_deltas)`).Scan(&rows)
 	if rows != 0 {
-		t.Errorf("%d tombstone and delta rows left after compaction", rows)
+		t.Errorf("%d removal rows left after compaction", rows)
 	}
 	if ix, err = Load(ctx, db); err != nil {
 		t.Fatal(err)

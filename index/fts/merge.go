@@ -249,11 +249,13 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 		`DELETE FROM fts_postings WHERE segment_id IN (` + inSegs + `)`,
 		`DELETE FROM fts_segments WHERE segment_id IN (` + inSegs + `)`,
 	}
+	var deadIDs []int64 // the tombstoned blocks: fts_removals holds them encoded
 	if compact {
 		stmts = append(stmts,
-			`DELETE FROM fts_blocks WHERE block_id IN (SELECT block_id FROM fts_tombstones)`,
+			`DELETE FROM fts_blocks WHERE block_id IN (SELECT unnest(?::BIGINT[]))`,
 			`DELETE FROM fts_tombstones`,
 			`DELETE FROM fts_df_deltas`,
+			`DELETE FROM fts_removals`,
 			`DELETE FROM fts_terms WHERE term_id NOT IN (SELECT DISTINCT term_id FROM fts_postings)`)
 		ix.mu.RLock()
 		for id := range ix.df {
@@ -261,10 +263,19 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 				ch.dropTerms = append(ch.dropTerms, int32(id))
 			}
 		}
+		for id, b := range ix.blocks {
+			if b.state == dead {
+				deadIDs = append(deadIDs, int64(id))
+			}
+		}
 		ix.mu.RUnlock()
 	}
 	for _, q := range stmts {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
+		var args []any
+		if strings.Contains(q, "?") {
+			args = append(args, deadIDs)
+		}
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return fmt.Errorf("fts merge: %w", err)
 		}
 	}

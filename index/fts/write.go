@@ -234,7 +234,7 @@ func insertSegment(ctx context.Context, tx *duck.Tx, s *segment) error {
 	return nil
 }
 
-// Remove tombstones blocks within tx. Each block must carry the terms it
+// Remove tombstones blocks within tx, as one fts_removals row. Each block must carry the terms it
 // was indexed with (re-analyzing its stored text gives them), so that the
 // document frequencies can drop; blocks the index does not hold are
 // ignored. Pass the result to Commit.
@@ -270,36 +270,19 @@ func (ix *Index) Remove(ctx context.Context, tx *duck.Tx, blocks []Block) (*Chan
 	if len(ch.killed) == 0 {
 		return ch, nil
 	}
-	err := duck.Append(ctx, tx.Conn, "fts_tombstones", []string{"block_id"}, func(add func(...driver.Value) error) error {
-		for _, id := range ch.killed {
-			if err := add(id); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]int32, 0, len(ch.df))
-	for id := range ch.df {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	err = duck.Append(ctx, tx.Conn, "fts_df_deltas", []string{"term_id", "df", "df_body", "df_context"},
-		func(add func(...driver.Value) error) error {
-			for _, id := range ids {
-				d := ch.df[id]
-				if err := add(id, d[0], d[1], d[2]); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	if err != nil {
+	if err := appendRemoval(ctx, tx, ch); err != nil {
 		return nil, err
 	}
 	return ch, nil
+}
+
+// appendRemoval writes a removal as one row of fts_removals within tx
+// (removal.go): the blocks it kills and its document-frequency changes.
+func appendRemoval(ctx context.Context, tx *duck.Tx, ch *Change) error {
+	data := encodeRemoval(ch.killed, ch.df)
+	return duck.Append(ctx, tx.Conn, "fts_removals", []string{"data"}, func(add func(...driver.Value) error) error {
+		return add(data)
+	})
 }
 
 // Commit commits tx and applies changes to the in-memory index, under the
