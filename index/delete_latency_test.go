@@ -16,7 +16,7 @@ import (
 	"github.com/escurel/escurel/internal/duck"
 )
 
-// TestDeleteOneLatency times deleting one document at a time from a copy
+// BenchmarkDeleteOne times deleting one document at a time from a copy
 // of an index bench-fts built (issue 16): ESCUREL_DELETE_DIR is its
 // escurel directory (bench/fts -work DIR: DIR/escurel) of
 // ESCUREL_DELETE_N passages (default 100000), ESCUREL_DELETE_TMP where
@@ -26,9 +26,11 @@ import (
 // alone (the record's removal already durable) and of the blob store's
 // part alone (RemoveRecord, SyncRemovals), with the rows' steps, and the
 // CPU time per delete (the process's, all threads: steadier than the
-// wall time on a loaded machine). It skips without
-// ESCUREL_DELETE_DIR.
-func TestDeleteOneLatency(t *testing.T) {
+// wall time on a loaded machine), and reports the p50s as metrics. It
+// measures once whatever b.N is (run it with -benchtime 1x), and skips
+// without ESCUREL_DELETE_DIR.
+func BenchmarkDeleteOne(b *testing.B) {
+	t := b
 	src := os.Getenv("ESCUREL_DELETE_DIR")
 	if src == "" {
 		t.Skip("ESCUREL_DELETE_DIR (a bench-fts escurel index directory) not set")
@@ -160,9 +162,13 @@ func TestDeleteOneLatency(t *testing.T) {
 		p50, p90 := quantile(m.ds, 50), quantile(m.ds, 90)
 		t.Logf("%-16s p50 %6.2f ms  p90 %6.2f ms  CPU %6.2f ms  (%d deletes)", m.what, ms(p50), ms(p90), ms(m.cpu), len(m.ds))
 	}
+	b.ReportMetric(ms(quantile(whole, 50)), "delete-p50-ms")
+	b.ReportMetric(ms(cpuWhole), "delete-cpu-ms")
+	b.ReportMetric(ms(quantile(rows, 50)), "rows-p50-ms")
+	b.ReportMetric(ms(quantile(blobs, 50)), "blobs-p50-ms")
 }
 
-func envInt(t *testing.T, key string, def int) int {
+func envInt(t testing.TB, key string, def int) int {
 	v := os.Getenv(key)
 	if v == "" {
 		return def
