@@ -89,9 +89,16 @@ func (ix *Index) Invert(blocks []Block) (*Inverted, error) {
 		tf      [][NumFields]uint32
 		last    []int // the block (index in blocks) that last touched a term
 		touched []int32
-		occ     = make([]occurrence, 0, len(blocks)*64)
+		occ     []occurrence
 		ends    = make([]int, len(blocks)) // blocks[i]'s postings end at occ[ends[i]]
 	)
+	n := 0
+	for _, b := range blocks {
+		for f := range b.Terms {
+			n += len(b.Terms[f])
+		}
+	}
+	occ = make([]occurrence, 0, n) // a bound: a block's repeats take one
 	ch.added = make([]addedBlock, 0, len(blocks))
 	prev := int64(-1)
 	for bi, b := range blocks {
