@@ -136,8 +136,27 @@ type language struct {
 }
 
 // wordCache maps a word to the term it emits ("" for none); at most
-// maxLocalWords entries. One goroutine uses it at a time (language.words).
+// maxLocalWords entries, emptied when a new word finds it full. One
+// goroutine uses it at a time (language.words).
 type wordCache map[string]string
+
+// add caches t as the term of word w, both cloned (w is a slice of the
+// text analyzed, and t may be), and returns t's copy. A full cache is
+// emptied first, so that the words of what comes now (another domain's
+// vocabulary) are cached, not only the first maxLocalWords seen.
+func (c wordCache) add(w, t string) string {
+	if len(c) >= maxLocalWords {
+		clear(c)
+	}
+	k := strings.Clone(w)
+	if t == w {
+		t = k
+	} else {
+		t = strings.Clone(t)
+	}
+	c[k] = t
+	return t
+}
 
 // maxLocalWords bounds each pooled wordCache (about 1.5 MB; there are
 // about as many as goroutines analyzing at once).
@@ -306,15 +325,8 @@ func (StandardV1) Terms(dst []string, text, lang string) []string {
 		t, ok := words[w]
 		if !ok {
 			t = term(w)
-			if words != nil && len(words) < maxLocalWords {
-				// Clones: w is a slice of the whole text, and t may be.
-				k := strings.Clone(w)
-				if t == w {
-					t = k
-				} else {
-					t = strings.Clone(t)
-				}
-				words[k] = t
+			if words != nil {
+				t = words.add(w, t)
 			}
 		}
 		if t != "" {
