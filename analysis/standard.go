@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/blevesearch/snowballstem"
 	"github.com/blevesearch/snowballstem/arabic"
@@ -135,8 +136,27 @@ type language struct {
 }
 
 // wordCache maps a word to the term it emits ("" for none); at most
-// maxLocalWords entries. One goroutine uses it at a time (language.words).
+// maxLocalWords entries, emptied when a new word finds it full. One
+// goroutine uses it at a time (language.words).
 type wordCache map[string]string
+
+// add caches t as the term of word w, both cloned (w is a slice of the
+// text analyzed, and t may be), and returns t's copy. A full cache is
+// emptied first, so that the words of what comes now (another domain's
+// vocabulary) are cached, not only the first maxLocalWords seen.
+func (c wordCache) add(w, t string) string {
+	if len(c) >= maxLocalWords {
+		clear(c)
+	}
+	k := strings.Clone(w)
+	if t == w {
+		t = k
+	} else {
+		t = strings.Clone(t)
+	}
+	c[k] = t
+	return t
+}
 
 // maxLocalWords bounds each pooled wordCache (about 1.5 MB; there are
 // about as many as goroutines analyzing at once).
@@ -305,21 +325,79 @@ func (StandardV1) Terms(dst []string, text, lang string) []string {
 		t, ok := words[w]
 		if !ok {
 			t = term(w)
-			if words != nil && len(words) < maxLocalWords {
-				// Clones: w is a slice of the whole text, and t may be.
-				k := strings.Clone(w)
-				if t == w {
-					t = k
-				} else {
-					t = strings.Clone(t)
-				}
-				words[k] = t
+			if words != nil {
+				t = words.add(w, t)
 			}
 		}
 		if t != "" {
 			dst = append(dst, t)
 		}
 	}
+	if isASCII(text) {
+		// For ASCII, NFKC changes nothing, folding is lower-casing and there
+		// is no CJK: segment with the equivalent ASCII rules (ascii.go).
+		asciiWords(strings.ToLower(text), emit)
+		return dst
+	}
+	// Mostly ASCII text with a few other characters (a Greek letter, a
+	// dash, an accented name): the ASCII pieces take the fast path, the
+	// pieces holding other characters the full one (pieces).
+	pieces(text, func(piece string, ascii bool) {
+		if ascii {
+			asciiWords(strings.ToLower(piece), emit)
+		} else {
+			unicodeWords(piece, emit)
+		}
+	})
+	return dst
+}
+
+// pieces cuts text into pieces that analyze independently, and calls fn
+// with each in order, saying whether it is all ASCII. A cut lies only
+// before an ASCII character that follows an ASCII space, tab, CR or LF:
+// there NFKC has a boundary (an ASCII character is a starter that nothing
+// composes with), case folding is per character, UAX #29 breaks (no
+// word-joining rule looks across such a space, and none looks past it)
+// and no CJK run spans it, so analyzing the pieces gives the terms of the
+// whole (TestPiecesMatchWhole). Runs of ASCII between cuts are joined into
+// one piece; a piece holding any other character ends at the first cut
+// after it.
+func pieces(text string, fn func(piece string, ascii bool)) {
+	start, lastCut, other := 0, 0, false
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if c >= utf8.RuneSelf {
+			if !other {
+				if lastCut > start {
+					fn(text[start:lastCut], true)
+					start = lastCut
+				}
+				other = true
+			}
+			continue
+		}
+		if i > 0 && cutAfter(text[i-1]) {
+			if other {
+				fn(text[start:i], false)
+				start, other = i, false
+			}
+			lastCut = i
+		}
+	}
+	if start < len(text) {
+		fn(text[start:], !other)
+	}
+}
+
+// cutAfter reports whether pieces may cut after the ASCII byte c.
+func cutAfter(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r'
+}
+
+// unicodeWords calls emit with the terms' words of text in order: steps
+// 1–3 of StandardV1 (fold, UAX #29 words holding a letter or digit, CJK
+// bigrams) for any text.
+func unicodeWords(text string, emit func(string)) {
 	var run []string // adjacent CJK characters
 	flush := func() {
 		switch len(run) {
@@ -333,19 +411,13 @@ func (StandardV1) Terms(dst []string, text, lang string) []string {
 		}
 		run = run[:0]
 	}
-	if isASCII(text) {
-		// For ASCII, NFKC changes nothing, folding is lower-casing and there
-		// is no CJK: segment with the equivalent ASCII rules (ascii.go).
-		asciiWords(strings.ToLower(text), emit)
-		return dst
-	}
 	rest := fold(text)
 	state := -1
 	var word string
 	for len(rest) > 0 {
 		word, rest, state = uniseg.FirstWordInString(rest, state)
-		r := []rune(word)
-		if len(r) == 1 && isCJK(r[0]) {
+		r, size := utf8.DecodeRuneInString(word)
+		if size == len(word) && isCJK(r) {
 			run = append(run, word)
 			continue
 		}
@@ -355,7 +427,6 @@ func (StandardV1) Terms(dst []string, text, lang string) []string {
 		}
 	}
 	flush()
-	return dst
 }
 
 func isCJK(r rune) bool {

@@ -46,3 +46,28 @@ func TestStemCacheBytes(t *testing.T) {
 		t.Errorf("heap grew %d bytes for an estimate of %d: stemEntryBytes is off", heap, est)
 	}
 }
+
+// TestWordCacheStartsAgainWhenFull checks that a full word cache takes
+// new words (it starts again) instead of caching only the first
+// maxLocalWords words it ever saw, which left a corpus's later
+// vocabulary stemmed at every occurrence.
+func TestWordCacheStartsAgainWhenFull(t *testing.T) {
+	c := wordCache{}
+	for i := range maxLocalWords {
+		c.add(fmt.Sprintf("word%d", i), "")
+	}
+	if len(c) != maxLocalWords {
+		t.Fatalf("%d words cached, want %d", len(c), maxLocalWords)
+	}
+	text := "walking is what the walkers walk"
+	w := text[8:10] // a slice of a larger string: the cache keeps a copy
+	if got := c.add(w, w); got != "is" {
+		t.Fatalf("add returned %q", got)
+	}
+	if term, ok := c["is"]; !ok || term != "is" {
+		t.Fatalf("a new word was not cached once the cache was full (%d words)", len(c))
+	}
+	if len(c) != 1 {
+		t.Errorf("%d words after starting again, want 1", len(c))
+	}
+}

@@ -46,6 +46,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 )
 
 // Fields of a block.
@@ -110,6 +111,9 @@ type Index struct {
 	nextSeg    int32
 
 	cache *cache
+	// invertHint is the distinct terms of the last batch Invert saw: the
+	// size its next term map starts at.
+	invertHint atomic.Int64
 }
 
 // Querier is what *sql.DB, *sql.Tx and *sql.Conn share for reading.

@@ -1,13 +1,14 @@
 package fts
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
 	"math"
 	"math/bits"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -177,7 +178,12 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 		if cur < 0 || len(ps) == 0 {
 			return nil
 		}
-		sort.Slice(ps, func(i, j int) bool { return ps[i].Block < ps[j].Block })
+		// In order unless a merged segment's blocks precede an older
+		// segment's (rows come in segment id order).
+		byBlock := func(a, b Posting) int { return cmp.Compare(a.Block, b.Block) }
+		if !slices.IsSortedFunc(ps, byBlock) {
+			slices.SortFunc(ps, byBlock)
+		}
 		r := row{term: cur, d: listDF(ps)}
 		for _, p := range ps {
 			if p.Block < lo || p.Block > hi {

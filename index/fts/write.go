@@ -54,6 +54,13 @@ type Inverted struct {
 	data  [][]byte // encoded posting list of terms[i]
 }
 
+// occurrence is one block's posting of a term while Invert lays them out:
+// the term's local number and its counts.
+type occurrence struct {
+	term int32
+	tf   [NumFields]uint32
+}
+
 // Invert does the part of Add that needs no transaction: it inverts blocks
 // (ascending ids, all new) into posting lists, assigns ids to new terms and
 // encodes the lists. Call it with the writer's exclusive right to write
@@ -70,16 +77,28 @@ func (ix *Index) Invert(blocks []Block) (*Inverted, error) {
 	}
 	// Invert the batch: term → postings in block order. Each distinct term
 	// gets a local number on first sight, so an occurrence costs one map
-	// lookup; a block's counts live in tf, indexed by local number, for
-	// the terms it touched.
-	local := map[string]int32{}
+	// lookup (the map sized for the last batch's terms, so that it seldom
+	// grows); a block's counts live in tf, indexed by local number, for
+	// the terms it touched. Each block's postings (local number, counts)
+	// go to occ, and are then laid out by term in one array (two passes:
+	// no posting list grows by doubling).
+	local := make(map[string]int32, ix.invertHint.Load())
 	var (
 		names   []string
-		lists   [][]Posting
+		counts  []int32 // postings per local number
 		tf      [][NumFields]uint32
 		last    []int // the block (index in blocks) that last touched a term
 		touched []int32
+		occ     []occurrence
+		ends    = make([]int, len(blocks)) // blocks[i]'s postings end at occ[ends[i]]
 	)
+	n := 0
+	for _, b := range blocks {
+		for f := range b.Terms {
+			n += len(b.Terms[f])
+		}
+	}
+	occ = make([]occurrence, 0, n) // a bound: a block's repeats take one
 	ch.added = make([]addedBlock, 0, len(blocks))
 	prev := int64(-1)
 	for bi, b := range blocks {
@@ -97,7 +116,7 @@ func (ix *Index) Invert(blocks []Block) (*Inverted, error) {
 					li = int32(len(names))
 					local[t] = li
 					names = append(names, t)
-					lists = append(lists, nil)
+					counts = append(counts, 0)
 					tf = append(tf, [NumFields]uint32{})
 					last = append(last, -1)
 				}
@@ -110,9 +129,28 @@ func (ix *Index) Invert(blocks []Block) (*Inverted, error) {
 			}
 		}
 		for _, li := range touched {
-			lists[li] = append(lists[li], Posting{Block: b.ID, TF: tf[li]})
+			occ = append(occ, occurrence{li, tf[li]})
+			counts[li]++
 		}
+		ends[bi] = len(occ)
 		ch.added = append(ch.added, addedBlock{b.ID, info})
+	}
+	ix.invertHint.Store(int64(len(names)))
+	// lists[li] is the postings of local term li, in block order: slices
+	// of one array.
+	all := make([]Posting, len(occ))
+	lists := make([][]Posting, len(names))
+	at := 0
+	for li, n := range counts {
+		lists[li] = all[at : at : at+int(n)]
+		at += int(n)
+	}
+	start := 0
+	for bi, end := range ends {
+		for _, o := range occ[start:end] {
+			lists[o.term] = append(lists[o.term], Posting{Block: blocks[bi].ID, TF: o.tf})
+		}
+		start = end
 	}
 
 	for _, t := range names {
