@@ -332,6 +332,37 @@ func (ix *Index) mergeAfter(s *state) error {
 	return nil
 }
 
+// WaitForMerges runs the full-text merges the last write left pending
+// (they run in the background once IngestBatch has returned; see
+// Index.IngestBatch) and waits for one already running, then returns the
+// error of the last background merge, if it failed, and forgets it (as
+// the next write would; a failed merge leaves its segments as they were,
+// and a later write merges again). As Lucene's IndexWriter.waitForMerges:
+// searches never need it, every committed write is visible without it;
+// it is for a caller that times a write with the work it caused
+// (benchmarks), or wants the index merged before copying its files.
+// Errors: the merge's; ErrClosed after Close.
+func (ix *Index) WaitForMerges(ctx context.Context) error {
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	s := ix.cur.Load()
+	if s == nil {
+		return ErrClosed
+	}
+	if ix.mergePending {
+		ix.mergePending = false
+		if err := s.fts.Maintain(ctx, s.db, 0); err != nil {
+			return fmt.Errorf("merging the full-text segments: %w", err)
+		}
+	}
+	err := ix.mergeErr
+	ix.mergeErr = nil
+	if err != nil {
+		return fmt.Errorf("merging the full-text segments: %w", err)
+	}
+	return nil
+}
+
 var languageTag = regexp.MustCompile(`^[a-z]{2,3}(-[A-Za-z0-9]{1,8})*$`)
 
 // CheckLanguage accepts a BCP 47 language tag with a lower-case primary

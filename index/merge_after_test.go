@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -66,5 +67,43 @@ func TestMergeAfterIngest(t *testing.T) {
 			t.Fatalf("%d segments after %d batches: no merge ran", segments(ix), n)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// WaitForMerges leaves no merge pending: the segments a batch's merge
+// would leave are there when it returns, without waiting on the
+// background, and it reports ErrClosed after Close.
+func TestWaitForMerges(t *testing.T) {
+	ctx := context.Background()
+	ix, err := Open(ctx, t.TempDir(), &Options{BlobURL: "mem://"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.WaitForMerges(ctx); err != nil {
+		t.Fatalf("nothing pending: %v", err)
+	}
+	for n := range fts.MergeFactor {
+		if _, errs, err := ix.IngestBatch(ctx, []Input{{Source: fmt.Sprintf("/d/%d.txt", n), Data: []byte(fmt.Sprintf("zebra number%d\n", n))}}); err != nil || errs[0] != nil {
+			t.Fatal(err, errs)
+		}
+	}
+	if err := ix.WaitForMerges(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ix.writeMu.Lock()
+	pending := ix.mergePending
+	ix.writeMu.Unlock()
+	st, err := ix.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pending || st.FullText.Segments >= fts.MergeFactor {
+		t.Errorf("after WaitForMerges: pending %v, %d segments", pending, st.FullText.Segments)
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.WaitForMerges(ctx); !errors.Is(err, ErrClosed) {
+		t.Errorf("after Close: %v, want ErrClosed", err)
 	}
 }

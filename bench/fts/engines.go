@@ -184,6 +184,23 @@ func (e *escurelEngine) Delete(id string) error {
 
 func (e *escurelEngine) Close() error { return e.ix.Close() }
 
+// WaitForMerges waits for the full-text merges the last add left to the
+// background (Index.WaitForMerges).
+func (e *escurelEngine) WaitForMerges() error { return e.ix.WaitForMerges(context.Background()) }
+
+// merger is an engine whose adds leave work to the background: the
+// benchmark waits for it, so that an add is timed with the work it
+// caused and the delete after it is timed alone.
+type merger interface{ WaitForMerges() error }
+
+// waitMerges waits for e's background merges, if it has any.
+func waitMerges(e Engine) error {
+	if m, ok := e.(merger); ok {
+		return m.WaitForMerges()
+	}
+	return nil
+}
+
 // duckdb-dense: the peer of escurel's dense leg, DuckDB alone. The same
 // hash/384 vectors of "[title]\nbody" in a FLOAT[384] column; a query is
 // ORDER BY array_inner_product(vector, query) DESC LIMIT 10 (DuckDB's
