@@ -141,7 +141,18 @@ type Store struct {
 // does. For file:// URLs it also creates the key directories (blobs/sha256,
 // documents) and makes their entries durable. Errors name the URL without
 // its secrets (Redact), and never the secrets themselves.
+//
+// A new store (a bucket holding no blob, record or pack) is put in the
+// pack layout (see UsePacks), unless OpenWith's options say otherwise; an
+// existing store keeps its layout.
 func Open(ctx context.Context, urlstr string) (*Store, error) {
+	return OpenWith(ctx, urlstr, nil)
+}
+
+// OpenWith opens the store at urlstr as Open does, with options (nil:
+// Open's). It fails with ErrLayout when opts.Loose names a store in the
+// pack layout.
+func OpenWith(ctx context.Context, urlstr string, opts *OpenOptions) (*Store, error) {
 	u, err := bucketURL(urlstr)
 	if err != nil {
 		return nil, fmt.Errorf("open blob store: %w", err)
@@ -165,7 +176,7 @@ func Open(ctx context.Context, urlstr string) (*Store, error) {
 		return nil, fmt.Errorf("open blob store %s: %w", Redact(urlstr), scrubError(err, urlstr))
 	}
 	s.bucket = b
-	if err := s.openLayout(ctx); err != nil {
+	if err := s.openLayout(ctx, opts); err != nil {
 		b.Close()
 		return nil, fmt.Errorf("open blob store %s: %w", Redact(urlstr), scrubError(err, urlstr))
 	}

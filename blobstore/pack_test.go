@@ -130,7 +130,7 @@ func TestPacksOverLooseRecords(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "blobs")
 	u := (&url.URL{Scheme: "file", Path: dir}).String()
-	loose, err := Open(ctx, u)
+	loose, err := OpenWith(ctx, u, &OpenOptions{Loose: true})
 	if err != nil {
 		t.Fatal(err)
 	}
