@@ -405,6 +405,7 @@ func (b *Batch) syncPack(ctx context.Context) error {
 		}
 	}
 	b.s.dropLooseRecords(ctx, docs)
+	b.s.midxDue(ctx)
 	return nil
 }
 

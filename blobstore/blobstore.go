@@ -183,8 +183,16 @@ func OpenWith(ctx context.Context, urlstr string, opts *OpenOptions) (*Store, er
 	return s, nil
 }
 
-// Close releases the bucket.
-func (s *Store) Close() error { return s.bucket.Close() }
+// Close releases the bucket. In the pack layout it first writes the
+// multi-pack index when this Store's view of the packs changed (it wrote
+// or removed packs, or read footers the stored one did not cover): a
+// cache, whose write failing costs the next open footer reads, no error.
+func (s *Store) Close() error {
+	if s.px != nil {
+		s.writeMidx(context.Background())
+	}
+	return s.bucket.Close()
+}
 
 // URL returns the URL the store was opened with, secrets included: to
 // open it again or record it, not to print (see Redacted).
@@ -287,8 +295,22 @@ func (s *Store) putLoose(ctx context.Context, data []byte) (string, error) {
 }
 
 // Get returns the bytes of blob id. It fails with ErrNotFound when the blob is
-// absent and with ErrCorrupt when the bytes no longer hash to id.
+// absent and with ErrCorrupt when the bytes no longer hash to id. In the
+// pack layout a blob not found looks again in the packs that other Stores
+// wrote since (refreshPacks).
 func (s *Store) Get(ctx context.Context, id string) ([]byte, error) {
+	data, err := s.get(ctx, id)
+	if errors.Is(err, ErrNotFound) && s.px != nil {
+		if rerr := s.refreshPacks(ctx, true); rerr != nil {
+			return nil, fmt.Errorf("get blob %s: %w", id, rerr)
+		}
+		data, err = s.get(ctx, id)
+	}
+	return data, err
+}
+
+// get is Get without the refresh.
+func (s *Store) get(ctx context.Context, id string) ([]byte, error) {
 	key, err := BlobKey(id)
 	if err != nil {
 		return nil, fmt.Errorf("get blob: %w", err)
@@ -333,7 +355,32 @@ func (s *Store) PutRecord(ctx context.Context, rec *Record) error {
 
 // GetRecord reads the record of docID. It fails with ErrNotFound when there is
 // none and with ErrCorrupt when it does not decode or names another document.
+// In the pack layout it reads what other Stores packed since this one
+// listed the packs: on file:// at once (a stat of packs/ tells), on object
+// stores when the record is not found, and otherwise within about a
+// second (objectRefresh).
 func (s *Store) GetRecord(ctx context.Context, docID string) (*Record, error) {
+	if s.px == nil {
+		return s.getRecord(ctx, docID)
+	}
+	if _, err := RecordKey(docID); err != nil {
+		return nil, fmt.Errorf("get record: %w", err)
+	}
+	if err := s.refreshPacks(ctx, false); err != nil {
+		return nil, fmt.Errorf("get record %s: %w", docID, err)
+	}
+	rec, err := s.getRecord(ctx, docID)
+	if errors.Is(err, ErrNotFound) && s.localDir == "" {
+		if rerr := s.refreshPacks(ctx, true); rerr != nil {
+			return nil, fmt.Errorf("get record %s: %w", docID, rerr)
+		}
+		rec, err = s.getRecord(ctx, docID)
+	}
+	return rec, err
+}
+
+// getRecord is GetRecord without the refresh.
+func (s *Store) getRecord(ctx context.Context, docID string) (*Record, error) {
 	key, err := RecordKey(docID)
 	if err != nil {
 		return nil, fmt.Errorf("get record: %w", err)

@@ -284,3 +284,79 @@ func TestPackRefusesDamage(t *testing.T) {
 		}
 	}
 }
+
+// A second Store on the bucket (another process: a server beside a CLI
+// ingest) reads what the first packs after it listed: a new record, a
+// newer version, a removal, a new blob; on file:// at once, on an object
+// store on a miss at once and otherwise within objectRefresh.
+func TestSecondStoreSeesNewerPacks(t *testing.T) {
+	ctx := context.Background()
+	srv := s3test.Start(t)
+	for name, u := range map[string]string{
+		"file": (&url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "blobs")}).String(),
+		"s3":   srv.Bucket(t, "second", "p/"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			w, err := Open(ctx, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			r, err := Open(ctx, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			put := func(src, title string) *Record {
+				t.Helper()
+				b := w.NewBatch()
+				id, err := b.Put(ctx, []byte(src+" "+title))
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec := testRecord(src, id, title)
+				if err := b.PutRecord(ctx, rec); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Sync(ctx); err != nil {
+					t.Fatal(err)
+				}
+				return rec
+			}
+			put("/first", "v1")
+			if _, err := r.GetRecord(ctx, DocID("/first")); err != nil { // r loads the packs
+				t.Fatal(err)
+			}
+			// A new document: a miss, so every store looks again.
+			b := put("/second", "v1")
+			if got, err := r.GetRecord(ctx, b.DocID); err != nil || got.Title != "v1" {
+				t.Fatalf("a record packed after the reader listed: %+v, %v", got, err)
+			}
+			if _, err := r.Get(ctx, b.BlobID); err != nil {
+				t.Fatalf("a blob packed after the reader listed: %v", err)
+			}
+			// A newer version of a document the reader knows.
+			put("/first", "v2")
+			if name == "s3" {
+				time.Sleep(objectRefresh + 100*time.Millisecond)
+			}
+			if got, err := r.GetRecord(ctx, DocID("/first")); err != nil || got.Title != "v2" {
+				t.Fatalf("a newer version: %+v, %v; want v2", got, err)
+			}
+			// A removal.
+			if err := w.DeleteRecord(ctx, DocID("/first")); err != nil {
+				t.Fatal(err)
+			}
+			if name == "s3" {
+				time.Sleep(objectRefresh + 100*time.Millisecond)
+			}
+			if got, err := r.GetRecord(ctx, DocID("/first")); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("a removed record: %+v, %v; want ErrNotFound", got, err)
+			}
+			recs, err := r.Records(ctx)
+			if err != nil || len(recs) != 1 || recs[0].Source != "/second" {
+				t.Fatalf("Records: %v, %v", recs, err)
+			}
+		})
+	}
+}

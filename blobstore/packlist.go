@@ -293,6 +293,11 @@ func (s *Store) Repack(ctx context.Context, opts RepackOptions) (*RepackResult, 
 	if err != nil {
 		return res, fmt.Errorf("repack: %w", err)
 	}
+	if res.Rewritten > 0 {
+		// Another Store's open would find the old one naming packs
+		// that are gone, and read every footer.
+		s.writeMidx(ctx)
+	}
 	return res, nil
 }
 

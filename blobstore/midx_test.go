@@ -1,0 +1,169 @@
+package blobstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/escurel/escurel/internal/s3test"
+)
+
+// footers returns how many pack footers s has read.
+func footers(s *Store) int {
+	s.px.mu.RLock()
+	defer s.px.mu.RUnlock()
+	return s.px.footersRead
+}
+
+// checkAll fails unless s reads every record of want (doc id → title;
+// "" deleted) and its blob.
+func checkAll(t *testing.T, s *Store, want map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	for doc, title := range want {
+		rec, err := s.GetRecord(ctx, doc)
+		if title == "" {
+			if !errors.Is(err, ErrNotFound) {
+				t.Fatalf("deleted %s: %+v, %v", doc, rec, err)
+			}
+			continue
+		}
+		if err != nil || rec.Title != title {
+			t.Fatalf("record %s: %+v, %v; want title %s", doc, rec, err, title)
+		}
+		if _, err := s.Get(ctx, rec.BlobID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := s.Records(ctx)
+	n := 0
+	for _, title := range want {
+		if title != "" {
+			n++
+		}
+	}
+	if err != nil || len(recs) != n {
+		t.Fatalf("Records: %d, %v; want %d", len(recs), err, n)
+	}
+}
+
+// The multi-pack index: an open after a Close reads it and no footer; one
+// that does not cover the newest packs (a writer that died) is used for
+// what it covers, the newer packs' footers read and their entries
+// winning; one naming a pack that is gone, or damaged, is ignored (every
+// footer read), and a pack damaged under it still fails closed.
+func TestMultiPackIndex(t *testing.T) {
+	ctx := context.Background()
+	srv := s3test.Start(t)
+	for name, u := range map[string]string{
+		"file": (&url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "blobs")}).String(),
+		"s3":   srv.Bucket(t, "midx", "p/"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			want := map[string]string{}
+			put := func(s *Store, round int, srcs ...string) {
+				t.Helper()
+				b := s.NewBatch()
+				for _, src := range srcs {
+					title := fmt.Sprintf("round %d", round)
+					id, err := b.Put(ctx, []byte(src+" "+title))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := b.PutRecord(ctx, testRecord(src, id, title)); err != nil {
+						t.Fatal(err)
+					}
+					want[DocID(src)] = title
+				}
+				if err := b.Sync(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a, err := Open(ctx, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 10 {
+				put(a, 0, fmt.Sprintf("/a/%d", i), fmt.Sprintf("/b/%d", i))
+			}
+			a.Close() // writes the multi-pack index
+			b := reopen(t, a)
+			checkAll(t, b, want)
+			if n := footers(b); n != 0 {
+				t.Fatalf("an open after Close read %d footers, want 0", n)
+			}
+			// b writes newer versions, a removal and new documents, and
+			// dies without Close: its index stays the old one.
+			put(b, 1, "/a/1", "/c/1")
+			put(b, 2, "/a/2")
+			if err := b.DeleteRecord(ctx, DocID("/b/3")); err != nil {
+				t.Fatal(err)
+			}
+			want[DocID("/b/3")] = ""
+			stale, err := b.bucket.ReadAll(ctx, midxKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := reopen(t, a)
+			checkAll(t, c, want)
+			if n := footers(c); n != 3 {
+				t.Fatalf("an open over a stale index read %d footers, want the 3 it does not cover", n)
+			}
+			// A Repack removes packs (and writes the index); the old
+			// index put back names packs that are gone: ignored.
+			if _, err := c.Repack(ctx, RepackOptions{MinDead: 0}); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.write(ctx, midxKey, stale, ""); err != nil {
+				t.Fatal(err)
+			}
+			d := reopen(t, a)
+			checkAll(t, d, want)
+			all := 0
+			d.list(ctx, "packs/", false, func(n string, _ int64, _ time.Time) {
+				if _, ok := parsePackName(n); ok {
+					all++
+				}
+			})
+			if n := footers(d); n != all {
+				t.Fatalf("an open over an index naming gone packs read %d footers, want all %d", n, all)
+			}
+			// A damaged index: ignored.
+			bad := append([]byte(nil), stale...)
+			bad[len(bad)/2] ^= 1
+			if err := d.write(ctx, midxKey, bad, ""); err != nil {
+				t.Fatal(err)
+			}
+			e := reopen(t, a)
+			checkAll(t, e, want)
+			if n := footers(e); n != all {
+				t.Fatalf("an open over a damaged index read %d footers, want all %d", n, all)
+			}
+			if name != "file" {
+				return
+			}
+			// A fresh index, then a pack truncated under it: its size
+			// differs, so its footer is read, and records fail closed.
+			e.Close()
+			f := reopen(t, a)
+			f.GetRecord(ctx, DocID("/a/0"))
+			if n := footers(f); n != 0 {
+				t.Fatalf("an open after Close read %d footers", n)
+			}
+			dir := strings.TrimPrefix(u, "file://")
+			packs, _ := filepath.Glob(filepath.Join(dir, "packs", "*.pack"))
+			data, _ := os.ReadFile(packs[0])
+			os.WriteFile(packs[0], data[:len(data)-5], 0o600)
+			g := reopen(t, a)
+			if _, err := g.GetRecord(ctx, DocID("/c/1")); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("a record read with a pack damaged under the index: %v, want ErrCorrupt", err)
+			}
+		})
+	}
+}
