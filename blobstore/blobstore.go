@@ -5,8 +5,14 @@
 //
 // Layout inside the bucket (keys are built by BlobKey and RecordKey):
 //
-//	blobs/sha256/<64 hex>        raw bytes, named by their SHA-256
-//	documents/<doc_id>.json      one Record per document
+//	LAYOUT                       "packs/1" or "loose/1" (none: an older, loose store)
+//	packs/<seq>-<random>.pack    a batch's blobs under 4 MiB, records and removals (pack layout)
+//	packs/multi-pack-index       the packs' merged footers, a cache (midx.go)
+//	blobs/sha256/<64 hex>        raw bytes, named by their SHA-256 (loose layout; large blobs)
+//	documents/<doc_id>.json      one Record per document (loose layout)
+//
+// A new store is in the pack layout unless opened with OpenOptions.Loose;
+// Pack converts a loose one.
 //
 // The bucket is any gocloud.dev/blob URL whose scheme is registered in the
 // process. escurel's command registers file:// and mem://; a Go program
