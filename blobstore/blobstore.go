@@ -346,7 +346,7 @@ func (s *Store) get(ctx context.Context, id string) ([]byte, error) {
 // PutRecord writes rec at documents/<doc_id>.json, replacing any earlier
 // record of the same document, and returns once it is durable.
 func (s *Store) PutRecord(ctx context.Context, rec *Record) error {
-	key, data, err := encodeRecord(rec)
+	key, data, err := encodeRecordAs(rec, s.px != nil)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ package blobstore
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -182,6 +183,13 @@ func (s *Store) packLoose(ctx context.Context, res *PackResult) error {
 					damaged = append(damaged, fmt.Sprintf("%s: %v", l.key, err))
 					continue
 				}
+				// Packed as packed records are, without indentation; every
+				// byte of content kept (json.Compact only drops spaces).
+				var c bytes.Buffer
+				if err := json.Compact(&c, d); err != nil {
+					return err
+				}
+				d = c.Bytes()
 			}
 			if err := b.add(l.kind, l.k, d); err != nil {
 				return err

@@ -235,3 +235,42 @@ func BenchmarkOpenPacks(b *testing.B) {
 		})
 	}
 }
+
+// PackStats counts the dead bytes: a record version replaced, a record
+// removed; a Repack at share 0 leaves none.
+func TestPackStatsDeadBytes(t *testing.T) {
+	ctx := context.Background()
+	s, _ := packedFileStore(t)
+	id, err := s.Put(ctx, []byte("bytes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := testRecord("/a", id, "one")
+	_, d1, _ := encodeRecordAs(v1, true)
+	if err := s.PutRecord(ctx, v1); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := s.PackStats(ctx); err != nil || st.DeadBytes != 0 || st.Packs != 2 {
+		t.Fatalf("PackStats = %+v, %v; want 2 packs, no dead byte", st, err)
+	}
+	v2 := testRecord("/a", id, "two")
+	_, d2, _ := encodeRecordAs(v2, true)
+	if err := s.PutRecord(ctx, v2); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := s.PackStats(ctx); st.DeadBytes != int64(len(d1)) {
+		t.Fatalf("after a new version: %+v, want %d dead bytes", st, len(d1))
+	}
+	if err := s.DeleteRecord(ctx, v2.DocID); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := s.PackStats(ctx); st.DeadBytes != int64(len(d1)+len(d2)) {
+		t.Fatalf("after a removal: %+v, want %d dead bytes", st, len(d1)+len(d2))
+	}
+	if _, err := s.Repack(ctx, RepackOptions{MinDead: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := s.PackStats(ctx); st.DeadBytes != 0 {
+		t.Fatalf("after Repack: %+v, want no dead byte", st)
+	}
+}

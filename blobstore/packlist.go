@@ -402,3 +402,42 @@ func (s *Store) dropHiddenLoose(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+
+// PackStats describes a store's packs.
+type PackStats struct {
+	Packs int   `json:"packs"` // packs
+	Bytes int64 `json:"bytes"` // their size
+	// DeadBytes is the data of entries that no longer count: record
+	// versions a newer record or a removal hides, second copies of a
+	// blob. Repack reclaims them (GC from a pack past half dead, Purge
+	// all).
+	DeadBytes int64 `json:"dead_bytes"`
+}
+
+// PackStats lists the packs (as listings do, with the footers of new
+// ones) and counts their dead bytes. It is the zero PackStats in the
+// loose layout.
+func (s *Store) PackStats(ctx context.Context) (*PackStats, error) {
+	st := &PackStats{}
+	if s.px == nil {
+		return st, nil
+	}
+	if err := s.loadPacks(ctx, true); err != nil {
+		return nil, fmt.Errorf("pack stats: %w", err)
+	}
+	x := s.px
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	live := make([]int64, len(x.packs))
+	x.blobs.each(x.packs, func(e ent[[32]byte]) { live[e.pack] += int64(e.n) })
+	x.recs.each(x.packs, func(e ent[[16]byte]) { live[e.pack] += int64(e.n) })
+	for i, p := range x.packs {
+		if p.gone {
+			continue
+		}
+		st.Packs++
+		st.Bytes += p.size
+		st.DeadBytes += p.data - live[i]
+	}
+	return st, nil
+}

@@ -179,11 +179,16 @@ type Reclaimable struct {
 	// (escurel gc removes them).
 	Leftovers     int   `json:"leftovers"`
 	LeftoverBytes int64 `json:"leftover_bytes"`
+	// PackDeadBytes is, in a blob store in the pack layout, the data of
+	// packed entries that no longer count (older record versions,
+	// removed records; blobstore.PackStats): escurel gc rewrites the
+	// packs past half dead, a purge all of them.
+	PackDeadBytes int64 `json:"pack_dead_bytes"`
 }
 
 // Bytes is the total, in bytes.
 func (r *Reclaimable) Bytes() int64 {
-	return r.OrphanBlobBytes + r.OldGenerationBytes + r.LeftoverBytes
+	return r.OrphanBlobBytes + r.OldGenerationBytes + r.LeftoverBytes + r.PackDeadBytes
 }
 
 // Reclaimable measures the garbage: orphan blobs, crash leftovers (what GC
@@ -196,6 +201,11 @@ func (ix *Index) Reclaimable(ctx context.Context) (*Reclaimable, error) {
 	}
 	r := &Reclaimable{OrphanBlobs: len(g.OrphanBlobs), OrphanBlobBytes: g.OrphanBytes,
 		Leftovers: len(g.TempFiles) + len(g.Generations), LeftoverBytes: g.TempBytes + g.GenerationBytes}
+	ps, err := ix.blobs.PackStats(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reclaimable: %w", err)
+	}
+	r.PackDeadBytes = ps.DeadBytes
 	live := ix.Generation()
 	gens, err := layout.Generations(ix.dir)
 	if err != nil {
