@@ -274,3 +274,80 @@ func TestPackStatsDeadBytes(t *testing.T) {
 		t.Fatalf("after Repack: %+v, want no dead byte", st)
 	}
 }
+
+// Repack with FoldBelow folds the small packs (single writes, removals'
+// tombstones) into one: the same reads, fewer packs; a crash that left
+// the small packs beside the folded one reads the same too.
+func TestRepackFolds(t *testing.T) {
+	ctx := context.Background()
+	s, dir := packedFileStore(t)
+	want := map[string]string{}
+	b := s.NewBatch()
+	for i := range 300 {
+		src := fmt.Sprintf("/big/%d", i)
+		id, err := b.Put(ctx, []byte(strings.Repeat(src, 40)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.PutRecord(ctx, testRecord(src, id, "big")); err != nil {
+			t.Fatal(err)
+		}
+		want[DocID(src)] = "big"
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		src := fmt.Sprintf("/small/%d", i)
+		id, err := s.Put(ctx, []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutRecord(ctx, testRecord(src, id, "v1")); err != nil {
+			t.Fatal(err)
+		}
+		want[DocID(src)] = "v1"
+	}
+	// A newer version and removals: records that older small packs hold
+	// are dead, and the tombstones must stay winning.
+	id, _ := s.Put(ctx, []byte("/small/3"))
+	s.PutRecord(ctx, testRecord("/small/3", id, "v2"))
+	want[DocID("/small/3")] = "v2"
+	for _, src := range []string{"/small/5", "/big/7"} {
+		if err := s.DeleteRecord(ctx, DocID(src)); err != nil {
+			t.Fatal(err)
+		}
+		want[DocID(src)] = ""
+	}
+	packs := func() []string {
+		var out []string
+		for _, f := range files(t, filepath.Join(dir, "packs")) {
+			if strings.HasSuffix(f, ".pack") {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	before := packs()
+	saved := map[string][]byte{}
+	for _, f := range before {
+		saved[f], _ = os.ReadFile(filepath.Join(dir, "packs", f))
+	}
+	checkAll(t, s, want)
+	res, err := s.Repack(ctx, RepackOptions{MinDead: 2, FoldBelow: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := packs()
+	if len(before) != 24 || res.Folded != 23 || len(after) != 2 {
+		t.Fatalf("Repack = %+v; packs %d → %d, want 24 → 2", res, len(before), len(after))
+	}
+	checkAll(t, s, want)
+	checkAll(t, reopen(t, s), want)
+	// The small packs back, as a crash before their removal leaves them.
+	for f, data := range saved {
+		os.WriteFile(filepath.Join(dir, "packs", f), data, 0o600)
+	}
+	os.Remove(filepath.Join(dir, "packs", "multi-pack-index"))
+	checkAll(t, reopen(t, s), want)
+}
