@@ -261,13 +261,14 @@ func (s *Store) writeMidx(ctx context.Context) error {
 		return nil
 	}
 	data := x.encodeMidx()
-	n := x.livePacks()
+	n, changes := x.livePacks(), x.changes
 	x.mu.RUnlock()
 	if err := s.write(ctx, midxKey, data, "application/octet-stream"); err != nil {
 		return fmt.Errorf("write %s: %w", midxKey, err)
 	}
 	x.mu.Lock()
-	x.midxPacks, x.midxStale = n, false
+	// Stale still if packs came or went while it was written.
+	x.midxPacks, x.midxStale = n, x.changes != changes
 	x.mu.Unlock()
 	return nil
 }

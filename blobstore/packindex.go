@@ -207,6 +207,7 @@ type packIndex struct {
 	// last covers; midxStale, whether packs were added or removed since.
 	midxPacks int
 	midxStale bool
+	changes   uint64 // packs added or marked gone, ever
 	// footersRead counts the footers read (tests, measurements).
 	footersRead int
 	// tombs are the record removals not yet in a pack (RemoveRecord
@@ -253,6 +254,7 @@ func (x *packIndex) addLocked(p *packInfo, entries []packEntry) {
 	}
 	n := uint32(len(x.packs))
 	x.midxStale = true
+	x.changes++
 	x.packs = append(x.packs, p)
 	x.byName[p.name] = n
 	if p.seq > x.maxSeq {
@@ -301,6 +303,7 @@ func (x *packIndex) forgetLocked(names []string) {
 	for _, name := range names {
 		if i, ok := x.byName[name]; ok {
 			x.midxStale = true
+			x.changes++
 			x.packs[i].gone = true
 			delete(x.byName, name)
 		}
