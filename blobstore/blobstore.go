@@ -190,12 +190,13 @@ func OpenWith(ctx context.Context, urlstr string, opts *OpenOptions) (*Store, er
 }
 
 // Close releases the bucket. In the pack layout it first writes the
-// multi-pack index when this Store's view of the packs changed (it wrote
-// or removed packs, or read footers the stored one did not cover): a
-// cache, whose write failing costs the next open footer reads, no error.
+// multi-pack index when this Store's view of the packs moved away from
+// the stored one's (packs removed, or 16 added or read from footers the
+// stored one does not cover): a cache, whose write failing costs the next
+// open footer reads, no error.
 func (s *Store) Close() error {
 	if s.px != nil {
-		s.writeMidx(context.Background())
+		s.writeMidx(context.Background(), closeMidxAdded)
 	}
 	return s.bucket.Close()
 }

@@ -245,33 +245,43 @@ func (x *packIndex) installMidx(m *midx, present map[string]int64) bool {
 		x.recs.runs = [][]ent[[16]byte]{m.recs}
 	}
 	x.copies = m.copies
-	x.midxPacks, x.midxStale = len(m.packs), false
+	x.midxPacks, x.midxAdded, x.midxRemoved = len(m.packs), x.added, x.removed
 	return true
 }
 
-// writeMidx stores the index as the multi-pack index, when this Store
-// changed what the stored one says (packs written, removed, or read from
-// their footers). A failure leaves the old one, which the next open
-// checks against the listing as it would any stale one.
-func (s *Store) writeMidx(ctx context.Context) error {
+// writeMidx stores the index as the multi-pack index when this Store's
+// view differs from the stored one's: force, or packs removed since (the
+// stored one then names packs that are gone, and is not used), or at
+// least minAdded packs added (each a footer the next open reads beside
+// it). A failure leaves the old one, which the next open checks against
+// the listing as it would any stale one.
+func (s *Store) writeMidx(ctx context.Context, minAdded int) error {
 	x := s.px
 	x.mu.RLock()
-	if !x.loaded || !x.midxStale {
+	added, removed := x.added, x.removed
+	if !x.loaded || (removed == x.midxRemoved && added-x.midxAdded < max(minAdded, 1)) {
 		x.mu.RUnlock()
 		return nil
 	}
 	data := x.encodeMidx()
-	n, changes := x.livePacks(), x.changes
+	n := x.livePacks()
 	x.mu.RUnlock()
 	if err := s.write(ctx, midxKey, data, "application/octet-stream"); err != nil {
 		return fmt.Errorf("write %s: %w", midxKey, err)
 	}
 	x.mu.Lock()
-	// Stale still if packs came or went while it was written.
-	x.midxPacks, x.midxStale = n, x.changes != changes
+	// What it describes: packs that came or went while it was written
+	// stay uncovered.
+	x.midxPacks, x.midxAdded, x.midxRemoved = n, added, removed
 	x.mu.Unlock()
 	return nil
 }
+
+// closeMidxAdded is how many packs a Store must have added (written, or
+// read from their footers) beyond the stored multi-pack index for Close
+// to write it again: a one-document CLI ingest on a large store does not
+// rewrite it (80 MB at 1M documents); the next open reads a few footers.
+const closeMidxAdded = 16
 
 // midxDue writes the multi-pack index after a batch once the packs it
 // does not cover are a quarter of those it does (and at least 64): the
@@ -280,11 +290,9 @@ func (s *Store) writeMidx(ctx context.Context) error {
 func (s *Store) midxDue(ctx context.Context) {
 	x := s.px
 	x.mu.RLock()
-	n, covered := x.livePacks(), x.midxPacks
+	covered := x.midxPacks
 	x.mu.RUnlock()
-	if n-covered >= max(64, covered/4) {
-		s.writeMidx(ctx) // a cache: a failure costs footer reads at the next open
-	}
+	s.writeMidx(ctx, max(64, covered/4)) // a cache: a failure costs footer reads at the next open
 }
 
 // livePacks counts the packs not gone. The caller holds x.mu.

@@ -89,10 +89,16 @@ func TestMultiPackIndex(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i := range 10 {
+			for i := range closeMidxAdded {
 				put(a, 0, fmt.Sprintf("/a/%d", i), fmt.Sprintf("/b/%d", i))
 			}
-			a.Close() // writes the multi-pack index
+			a.Close() // writes the multi-pack index: closeMidxAdded packs added
+			if name == "file" {
+				fi, err := os.Stat(filepath.Join(strings.TrimPrefix(u, "file://"), filepath.FromSlash(midxKey)))
+				if err != nil || fi.Mode().Perm() != 0o600 {
+					t.Fatalf("the multi-pack index: %v, %v; want a private file", fi, err)
+				}
+			}
 			b := reopen(t, a)
 			checkAll(t, b, want)
 			if n := footers(b); n != 0 {

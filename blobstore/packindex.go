@@ -203,11 +203,12 @@ type packIndex struct {
 	// dirMod is packs/'s modification time (file://) before the last
 	// listing, listedAt when that listing started (refreshPacks).
 	dirMod, listedAt time.Time
-	// midxPacks is how many packs the multi-pack index read or written
-	// last covers; midxStale, whether packs were added or removed since.
-	midxPacks int
-	midxStale bool
-	changes   uint64 // packs added or marked gone, ever
+	// added and removed count the packs added and marked gone, ever;
+	// midxAdded and midxRemoved, what they were when the multi-pack index
+	// read or written last described the packs (midxPacks of them).
+	added, removed         int
+	midxAdded, midxRemoved int
+	midxPacks              int
 	// footersRead counts the footers read (tests, measurements).
 	footersRead int
 	// tombs are the record removals not yet in a pack (RemoveRecord
@@ -253,8 +254,7 @@ func (x *packIndex) addLocked(p *packInfo, entries []packEntry) {
 		return // a listing found it first
 	}
 	n := uint32(len(x.packs))
-	x.midxStale = true
-	x.changes++
+	x.added++
 	x.packs = append(x.packs, p)
 	x.byName[p.name] = n
 	if p.seq > x.maxSeq {
@@ -302,8 +302,7 @@ func (x *packIndex) removeLocked(names []string) {
 func (x *packIndex) forgetLocked(names []string) {
 	for _, name := range names {
 		if i, ok := x.byName[name]; ok {
-			x.midxStale = true
-			x.changes++
+			x.removed++
 			x.packs[i].gone = true
 			delete(x.byName, name)
 		}

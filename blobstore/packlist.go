@@ -344,7 +344,7 @@ func (s *Store) Repack(ctx context.Context, opts RepackOptions) (*RepackResult, 
 	if res.Rewritten > 0 {
 		// Another Store's open would find the old one naming packs
 		// that are gone, and read every footer.
-		s.writeMidx(ctx)
+		s.writeMidx(ctx, 1)
 	}
 	return res, nil
 }
