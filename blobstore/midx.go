@@ -13,8 +13,8 @@ package blobstore
 //	"ESCMIDX1"
 //	u32 packs; per pack: u16 name length, name, u64 seq, i64 size,
 //	    i64 mod (Unix ns), i64 data bytes, u32 entries
-//	u64 blobs; per blob:   key 32, u32 pack, off, n, crc
-//	u64 records; per doc:  key 16, u32 pack, off, n (0: tombstone), crc
+//	u64 blobs; per blob:   key 32, uvarint pack, off, n, u32 crc
+//	u64 records; per doc:  key 16, uvarint pack, off, n (0: tombstone), u32 crc
 //	u32 copies; per blob:  key 32, u32 count, count × u32 pack
 //	u32 crc32c of all the above
 //
@@ -67,23 +67,24 @@ func (x *packIndex) encodeMidx() []byte {
 	}
 	var blobs, recs bytes.Buffer
 	nb, nr := 0, 0
-	var e16 [16]byte
+	// The pack, offset and length as uvarints (a tenth of the index's
+	// bytes: it duplicates the footers, on the same disk).
+	fields := func(w *bytes.Buffer, pack, off, n, crc uint32) {
+		var f [3*binary.MaxVarintLen32 + 4]byte
+		i := binary.PutUvarint(f[:], uint64(pack))
+		i += binary.PutUvarint(f[i:], uint64(off))
+		i += binary.PutUvarint(f[i:], uint64(n))
+		le.PutUint32(f[i:], crc)
+		w.Write(f[:i+4])
+	}
 	x.blobs.each(x.packs, func(e ent[[32]byte]) {
 		blobs.Write(e.key[:])
-		le.PutUint32(e16[0:], remap[e.pack])
-		le.PutUint32(e16[4:], e.off)
-		le.PutUint32(e16[8:], e.n)
-		le.PutUint32(e16[12:], e.crc)
-		blobs.Write(e16[:])
+		fields(&blobs, remap[e.pack], e.off, e.n, e.crc)
 		nb++
 	})
 	x.recs.each(x.packs, func(e ent[[16]byte]) {
 		recs.Write(e.key[:])
-		le.PutUint32(e16[0:], remap[e.pack])
-		le.PutUint32(e16[4:], e.off)
-		le.PutUint32(e16[8:], e.n)
-		le.PutUint32(e16[12:], e.crc)
-		recs.Write(e16[:])
+		fields(&recs, remap[e.pack], e.off, e.n, e.crc)
 		nr++
 	})
 	b.Write(le.AppendUint64(nil, uint64(nb)))
@@ -147,25 +148,25 @@ func decodeMidx(data []byte) (*midx, error) {
 		m.packs = append(m.packs, p)
 	}
 	nb := r.u64()
-	if r.err == nil && nb > uint64(len(r.b))/48 {
+	if r.err == nil && nb > uint64(len(r.b))/(32+3+4) {
 		return nil, fmt.Errorf("%d blobs: %w", nb, errMidx)
 	}
 	m.blobs = make([]ent[[32]byte], 0, nb)
 	for i := uint64(0); i < nb && r.err == nil; i++ {
 		var e ent[[32]byte]
 		copy(e.key[:], r.next(32))
-		e.pack, e.off, e.n, e.crc = r.u32(), r.u32(), r.u32(), r.u32()
+		e.pack, e.off, e.n, e.crc = r.uvarint(), r.uvarint(), r.uvarint(), r.u32()
 		m.blobs = append(m.blobs, e)
 	}
 	nr := r.u64()
-	if r.err == nil && nr > uint64(len(r.b))/32 {
+	if r.err == nil && nr > uint64(len(r.b))/(16+3+4) {
 		return nil, fmt.Errorf("%d records: %w", nr, errMidx)
 	}
 	m.recs = make([]ent[[16]byte], 0, nr)
 	for i := uint64(0); i < nr && r.err == nil; i++ {
 		var e ent[[16]byte]
 		copy(e.key[:], r.next(16))
-		e.pack, e.off, e.n, e.crc = r.u32(), r.u32(), r.u32(), r.u32()
+		e.pack, e.off, e.n, e.crc = r.uvarint(), r.uvarint(), r.uvarint(), r.u32()
 		m.recs = append(m.recs, e)
 	}
 	nc := int(r.u32())
@@ -221,6 +222,20 @@ func (r *midxReader) next(n int) []byte {
 }
 
 func (r *midxReader) u16() uint16 { return binary.LittleEndian.Uint16(r.next(2)) }
+
+// uvarint reads an unsigned varint of at most 32 bits.
+func (r *midxReader) uvarint() uint32 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 || v > 1<<32-1 {
+		r.err = errMidx
+		return 0
+	}
+	r.b = r.b[n:]
+	return uint32(v)
+}
 func (r *midxReader) u32() uint32 { return binary.LittleEndian.Uint32(r.next(4)) }
 func (r *midxReader) u64() uint64 { return binary.LittleEndian.Uint64(r.next(8)) }
 

@@ -2,8 +2,10 @@ package blobstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -356,4 +358,45 @@ func TestRepackFolds(t *testing.T) {
 	}
 	os.Remove(filepath.Join(dir, "packs", "multi-pack-index"))
 	checkAll(t, reopen(t, s), want)
+}
+
+// decodeMidx never panics on a damaged index, even one whose checksum
+// was made to match: it errs, or yields entries in range.
+func TestDecodeMidxDamaged(t *testing.T) {
+	ctx := context.Background()
+	s, _ := packedFileStore(t)
+	for i := range 5 {
+		b := s.NewBatch()
+		for j := range 3 {
+			src := fmt.Sprintf("/%d/%d", i, j)
+			id, _ := b.Put(ctx, []byte(src))
+			b.PutRecord(ctx, testRecord(src, id, "t"))
+		}
+		if err := b.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.DeleteRecord(ctx, DocID("/1/1"))
+	s.px.mu.RLock()
+	good := s.px.encodeMidx()
+	s.px.mu.RUnlock()
+	if _, err := decodeMidx(good); err != nil {
+		t.Fatal(err)
+	}
+	seal := func(body []byte) []byte {
+		return binary.LittleEndian.AppendUint32(append([]byte(nil), body...), crc32.Checksum(body, castagnoli))
+	}
+	body := good[:len(good)-4]
+	for l := 0; l < len(body); l++ {
+		if _, err := decodeMidx(seal(body[:l])); err == nil {
+			t.Fatalf("an index cut at %d of %d bytes decodes", l, len(body))
+		}
+	}
+	for i := len(midxMagic); i < len(body); i++ {
+		for _, v := range []byte{0, 0xff, body[i] ^ 0x80} {
+			b := append([]byte(nil), body...)
+			b[i] = v
+			decodeMidx(seal(b)) // no panic; any error
+		}
+	}
 }
