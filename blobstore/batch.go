@@ -176,7 +176,7 @@ func (b *Batch) StageRecord(ctx context.Context, rec *Record) error {
 // putRecord stages rec; with skipEqual, not when the stored bytes are
 // already equal (and the batch does not write the key).
 func (b *Batch) putRecord(ctx context.Context, rec *Record, skipEqual bool) error {
-	key, data, err := encodeRecord(rec)
+	key, data, err := encodeRecordAs(rec, b.s.px != nil)
 	if err != nil {
 		return err
 	}
@@ -405,6 +405,7 @@ func (b *Batch) syncPack(ctx context.Context) error {
 		}
 	}
 	b.s.dropLooseRecords(ctx, docs)
+	b.s.midxDue(ctx)
 	return nil
 }
 
@@ -437,8 +438,16 @@ func (s *Store) localPath(key string) string {
 	return filepath.Join(s.localDir, filepath.FromSlash(key))
 }
 
-// encodeRecord returns rec's key and stored bytes.
+// encodeRecord returns rec's key and stored bytes in the loose layout
+// (indented JSON, a file a person may read).
 func encodeRecord(rec *Record) (string, []byte, error) {
+	return encodeRecordAs(rec, false)
+}
+
+// encodeRecordAs returns rec's key and stored bytes; packed, compact JSON
+// (no indentation: a tenth of a record's bytes, in an object no one reads
+// by eye).
+func encodeRecordAs(rec *Record, packed bool) (string, []byte, error) {
 	key, err := RecordKey(rec.DocID)
 	if err != nil {
 		return "", nil, fmt.Errorf("put record: %w", err)
@@ -446,7 +455,12 @@ func encodeRecord(rec *Record) (string, []byte, error) {
 	if err := checkBlobRef(rec); err != nil {
 		return "", nil, fmt.Errorf("put record %s: %w", rec.DocID, err)
 	}
-	data, err := json.MarshalIndent(rec, "", "  ")
+	var data []byte
+	if packed {
+		data, err = json.Marshal(rec)
+	} else {
+		data, err = json.MarshalIndent(rec, "", "  ")
+	}
 	if err != nil {
 		return "", nil, fmt.Errorf("put record %s: %w", rec.DocID, err)
 	}

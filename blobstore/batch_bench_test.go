@@ -14,7 +14,7 @@ import (
 // batch does: "separate" syncs the blobs' batch, then the records' (one
 // flush each, as escurel did before FlushBatches); "together" flushes both
 // at once (FlushBatches), then publishes the blobs, then the records;
-// "packs" does the same on a store in the pack layout (UsePacks): one
+// "packs" does the same on a store in the pack layout (a new store's): one
 // pack for the blobs, one for the records.
 // Run with -benchtime Nx on the disk to measure (TMPDIR).
 func BenchmarkBatch1000(b *testing.B) {
@@ -22,12 +22,7 @@ func BenchmarkBatch1000(b *testing.B) {
 	for _, mode := range []string{"separate", "together", "packs"} {
 		b.Run(mode, func(b *testing.B) {
 			u := (&url.URL{Scheme: "file", Path: filepath.Join(b.TempDir(), "blobs")}).String()
-			if mode == "packs" {
-				if err := UsePacks(ctx, u); err != nil {
-					b.Fatal(err)
-				}
-			}
-			s, err := Open(ctx, u)
+			s, err := OpenWith(ctx, u, &OpenOptions{Loose: mode != "packs"})
 			if err != nil {
 				b.Fatal(err)
 			}

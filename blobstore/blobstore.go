@@ -5,8 +5,14 @@
 //
 // Layout inside the bucket (keys are built by BlobKey and RecordKey):
 //
-//	blobs/sha256/<64 hex>        raw bytes, named by their SHA-256
-//	documents/<doc_id>.json      one Record per document
+//	LAYOUT                       "packs/1" or "loose/1" (none: an older, loose store)
+//	packs/<seq>-<random>.pack    a batch's blobs under 4 MiB, records and removals (pack layout)
+//	packs/multi-pack-index       the packs' merged footers, a cache (midx.go)
+//	blobs/sha256/<64 hex>        raw bytes, named by their SHA-256 (loose layout; large blobs)
+//	documents/<doc_id>.json      one Record per document (loose layout)
+//
+// A new store is in the pack layout unless opened with OpenOptions.Loose;
+// Pack converts a loose one.
 //
 // The bucket is any gocloud.dev/blob URL whose scheme is registered in the
 // process. escurel's command registers file:// and mem://; a Go program
@@ -141,7 +147,18 @@ type Store struct {
 // does. For file:// URLs it also creates the key directories (blobs/sha256,
 // documents) and makes their entries durable. Errors name the URL without
 // its secrets (Redact), and never the secrets themselves.
+//
+// A new store (a bucket holding no blob, record or pack) is put in the
+// pack layout (see UsePacks), unless OpenWith's options say otherwise; an
+// existing store keeps its layout.
 func Open(ctx context.Context, urlstr string) (*Store, error) {
+	return OpenWith(ctx, urlstr, nil)
+}
+
+// OpenWith opens the store at urlstr as Open does, with options (nil:
+// Open's). It fails with ErrLayout when opts.Loose names a store in the
+// pack layout.
+func OpenWith(ctx context.Context, urlstr string, opts *OpenOptions) (*Store, error) {
 	u, err := bucketURL(urlstr)
 	if err != nil {
 		return nil, fmt.Errorf("open blob store: %w", err)
@@ -165,15 +182,24 @@ func Open(ctx context.Context, urlstr string) (*Store, error) {
 		return nil, fmt.Errorf("open blob store %s: %w", Redact(urlstr), scrubError(err, urlstr))
 	}
 	s.bucket = b
-	if err := s.openLayout(ctx); err != nil {
+	if err := s.openLayout(ctx, opts); err != nil {
 		b.Close()
 		return nil, fmt.Errorf("open blob store %s: %w", Redact(urlstr), scrubError(err, urlstr))
 	}
 	return s, nil
 }
 
-// Close releases the bucket.
-func (s *Store) Close() error { return s.bucket.Close() }
+// Close releases the bucket. In the pack layout it first writes the
+// multi-pack index when this Store's view of the packs moved away from
+// the stored one's (packs removed, or 16 added or read from footers the
+// stored one does not cover): a cache, whose write failing costs the next
+// open footer reads, no error.
+func (s *Store) Close() error {
+	if s.px != nil {
+		s.writeMidx(context.Background(), closeMidxAdded)
+	}
+	return s.bucket.Close()
+}
 
 // URL returns the URL the store was opened with, secrets included: to
 // open it again or record it, not to print (see Redacted).
@@ -276,8 +302,22 @@ func (s *Store) putLoose(ctx context.Context, data []byte) (string, error) {
 }
 
 // Get returns the bytes of blob id. It fails with ErrNotFound when the blob is
-// absent and with ErrCorrupt when the bytes no longer hash to id.
+// absent and with ErrCorrupt when the bytes no longer hash to id. In the
+// pack layout a blob not found looks again in the packs that other Stores
+// wrote since (refreshPacks).
 func (s *Store) Get(ctx context.Context, id string) ([]byte, error) {
+	data, err := s.get(ctx, id)
+	if errors.Is(err, ErrNotFound) && s.px != nil {
+		if rerr := s.refreshPacks(ctx, true); rerr != nil {
+			return nil, fmt.Errorf("get blob %s: %w", id, rerr)
+		}
+		data, err = s.get(ctx, id)
+	}
+	return data, err
+}
+
+// get is Get without the refresh.
+func (s *Store) get(ctx context.Context, id string) ([]byte, error) {
 	key, err := BlobKey(id)
 	if err != nil {
 		return nil, fmt.Errorf("get blob: %w", err)
@@ -307,7 +347,7 @@ func (s *Store) Get(ctx context.Context, id string) ([]byte, error) {
 // PutRecord writes rec at documents/<doc_id>.json, replacing any earlier
 // record of the same document, and returns once it is durable.
 func (s *Store) PutRecord(ctx context.Context, rec *Record) error {
-	key, data, err := encodeRecord(rec)
+	key, data, err := encodeRecordAs(rec, s.px != nil)
 	if err != nil {
 		return err
 	}
@@ -322,7 +362,32 @@ func (s *Store) PutRecord(ctx context.Context, rec *Record) error {
 
 // GetRecord reads the record of docID. It fails with ErrNotFound when there is
 // none and with ErrCorrupt when it does not decode or names another document.
+// In the pack layout it reads what other Stores packed since this one
+// listed the packs: on file:// at once (a stat of packs/ tells), on object
+// stores when the record is not found, and otherwise within about a
+// second (objectRefresh).
 func (s *Store) GetRecord(ctx context.Context, docID string) (*Record, error) {
+	if s.px == nil {
+		return s.getRecord(ctx, docID)
+	}
+	if _, err := RecordKey(docID); err != nil {
+		return nil, fmt.Errorf("get record: %w", err)
+	}
+	if err := s.refreshPacks(ctx, false); err != nil {
+		return nil, fmt.Errorf("get record %s: %w", docID, err)
+	}
+	rec, err := s.getRecord(ctx, docID)
+	if errors.Is(err, ErrNotFound) && s.localDir == "" {
+		if rerr := s.refreshPacks(ctx, true); rerr != nil {
+			return nil, fmt.Errorf("get record %s: %w", docID, rerr)
+		}
+		rec, err = s.getRecord(ctx, docID)
+	}
+	return rec, err
+}
+
+// getRecord is GetRecord without the refresh.
+func (s *Store) getRecord(ctx context.Context, docID string) (*Record, error) {
 	key, err := RecordKey(docID)
 	if err != nil {
 		return nil, fmt.Errorf("get record: %w", err)

@@ -20,7 +20,8 @@ import (
 // stores returns one fresh store per backend and layout; every test runs
 // against all: memory, a directory, and S3 (a real S3 protocol server on
 // 127.0.0.1, through gocloud's s3blob driver, under a key prefix), each in
-// the loose layout and in the pack layout (UsePacks: "+packs").
+// the loose layout (OpenOptions.Loose) and in the pack layout, a new
+// store's default ("+packs").
 func stores(t *testing.T) map[string]*Store {
 	t.Helper()
 	ctx := context.Background()
@@ -33,14 +34,14 @@ func stores(t *testing.T) map[string]*Store {
 		"file+packs": (&url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "blobs")}).String(),
 		"s3+packs":   srv.Bucket(t, "packed", "suite/"),
 	} {
-		if strings.HasSuffix(name, "+packs") {
-			if err := UsePacks(ctx, u); err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-		}
-		s, err := Open(ctx, u)
+		// A new store is packed by default; the others ask for loose.
+		packs := strings.HasSuffix(name, "+packs")
+		s, err := OpenWith(ctx, u, &OpenOptions{Loose: !packs})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
+		}
+		if s.Packed() != packs {
+			t.Fatalf("%s: Packed() = %v", name, s.Packed())
 		}
 		t.Cleanup(func() { s.Close() })
 		out[name] = s
@@ -133,7 +134,7 @@ func TestRecords(t *testing.T) {
 func TestFileLayout(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "blobs")
-	s, err := Open(ctx, "file://"+dir)
+	s, err := OpenWith(ctx, "file://"+dir, &OpenOptions{Loose: true})
 	if err != nil {
 		t.Fatal(err)
 	}

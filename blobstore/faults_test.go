@@ -23,7 +23,7 @@ import (
 // "lstat …/documents/<id>.json.<rand>.tmp: no such file or directory").
 func TestListingDuringWrites(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, (&url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "blobs")}).String())
+	s, err := OpenWith(ctx, (&url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "blobs")}).String(), &OpenOptions{Loose: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,38 +95,44 @@ func TestFileStoreIsPrivate(t *testing.T) {
 	old := syscall.Umask(0o022)
 	defer syscall.Umask(old)
 	ctx := context.Background()
-	root := filepath.Join(t.TempDir(), "blobs")
-	s, err := Open(ctx, (&url.URL{Scheme: "file", Path: root}).String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	id, _ := s.Put(ctx, []byte("single"))
-	s.PutRecord(ctx, &Record{DocID: DocID("a"), Source: "a", Sensitivity: "public", BlobID: id, IngestedAt: time.Unix(1, 0).UTC()})
-	b := s.NewBatch()
-	id, _ = b.Put(ctx, []byte("batched"))
-	b.PutRecord(ctx, &Record{DocID: DocID("b"), Source: "b", Sensitivity: "public", BlobID: id, IngestedAt: time.Unix(1, 0).UTC()})
-	if err := b.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	for _, loose := range []bool{true, false} {
+		root := filepath.Join(t.TempDir(), "blobs")
+		s, err := OpenWith(ctx, (&url.URL{Scheme: "file", Path: root}).String(), &OpenOptions{Loose: loose})
 		if err != nil {
 			t.Fatal(err)
 		}
-		fi, _ := os.Lstat(p)
-		want := fs.FileMode(0o600)
-		if d.IsDir() {
-			want = 0o700
+		id, _ := s.Put(ctx, []byte("single"))
+		s.PutRecord(ctx, &Record{DocID: DocID("a"), Source: "a", Sensitivity: "public", BlobID: id, IngestedAt: time.Unix(1, 0).UTC()})
+		b := s.NewBatch()
+		id, _ = b.Put(ctx, []byte("batched"))
+		b.PutRecord(ctx, &Record{DocID: DocID("b"), Source: "b", Sensitivity: "public", BlobID: id, IngestedAt: time.Unix(1, 0).UTC()})
+		if err := b.Sync(ctx); err != nil {
+			t.Fatal(err)
 		}
-		if fi.Mode().Perm() != want {
-			t.Errorf("%s: %v, want %v", p, fi.Mode().Perm(), want)
+		s.Close()
+		n := 0
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				t.Fatal(err)
+			}
+			fi, _ := os.Lstat(p)
+			want := fs.FileMode(0o600)
+			if d.IsDir() {
+				want = 0o700
+			}
+			if fi.Mode().Perm() != want {
+				t.Errorf("%s: %v, want %v", p, fi.Mode().Perm(), want)
+			}
+			n++
+			return nil
+		})
+		// Loose: root, LAYOUT, blobs, blobs/sha256, 2 blobs, documents,
+		// 2 records. Packed: root, LAYOUT, blobs, blobs/sha256,
+		// documents, packs, 3 packs (Put, PutRecord, the batch; too few
+		// for Close to write the multi-pack index).
+		if n != 9 {
+			t.Errorf("loose %v: %d entries checked, want 9", loose, n)
 		}
-		n++
-		return nil
-	})
-	if n != 8 { // root, blobs, blobs/sha256, 2 blobs, documents, 2 records
-		t.Errorf("%d entries checked, want 8", n)
 	}
 }
 
@@ -137,7 +143,7 @@ func TestFileStoreIsPrivate(t *testing.T) {
 // refuses with all of them; GetRecord names the key and the source.
 func TestDamagedRecordsAreListed(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, (&url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "blobs")}).String())
+	s, err := OpenWith(ctx, (&url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "blobs")}).String(), &OpenOptions{Loose: true})
 	if err != nil {
 		t.Fatal(err)
 	}

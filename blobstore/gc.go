@@ -88,6 +88,14 @@ func (s *Store) TempFiles(ctx context.Context) ([]TempFile, error) {
 		return nil, nil
 	}
 	var out []TempFile
+	// The root's own: LAYOUT's, written once (createOnce).
+	if entries, err := os.ReadDir(s.localDir); err == nil {
+		for _, e := range entries {
+			if fi, err := e.Info(); err == nil && e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".tmp") {
+				out = append(out, TempFile{Path: filepath.Join(s.localDir, e.Name()), Size: fi.Size(), ModTime: fi.ModTime()})
+			}
+		}
+	}
 	for _, sub := range []string{"blobs", "documents", "packs"} {
 		root := filepath.Join(s.localDir, sub)
 		err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {

@@ -200,6 +200,17 @@ type packIndex struct {
 	recs    table[[16]byte]
 	maxSeq  uint64
 	damaged []DamagedRecord // packs whose index cannot be read
+	// dirMod is packs/'s modification time (file://) before the last
+	// listing, listedAt when that listing started (refreshPacks).
+	dirMod, listedAt time.Time
+	// added and removed count the packs added and marked gone, ever;
+	// midxAdded and midxRemoved, what they were when the multi-pack index
+	// read or written last described the packs (midxPacks of them).
+	added, removed         int
+	midxAdded, midxRemoved int
+	midxPacks              int
+	// footersRead counts the footers read (tests, measurements).
+	footersRead int
 	// tombs are the record removals not yet in a pack (RemoveRecord
 	// before SyncRemovals): lookups read them as tombstones.
 	tombs map[[16]byte]bool
@@ -243,6 +254,7 @@ func (x *packIndex) addLocked(p *packInfo, entries []packEntry) {
 		return // a listing found it first
 	}
 	n := uint32(len(x.packs))
+	x.added++
 	x.packs = append(x.packs, p)
 	x.byName[p.name] = n
 	if p.seq > x.maxSeq {
@@ -290,6 +302,7 @@ func (x *packIndex) removeLocked(names []string) {
 func (x *packIndex) forgetLocked(names []string) {
 	for _, name := range names {
 		if i, ok := x.byName[name]; ok {
+			x.removed++
 			x.packs[i].gone = true
 			delete(x.byName, name)
 		}

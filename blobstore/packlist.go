@@ -168,11 +168,18 @@ type RepackOptions struct {
 	// at least this share of its data: 0 rewrites every pack with a dead
 	// entry (erasing every older version of a record); above 1, none.
 	MinDead float64
+	// FoldBelow folds the packs smaller than this many bytes (and not
+	// rewritten for the reasons above), two or more at a time, into
+	// packs of up to 32 MiB: the small packs of single writes and of
+	// removals' tombstones, each a footer to read and an object to list.
+	// 0 folds none.
+	FoldBelow int64
 }
 
 // RepackResult is what Repack did.
 type RepackResult struct {
 	Rewritten    int   `json:"rewritten"`     // packs rewritten (or removed, when nothing in them lived)
+	Folded       int   `json:"folded"`        // small packs folded together (FoldBelow), counted in Rewritten too
 	BytesBefore  int64 `json:"bytes_before"`  // their size
 	BytesAfter   int64 `json:"bytes_after"`   // the size of the packs that replaced them
 	BlobsDropped int   `json:"blobs_dropped"` // DropBlobs found and removed, packed or loose
@@ -250,18 +257,38 @@ func (s *Store) Repack(ctx context.Context, opts RepackOptions) (*RepackResult, 
 		stats[e.pack].live += int64(e.n)
 		stats[e.pack].liveN++
 	})
-	var chosen []*packInfo
+	var chosen, small []*packInfo
+	must := map[*packInfo]bool{} // small packs chosen for themselves
 	for i, p := range x.packs {
 		if p.gone {
 			continue
 		}
 		st := stats[i]
 		dead := p.data - st.live
-		if st.drop || (opts.MinDead <= 1 && (st.liveN < int64(p.entries)) && float64(dead) >= opts.MinDead*float64(max(p.data, 1))) {
+		rewrite := st.drop || (opts.MinDead <= 1 && (st.liveN < int64(p.entries)) && float64(dead) >= opts.MinDead*float64(max(p.data, 1)))
+		switch {
+		case p.size < opts.FoldBelow:
+			small = append(small, p)
+			must[p] = rewrite
+		case rewrite:
 			chosen = append(chosen, p)
 		}
 	}
 	x.mu.RUnlock()
+	// The small packs in groups of up to convertPackBytes, in sequence
+	// order; a group of one is rewritten alone when chosen for itself,
+	// else left as it is.
+	sort.Slice(small, func(i, j int) bool { return small[i].seq < small[j].seq })
+	var groups [][]*packInfo
+	var size int64
+	for _, p := range small {
+		if n := len(groups); n == 0 || size+p.size > convertPackBytes {
+			groups = append(groups, nil)
+			size = 0
+		}
+		groups[len(groups)-1] = append(groups[len(groups)-1], p)
+		size += p.size
+	}
 	var removed []string
 	defer func() {
 		if len(removed) > 0 {
@@ -274,7 +301,7 @@ func (s *Store) Repack(ctx context.Context, opts RepackOptions) (*RepackResult, 
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		before, after, err := s.rewritePack(ctx, p, drop, erased)
+		before, after, err := s.rewritePacks(ctx, []*packInfo{p}, drop, erased)
 		if err != nil {
 			return res, fmt.Errorf("repack %s: %w", p.key(), err)
 		}
@@ -282,6 +309,27 @@ func (s *Store) Repack(ctx context.Context, opts RepackOptions) (*RepackResult, 
 		res.BytesBefore += before
 		res.BytesAfter += after
 		removed = append(removed, p.name)
+	}
+	for _, g := range groups {
+		if len(g) < 2 && !must[g[0]] {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		before, after, err := s.rewritePacks(ctx, g, drop, erased)
+		if err != nil {
+			return res, fmt.Errorf("repack: fold %d packs from %s: %w", len(g), g[0].key(), err)
+		}
+		res.Rewritten += len(g)
+		if len(g) > 1 {
+			res.Folded += len(g)
+		}
+		res.BytesBefore += before
+		res.BytesAfter += after
+		for _, p := range g {
+			removed = append(removed, p.name)
+		}
 	}
 	if len(removed) > 0 && s.localDir != "" {
 		if err := syncDir(filepath.Join(s.localDir, "packs")); err != nil {
@@ -293,57 +341,71 @@ func (s *Store) Repack(ctx context.Context, opts RepackOptions) (*RepackResult, 
 	if err != nil {
 		return res, fmt.Errorf("repack: %w", err)
 	}
+	if res.Rewritten > 0 {
+		// Another Store's open would find the old one naming packs
+		// that are gone, and read every footer.
+		s.writeMidx(ctx, 1)
+	}
 	return res, nil
 }
 
-// rewritePack writes p's live entries (less the blobs in drop) into a new
-// pack of the same sequence number, then removes p; the blobs of drop it
-// held are added to erased once p is removed.
-func (s *Store) rewritePack(ctx context.Context, p *packInfo, drop, erased map[[32]byte]bool) (before, after int64, err error) {
-	data, err := s.readRange(ctx, p.key(), 0, p.size)
-	if err != nil {
-		return 0, 0, err
-	}
-	off, count, crc, err := parseTrailer(data[len(data)-trailerSize:], p.size)
-	if err != nil {
-		return 0, 0, err
-	}
-	entries, err := parseIndex(data[off:off+uint64(count)*entrySize], off, crc)
-	if err != nil {
-		return 0, 0, err
-	}
+// rewritePacks writes the live entries of ps (less the blobs in drop)
+// into one new pack of the highest sequence number among them, durably,
+// then removes ps; the blobs of drop they held are added to erased once
+// they are removed. Every entry copied is a winner, so no pack between
+// the sequence numbers holds a newer one of its key: the new pack changes
+// no read, and a crash that leaves it beside ps neither (the same bytes
+// win).
+func (s *Store) rewritePacks(ctx context.Context, ps []*packInfo, drop, erased map[[32]byte]bool) (before, after int64, err error) {
 	x := s.px
 	b := newPackBuilder()
 	var dropped [][32]byte
-	x.mu.RLock()
-	self := x.byName[p.name]
-	for _, e := range entries {
-		var live bool
-		switch e.kind {
-		case kindBlob:
-			w, ok := x.blobs.lookup(&e.key, x.packs)
-			live = ok && w.pack == self && uint64(w.off) == e.off && !drop[e.key]
-			if drop[e.key] {
-				dropped = append(dropped, e.key)
-			}
-		default:
-			k := e.docKey()
-			w, ok := x.recs.lookup(&k, x.packs)
-			live = ok && w.pack == self && uint64(w.off) == e.off
+	var seq uint64
+	for _, p := range ps {
+		seq = max(seq, p.seq)
+		data, err := s.readRange(ctx, p.key(), 0, p.size)
+		if err != nil {
+			return 0, 0, err
 		}
-		if live {
-			if err := b.add(e.kind, e.key, data[e.off:e.off+e.n]); err != nil {
-				x.mu.RUnlock()
-				return 0, 0, err
+		off, count, crc, err := parseTrailer(data[len(data)-trailerSize:], p.size)
+		if err != nil {
+			return 0, 0, err
+		}
+		entries, err := parseIndex(data[off:off+uint64(count)*entrySize], off, crc)
+		if err != nil {
+			return 0, 0, err
+		}
+		x.mu.RLock()
+		self := x.byName[p.name]
+		for _, e := range entries {
+			var live bool
+			switch e.kind {
+			case kindBlob:
+				w, ok := x.blobs.lookup(&e.key, x.packs)
+				live = ok && w.pack == self && uint64(w.off) == e.off && !drop[e.key]
+				if drop[e.key] {
+					dropped = append(dropped, e.key)
+				}
+			default:
+				k := e.docKey()
+				w, ok := x.recs.lookup(&k, x.packs)
+				live = ok && w.pack == self && uint64(w.off) == e.off
+			}
+			if live {
+				if err := b.add(e.kind, e.key, data[e.off:e.off+e.n]); err != nil {
+					x.mu.RUnlock()
+					return 0, 0, err
+				}
 			}
 		}
+		x.mu.RUnlock()
+		before += p.size
 	}
-	x.mu.RUnlock()
 	if len(b.entries) > 0 {
 		// Indexed without addPack: a rewrite's records are no newer
 		// writes, and must not cancel pending removals (RemoveRecord
 		// before SyncRemovals).
-		q, err := s.storePack(ctx, b, p.seq)
+		q, err := s.storePack(ctx, b, seq)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -352,16 +414,18 @@ func (s *Store) rewritePack(ctx context.Context, p *packInfo, drop, erased map[[
 		x.mu.Unlock()
 		after = q.size
 	}
-	x.mu.Lock()
-	x.forgetLocked([]string{p.name}) // Repack compacts the index once, at the end
-	x.mu.Unlock()
-	if err := s.bucket.Delete(ctx, p.key()); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-		return 0, 0, err
+	for _, p := range ps {
+		x.mu.Lock()
+		x.forgetLocked([]string{p.name}) // Repack compacts the index once, at the end
+		x.mu.Unlock()
+		if err := s.bucket.Delete(ctx, p.key()); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return 0, 0, err
+		}
 	}
 	for _, k := range dropped {
 		erased[k] = true
 	}
-	return p.size, after, nil
+	return before, after, nil
 }
 
 // dropHiddenLoose removes the loose records that a pack hides (a packed
@@ -396,4 +460,43 @@ func (s *Store) dropHiddenLoose(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// PackStats describes a store's packs.
+type PackStats struct {
+	Packs int   `json:"packs"` // packs
+	Bytes int64 `json:"bytes"` // their size
+	// DeadBytes is the data of entries that no longer count: record
+	// versions a newer record or a removal hides, second copies of a
+	// blob. Repack reclaims them (GC from a pack past half dead, Purge
+	// all).
+	DeadBytes int64 `json:"dead_bytes"`
+}
+
+// PackStats lists the packs (as listings do, with the footers of new
+// ones) and counts their dead bytes. It is the zero PackStats in the
+// loose layout.
+func (s *Store) PackStats(ctx context.Context) (*PackStats, error) {
+	st := &PackStats{}
+	if s.px == nil {
+		return st, nil
+	}
+	if err := s.loadPacks(ctx, true); err != nil {
+		return nil, fmt.Errorf("pack stats: %w", err)
+	}
+	x := s.px
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	live := make([]int64, len(x.packs))
+	x.blobs.each(x.packs, func(e ent[[32]byte]) { live[e.pack] += int64(e.n) })
+	x.recs.each(x.packs, func(e ent[[16]byte]) { live[e.pack] += int64(e.n) })
+	for i, p := range x.packs {
+		if p.gone {
+			continue
+		}
+		st.Packs++
+		st.Bytes += p.size
+		st.DeadBytes += p.data - live[i]
+	}
+	return st, nil
 }

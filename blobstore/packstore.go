@@ -26,81 +26,6 @@ import (
 // footerRead is how many bytes at a pack's end a reader reads first.
 const footerRead = 16 << 10
 
-// layoutKey is the object that puts a store in the pack layout.
-const layoutKey = "LAYOUT"
-
-// layoutPacks is layoutKey's content in the pack layout.
-const layoutPacks = "packs/1\n"
-
-// UsePacks puts the store at urlstr (opened as Open does) in the pack
-// layout, durably: from then on every Store opened on it writes a batch's
-// blobs, records and record removals as one pack object
-// (packs/<seq>-<random>.pack), and reads both packs and the loose
-// objects written before (blobs/sha256/<hex>, documents/<doc_id>.json),
-// which keep working as they are. A blob of packLooseMin bytes or more is
-// still written loose. There is no way back: a store that has packs must
-// be read with them. Calling it on a store already in the pack layout
-// does nothing. Stores not put in the pack layout keep the loose layout.
-//
-// Every other Store on the bucket must be closed (for an index: no
-// process has it open, its LOCK free): a Store opened before keeps the
-// loose layout and writes loose records, which any packed entry of the
-// same document then hides, newer or not.
-func UsePacks(ctx context.Context, urlstr string) error {
-	s, err := Open(ctx, urlstr)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	if s.px != nil {
-		return nil
-	}
-	if s.localDir != "" {
-		if err := mkdirDurable(s.localDir, "packs"); err != nil {
-			return fmt.Errorf("use packs in %s: %w", s.Redacted(), err)
-		}
-	}
-	if err := s.write(ctx, layoutKey, []byte(layoutPacks), "text/plain"); err != nil {
-		return fmt.Errorf("use packs in %s: %w", s.Redacted(), scrubError(err, urlstr))
-	}
-	return nil
-}
-
-// Packed reports whether the store is in the pack layout (UsePacks).
-func (s *Store) Packed() bool { return s.px != nil }
-
-// openLayout reads the store's layout object: in the pack layout it sets
-// s.px and notes whether loose objects exist.
-func (s *Store) openLayout(ctx context.Context) error {
-	data, err := s.bucket.ReadAll(ctx, layoutKey)
-	if gcerrors.Code(err) == gcerrors.NotFound {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if string(data) != layoutPacks {
-		return fmt.Errorf("%s holds %q: not a layout this version reads (%q)", layoutKey, data, layoutPacks)
-	}
-	s.px = newPackIndex()
-	if s.localDir != "" {
-		if err := mkdirDurable(s.localDir, "packs"); err != nil {
-			return err
-		}
-	}
-	for _, p := range []struct {
-		prefix string
-		flag   *bool
-	}{{"blobs/sha256/", &s.looseBlobs}, {"documents/", &s.looseRecs}} {
-		any, err := s.anyObject(ctx, p.prefix)
-		if err != nil {
-			return err
-		}
-		*p.flag = any
-	}
-	return nil
-}
-
 // anyObject reports whether any object's key starts with prefix.
 func (s *Store) anyObject(ctx context.Context, prefix string) (bool, error) {
 	if s.localDir != "" {
@@ -144,15 +69,21 @@ func (s *Store) loadPacks(ctx context.Context, again bool) error {
 	if x.loaded && !again {
 		return nil
 	}
-	type listed struct {
-		name string
-		seq  uint64
-		size int64
-		mod  time.Time
-	}
 	var found []listed
 	present := map[string]bool{}
-	err := s.list(ctx, "packs/", true, func(name string, size int64, mod time.Time) {
+	// What the listing is as of: the directory's time before it is read
+	// (a pack added after changes it) and when (refreshPacks).
+	var dirMod time.Time
+	if s.localDir != "" {
+		fi, err := os.Stat(s.localPath("packs"))
+		if err != nil {
+			return fmt.Errorf("list packs: %w", err)
+		}
+		dirMod = fi.ModTime()
+	}
+	listedAt := time.Now()
+	// On file://, names only: the packs known already need no stat.
+	err := s.list(ctx, "packs/", s.localDir == "", func(name string, size int64, mod time.Time) {
 		if seq, ok := parsePackName(name); ok {
 			present[name] = true
 			if _, known := x.byName[name]; !known {
@@ -162,6 +93,36 @@ func (s *Store) loadPacks(ctx context.Context, again bool) error {
 	})
 	if err != nil {
 		return fmt.Errorf("list packs: %w", err)
+	}
+	if s.localDir != "" {
+		kept := found[:0]
+		for _, f := range found {
+			fi, err := os.Stat(s.localPath("packs/" + f.name))
+			if errors.Is(err, os.ErrNotExist) {
+				delete(present, f.name) // removed since the listing
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("list packs: %w", err)
+			}
+			f.size, f.mod = fi.Size(), fi.ModTime()
+			kept = append(kept, f)
+		}
+		found = kept
+	}
+	if !x.loaded && len(x.packs) == 0 && len(found) > 0 {
+		// First use: the multi-pack index, when it still describes the
+		// listing, spares the footers of the packs it names.
+		if err := s.useMidx(ctx, found); err != nil {
+			return err
+		}
+		kept := found[:0]
+		for _, f := range found {
+			if _, known := x.byName[f.name]; !known {
+				kept = append(kept, f)
+			}
+		}
+		found = kept
 	}
 	var gone []string
 	for name := range x.byName {
@@ -179,6 +140,7 @@ func (s *Store) loadPacks(ctx context.Context, again bool) error {
 	// The footers are read 16 at a time (small reads at the ends of
 	// files: their latency, not the bandwidth, is the cost), then added in
 	// sequence order.
+	x.footersRead += len(found)
 	infos := make([]*packInfo, len(found))
 	entries := make([][]packEntry, len(found))
 	errs := make([]error, len(found))
@@ -214,6 +176,76 @@ func (s *Store) loadPacks(ctx context.Context, again bool) error {
 		x.addLocked(p, entries[i])
 	}
 	x.loaded = true
+	x.dirMod, x.listedAt = dirMod, listedAt
+	return nil
+}
+
+// racyWindow is how long after a directory's modification time a listing
+// must start for that time to vouch for it: a pack added in the same
+// tick of the file system's clock (coarse: a few ms) leaves the time
+// unchanged (git's "racy git" problem, solved the same way).
+const racyWindow = 50 * time.Millisecond
+
+// objectRefresh is how old a listing of an object store's packs may be
+// before a point read that found its entry lists them again.
+const objectRefresh = time.Second
+
+// refreshPacks brings the index up to the packs other Stores wrote since
+// the last listing, for a point read (GetRecord, Get; missed: the read
+// found no entry). On file:// it lists packs/ again only when the
+// directory changed since (one stat otherwise), loading only the new
+// footers; on object stores (no such stamp) after a miss, or when the
+// last listing is older than objectRefresh.
+func (s *Store) refreshPacks(ctx context.Context, missed bool) error {
+	x := s.px
+	x.mu.RLock()
+	loaded, mod, at := x.loaded, x.dirMod, x.listedAt
+	x.mu.RUnlock()
+	if !loaded {
+		return s.loadPacks(ctx, false)
+	}
+	if s.localDir != "" {
+		fi, err := os.Stat(s.localPath("packs"))
+		if err != nil {
+			return fmt.Errorf("list packs: %w", err)
+		}
+		if fi.ModTime().Equal(mod) && at.Sub(mod) > racyWindow {
+			return nil
+		}
+	} else if !missed && time.Since(at) < objectRefresh {
+		return nil
+	}
+	return s.loadPacks(ctx, true)
+}
+
+// listed is a pack as a listing found it.
+type listed struct {
+	name string
+	seq  uint64
+	size int64
+	mod  time.Time
+}
+
+// useMidx installs the multi-pack index, if there is one that every pack
+// it names is among found with its size. A missing or damaged one is no
+// error: the footers are read instead. The caller holds x.mu.
+func (s *Store) useMidx(ctx context.Context, found []listed) error {
+	data, err := s.read(ctx, midxKey)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", midxKey, err)
+	}
+	m, err := decodeMidx(data)
+	if err != nil {
+		return nil // rewritten at the next writeMidx
+	}
+	present := make(map[string]int64, len(found))
+	for _, f := range found {
+		present[f.name] = f.size
+	}
+	s.px.installMidx(m, present)
 	return nil
 }
 

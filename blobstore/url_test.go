@@ -109,7 +109,7 @@ func TestObjectStorePathIsPrefix(t *testing.T) {
 	srv := s3test.Start(t)
 	root := srv.Bucket(t, "paths", "")
 	withPath := strings.Replace(root, "s3://paths?", "s3://paths/team/docs?", 1)
-	s, err := Open(ctx, withPath)
+	s, err := OpenWith(ctx, withPath, &OpenOptions{Loose: true})
 	if err != nil {
 		t.Fatal(err)
 	}

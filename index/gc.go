@@ -44,15 +44,20 @@ type GCResult struct {
 	Generations     []string `json:"generations"`
 	GenerationBytes int64    `json:"generation_bytes"`
 	// Repacked is, for a blob store in the pack layout, the packs GC
-	// rewrote: those holding an orphan blob, and those whose dead bytes
+	// rewrote: those holding an orphan blob, those whose dead bytes
 	// (older record versions, deleted records) are at least
-	// GCPackDeadShare of their data. Nil in the loose layout or a dry run.
+	// GCPackDeadShare of their data, and those under GCPackFoldBelow,
+	// folded together. Nil in the loose layout or a dry run.
 	Repacked *blobstore.RepackResult `json:"repacked,omitempty"`
 }
 
 // GCPackDeadShare is the share of dead bytes from which GC rewrites a
 // pack of a blob store in the pack layout.
 const GCPackDeadShare = 0.5
+
+// GCPackFoldBelow is the size under which GC folds packs together (the
+// packs of single writes and of deletions' tombstones).
+const GCPackFoldBelow = 1 << 20
 
 // Bytes is the total size of what GC removed, in bytes.
 func (r *GCResult) Bytes() int64 { return r.OrphanBytes + r.TempBytes + r.GenerationBytes }
@@ -105,7 +110,7 @@ func (ix *Index) gcLocked(ctx context.Context, opts *GCOptions, minAge time.Dura
 	}
 	if !opts.DryRun {
 		// One pass over the packs for all of them.
-		r, err := ix.blobs.Repack(ctx, blobstore.RepackOptions{DropBlobs: drop, MinDead: GCPackDeadShare})
+		r, err := ix.blobs.Repack(ctx, blobstore.RepackOptions{DropBlobs: drop, MinDead: GCPackDeadShare, FoldBelow: GCPackFoldBelow})
 		if ix.blobs.Packed() {
 			res.Repacked = r
 		}
@@ -179,11 +184,16 @@ type Reclaimable struct {
 	// (escurel gc removes them).
 	Leftovers     int   `json:"leftovers"`
 	LeftoverBytes int64 `json:"leftover_bytes"`
+	// PackDeadBytes is, in a blob store in the pack layout, the data of
+	// packed entries that no longer count (older record versions,
+	// removed records; blobstore.PackStats): escurel gc rewrites the
+	// packs past half dead, a purge all of them.
+	PackDeadBytes int64 `json:"pack_dead_bytes"`
 }
 
 // Bytes is the total, in bytes.
 func (r *Reclaimable) Bytes() int64 {
-	return r.OrphanBlobBytes + r.OldGenerationBytes + r.LeftoverBytes
+	return r.OrphanBlobBytes + r.OldGenerationBytes + r.LeftoverBytes + r.PackDeadBytes
 }
 
 // Reclaimable measures the garbage: orphan blobs, crash leftovers (what GC
@@ -196,6 +206,11 @@ func (ix *Index) Reclaimable(ctx context.Context) (*Reclaimable, error) {
 	}
 	r := &Reclaimable{OrphanBlobs: len(g.OrphanBlobs), OrphanBlobBytes: g.OrphanBytes,
 		Leftovers: len(g.TempFiles) + len(g.Generations), LeftoverBytes: g.TempBytes + g.GenerationBytes}
+	ps, err := ix.blobs.PackStats(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reclaimable: %w", err)
+	}
+	r.PackDeadBytes = ps.DeadBytes
 	live := ix.Generation()
 	gens, err := layout.Generations(ix.dir)
 	if err != nil {

@@ -58,6 +58,11 @@ type Options struct {
 	// Blobs, when not nil, is used instead of opening BlobURL; the caller
 	// keeps ownership and closes it after the Index.
 	Blobs *blobstore.Store
+	// LooseBlobs gives a new blob store the loose layout (one object per
+	// blob and record) instead of packs (blobstore.OpenOptions.Loose);
+	// an existing store keeps its layout, and LooseBlobs on a store in
+	// the pack layout fails with blobstore.ErrLayout.
+	LooseBlobs bool
 	// Embedder names the embedder. Default embed.Default (hash/384);
 	// embed.None builds a BM25-only index.
 	Embedder embed.Spec
@@ -319,7 +324,7 @@ func openIndex(ctx context.Context, d *layout.Dir, gen string, opts *Options, re
 			return nil, fmt.Errorf("open index %s: it derives from the blob store %s, not %s; give that store (or none), or rebuild from the other one with escurel rebuild --blobs",
 				dir, blobstore.Redact(recorded), blobstore.Redact(blobURL))
 		}
-		if ix.blobs, err = blobstore.Open(ctx, blobURL); err != nil {
+		if ix.blobs, err = blobstore.OpenWith(ctx, blobURL, &blobstore.OpenOptions{Loose: opts.LooseBlobs}); err != nil {
 			return nil, err
 		}
 		ix.ownBlobs = true

@@ -80,7 +80,7 @@ func crashChild(dir string) {
 // the segment merges they trigger) leaves an index that opens, whose
 // full-text index matches its blocks exactly, and that holds every batch
 // it reported committed and no part of any other.
-// In the pack layout too (blobstore.UsePacks): a batch's pack is
+// In the pack layout (the default) and the loose one: a batch's pack is
 // published whole or not at all.
 func TestCrashDuringIngest(t *testing.T) {
 	if testing.Short() {
@@ -93,11 +93,13 @@ func TestCrashDuringIngest(t *testing.T) {
 
 func testCrashDuringIngest(t *testing.T, packs bool) {
 	dir := t.TempDir()
-	if packs {
-		if err := blobstore.UsePacks(context.Background(), fileURL(filepath.Join(dir, "blobs"))); err != nil {
-			t.Fatal(err)
-		}
+	// The store made first, in the layout asked for (the child opens
+	// it without options: the layout it records).
+	s, err := blobstore.OpenWith(context.Background(), fileURL(filepath.Join(dir, "blobs")), &blobstore.OpenOptions{Loose: !packs})
+	if err != nil {
+		t.Fatal(err)
 	}
+	s.Close()
 	rng := rand.New(rand.NewPCG(3, 4))
 	committed := 0
 	for round := 0; round < 4; round++ {

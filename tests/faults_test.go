@@ -3,11 +3,14 @@ package tests
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -149,8 +152,16 @@ func TestLiveRebuildDuringBulkIngest(t *testing.T) {
 // temporary files and an unfinished generation), the damage is reported
 // (Verify, deep; Open's ErrDamaged; GC's dry run), and one rebuild, or
 // gc, returns the index to its clean digest with no other step. It logs
-// the tally: faults tried, survived, documents lost.
+// the tally: faults tried, survived, documents lost. The blob and record
+// faults run on each layout (a packed entry's bytes damaged, a packed
+// blob gone); the others on the default layout, packs.
 func TestCrashAndRepairLoop(t *testing.T) {
+	for _, packs := range []bool{true, false} {
+		t.Run(map[bool]string{false: "loose", true: "packs"}[packs], func(t *testing.T) { testCrashAndRepairLoop(t, packs) })
+	}
+}
+
+func testCrashAndRepairLoop(t *testing.T, packs bool) {
 	ctx := context.Background()
 	src := writeDocs(t)
 	secret := filepath.Join(src, "secret.md")
@@ -185,6 +196,49 @@ func TestCrashAndRepairLoop(t *testing.T) {
 		name   string
 		damage func(t *testing.T, dir string) error
 		gc     bool // repaired by gc, not rebuild
+	}
+	packed := func(t *testing.T, dir, source string, kind byte) (string, int64, int64) {
+		s, err := openStore(filepath.Join(dir, "blobs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		r, err := s.GetRecord(ctx, blobstore.DocID(source))
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, _ := hex.DecodeString(r.DocID)
+		if kind == 'b' {
+			key, _ = hex.DecodeString(strings.TrimPrefix(r.BlobID, "sha256:"))
+		}
+		return packedEntry(t, filepath.Join(dir, "blobs"), kind, key)
+	}
+	flipPacked := func(t *testing.T, dir, source string, kind byte) error {
+		p, off, n := packed(t, dir, source, kind)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		data[off+n/2] ^= 0x20
+		return os.WriteFile(p, data, 0o600)
+	}
+	packFaults := []fault{
+		{"packed blob byte flipped", func(t *testing.T, dir string) error { return flipPacked(t, dir, filepath.Join(src, "one.md"), 'b') }, false},
+		{"packed blob gone", func(t *testing.T, dir string) error {
+			s, err := openStore(filepath.Join(dir, "blobs"))
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			r, err := s.GetRecord(ctx, blobstore.DocID(filepath.Join(src, "two.md")))
+			if err != nil {
+				return err
+			}
+			_, err = s.Repack(ctx, blobstore.RepackOptions{DropBlobs: []string{r.BlobID}, MinDead: 2})
+			return err
+		}, false},
+		{"packed record byte flipped", func(t *testing.T, dir string) error { return flipPacked(t, dir, filepath.Join(src, "one.md"), 'r') }, false},
+		{"packed restricted record byte flipped", func(t *testing.T, dir string) error { return flipPacked(t, dir, secret, 'r') }, false},
 	}
 	faults := []fault{
 		{"blob byte flipped", func(t *testing.T, dir string) error { return flip(blob(t, dir, filepath.Join(src, "one.md"))) }, false},
@@ -233,11 +287,18 @@ func TestCrashAndRepairLoop(t *testing.T) {
 			return nil
 		}, true},
 	}
+	if packs {
+		// The blob and record faults of the pack layout, and the others.
+		faults = append(packFaults, faults[6:]...)
+	} else {
+		faults = faults[:6]
+	}
 	survived, lost := 0, 0
 	for _, f := range faults {
 		t.Run(f.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "idx")
-			ix, err := index.Open(ctx, dir, nil)
+			// The layout asked for once; later opens read it from the store.
+			ix, err := index.Open(ctx, dir, &index.Options{LooseBlobs: !packs})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -355,4 +416,34 @@ func mustRead(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// packedEntry returns the pack file under the store root dir holding the
+// newest entry of kind ('b' a blob, 'r' a record) and key (a blob id's
+// 32 bytes, a doc id's 16), and where its data lies in it: the pack
+// format as blobstore/pack.go pins it.
+func packedEntry(t *testing.T, root string, kind byte, key []byte) (path string, off, n int64) {
+	t.Helper()
+	names, _ := filepath.Glob(filepath.Join(root, "packs", "*.pack"))
+	sort.Strings(names) // sequence order
+	const entrySize, trailerSize = 1 + 32 + 8 + 8 + 4, 32
+	for _, name := range names {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := data[len(data)-trailerSize:]
+		count := int(binary.LittleEndian.Uint32(tr[12:]))
+		at := binary.LittleEndian.Uint64(tr[16:])
+		for i := range count {
+			e := data[int(at)+i*entrySize:]
+			if e[0] == kind && bytes.Equal(e[1:1+len(key)], key) {
+				path, off, n = name, int64(binary.LittleEndian.Uint64(e[33:])), int64(binary.LittleEndian.Uint64(e[41:]))
+			}
+		}
+	}
+	if path == "" {
+		t.Fatalf("no packed entry %c %x under %s", kind, key, root)
+	}
+	return path, off, n
 }

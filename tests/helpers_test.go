@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	_ "gocloud.dev/blob/fileblob"
@@ -30,29 +29,24 @@ type env struct {
 	opts index.Options
 }
 
-// newEnv makes an env; its blob store is in the pack layout
-// (blobstore.UsePacks) when ESCUREL_TEST_PACKS is set, to run this package's
-// tests on packs.
+// newEnv makes an env; its blob store is in the pack layout (a new
+// store's default), or in the loose layout (index.Options.LooseBlobs)
+// when ESCUREL_TEST_LOOSE is set, to run this package's tests on it.
 func newEnv(t *testing.T, opts index.Options) *env {
 	t.Helper()
-	return newEnvLayout(t, opts, os.Getenv("ESCUREL_TEST_PACKS") != "")
+	return newEnvLayout(t, opts, os.Getenv("ESCUREL_TEST_LOOSE") == "")
 }
 
 // newEnvLayout makes an env whose blob store is in the pack layout when
-// packs is true.
+// packs is true, else in the loose layout.
 func newEnvLayout(t *testing.T, opts index.Options, packs bool) *env {
 	t.Helper()
 	e := &env{t: t, dir: t.TempDir(), opts: opts}
-	if packs && !strings.HasPrefix(opts.BlobURL, "mem:") {
-		u := opts.BlobURL
-		if u == "" {
-			u = fileURL(filepath.Join(e.dir, "blobs"))
-		}
-		if err := blobstore.UsePacks(context.Background(), u); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.opts.LooseBlobs = !packs
 	e.open()
+	if e.ix.Blobs().Packed() != packs {
+		t.Fatalf("the blob store's layout: packed %v, want %v", e.ix.Blobs().Packed(), packs)
+	}
 	t.Cleanup(func() { e.ix.Close() })
 	return e
 }

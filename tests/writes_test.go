@@ -17,13 +17,10 @@ import (
 // the error, and the blob store still describes what the index serves.
 // Names given twice, and names that match nothing, are handled as before.
 func TestDeleteStopsAtRecordItCannotRemove(t *testing.T) {
-	e := newEnv(t, index.Options{})
-	if e.ix.Blobs().Packed() {
-		// Its fault (a directory where the record's file goes) is the
-		// loose layout's; blobstore's TestSyncRemovalsFailure and the
-		// crash tests cover the pack layout.
-		t.Skip("a fault of the loose layout")
-	}
+	// Its fault (a directory where the record's file goes) is the loose
+	// layout's; blobstore's TestSyncRemovalsFailure and the crash tests
+	// cover the pack layout.
+	e := newEnvLayout(t, index.Options{}, false)
 	ctx := context.Background()
 	e.ingest("/docs/a.md", "Alpha quokka.\n")
 	e.ingest("/docs/b.md", "Beta quokka.\n")
@@ -89,13 +86,10 @@ func TestDeleteStopsAtRecordItCannotRemove(t *testing.T) {
 // record that cannot be published fails the batch with no row of it
 // committed, and nothing of it left but its blob (content-addressed).
 func TestIngestCommitsOnlyPublishedRecords(t *testing.T) {
-	e := newEnv(t, index.Options{})
-	if e.ix.Blobs().Packed() {
-		// Its fault (a directory where the record's file goes) is the
-		// loose layout's; blobstore's TestSyncRemovalsFailure and the
-		// crash tests cover the pack layout.
-		t.Skip("a fault of the loose layout")
-	}
+	// Its fault (a directory where the record's file goes) is the loose
+	// layout's; blobstore's TestSyncRemovalsFailure and the crash tests
+	// cover the pack layout.
+	e := newEnvLayout(t, index.Options{}, false)
 	ctx := context.Background()
 	e.ingest("/docs/a.md", "Alpha quokka.\n")
 	// b's record cannot be renamed into place: a non-empty directory there.

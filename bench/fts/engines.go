@@ -79,10 +79,11 @@ func openEngine(name, dir string, memBlobs bool) (Engine, error) {
 	return nil, fmt.Errorf("unknown engine %q", name)
 }
 
-// usePacks puts the index's file:// blob store in the pack layout when
-// -blob-packs is given.
-func usePacks(dir string, memBlobs bool) error {
-	if !*blobPacks || memBlobs {
+// useLoose gives the index's new file:// blob store the loose layout
+// (one file per blob and record) when -blob-loose is given; packs are
+// the default.
+func useLoose(dir string, memBlobs bool) error {
+	if !*blobLoose || memBlobs {
 		return nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -92,7 +93,11 @@ func usePacks(dir string, memBlobs bool) error {
 	if err != nil {
 		return err
 	}
-	return blobstore.UsePacks(context.Background(), "file://"+filepath.ToSlash(abs))
+	s, err := blobstore.OpenWith(context.Background(), "file://"+filepath.ToSlash(abs), &blobstore.OpenOptions{Loose: true})
+	if err != nil {
+		return err
+	}
+	return s.Close()
 }
 
 // escurel: BM25-only index (no vectors), file:// blob store unless
@@ -107,7 +112,7 @@ func openEscurel(dir string, memBlobs bool) (*escurelEngine, error) {
 	if memBlobs {
 		opts.BlobURL = "mem://"
 	}
-	if err := usePacks(dir, memBlobs); err != nil {
+	if err := useLoose(dir, memBlobs); err != nil {
 		return nil, err
 	}
 	ix, err := index.Open(context.Background(), dir, opts)
@@ -151,7 +156,7 @@ func openEscurelVectors(dir string, memBlobs bool, mode string) (*escurelEngine,
 	if memBlobs {
 		opts.BlobURL = "mem://"
 	}
-	if err := usePacks(dir, memBlobs); err != nil {
+	if err := useLoose(dir, memBlobs); err != nil {
 		return nil, err
 	}
 	ix, err := index.Open(context.Background(), dir, opts)

@@ -44,7 +44,7 @@ var (
 	shared     = flag.String("shared", "../../../shared/data", "the shared test data")
 	enginesF   = flag.String("engines", strings.Join(engineNames, ","), "engines to run")
 	memBlobs   = flag.Bool("mem-blobs", false, "give escurel a mem:// blob store (not durable: shows the index's own cost)")
-	blobPacks  = flag.Bool("blob-packs", false, "put escurel's file:// blob store in the pack layout (blobstore.UsePacks) before building it")
+	blobLoose  = flag.Bool("blob-loose", false, "give escurel's new file:// blob store the loose layout (one file per blob and record; blobstore.OpenOptions.Loose) instead of packs, the default")
 	jsonOut    = flag.String("json", "", "also write the results as JSON to this file")
 	childMode  = flag.String("child", "", "internal: corpus | build | baseline")
 	childName  = flag.String("engine", "", "internal: the engine a child builds")
@@ -235,8 +235,8 @@ func run() error {
 	if *memBlobs {
 		common = append(common, "-mem-blobs")
 	}
-	if *blobPacks {
-		common = append(common, "-blob-packs")
+	if *blobLoose {
+		common = append(common, "-blob-loose")
 	}
 	_, baseRSS, err := child(append([]string{"-child", "baseline"}, common...)...)
 	if err != nil {

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/escurel/escurel/blobstore"
 )
 
 // gc removes an orphan blob (the old bytes of a replaced document) and
@@ -15,6 +19,12 @@ import (
 // nothing; status --clearance restricted shows the reclaimable bytes,
 // status without it does not.
 func TestGC(t *testing.T) {
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) { testGC(t, l.flags) })
+	}
+}
+
+func testGC(t *testing.T, flags []string) {
 	tmp := t.TempDir()
 	idx, src := filepath.Join(tmp, "idx"), filepath.Join(tmp, "src")
 	os.MkdirAll(src, 0o755)
@@ -22,7 +32,7 @@ func TestGC(t *testing.T) {
 	old := "# A\n\nthe first version of a.\n"
 	os.WriteFile(doc, []byte(old), 0o644)
 	os.WriteFile(filepath.Join(src, "b.md"), []byte("# B\n\nanother document.\n"), 0o644)
-	if out, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 0 {
+	if out, errOut, code := run(t, nil, append(append([]string{"--index", idx}, flags...), "ingest", src)...); code != 0 {
 		t.Fatalf("ingest: exit %d\n%s%s", code, out, errOut)
 	}
 	os.WriteFile(doc, []byte("# A\n\nthe second version of a.\n"), 0o644)
@@ -30,9 +40,16 @@ func TestGC(t *testing.T) {
 		t.Fatalf("ingest: exit %d\n%s%s", code, out, errOut)
 	}
 	sum := sha256.Sum256([]byte(old))
-	orphan := filepath.Join(idx, "blobs", "blobs", "sha256", hex.EncodeToString(sum[:]))
-	if _, err := os.Stat(orphan); err != nil {
-		t.Fatalf("the old version's blob: %v", err)
+	orphanID := "sha256:" + hex.EncodeToString(sum[:])
+	stored := func() bool {
+		_, err := openBlobs(t, idx).Get(context.Background(), orphanID)
+		if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	if !stored() {
+		t.Fatal("the old version's blob is not stored")
 	}
 	blobTmp := filepath.Join(idx, "blobs", "documents", "0123456789abcdef0123456789abcdef.json.17f00ba4.tmp")
 	dirTmp := filepath.Join(idx, "CURRENT.tmp")
@@ -59,10 +76,13 @@ func TestGC(t *testing.T) {
 			t.Errorf("gc --dry-run output lacks %q:\n%s", want, out)
 		}
 	}
-	for _, p := range []string{orphan, blobTmp, dirTmp} {
+	for _, p := range []string{blobTmp, dirTmp} {
 		if _, err := os.Stat(p); err != nil {
 			t.Errorf("gc --dry-run removed %s", p)
 		}
+	}
+	if !stored() {
+		t.Error("gc --dry-run removed the orphan blob")
 	}
 
 	out, errOut, code = run(t, nil, "--index", idx, "gc")
@@ -74,10 +94,13 @@ func TestGC(t *testing.T) {
 			t.Errorf("gc output lacks %q:\n%s", want, out)
 		}
 	}
-	for _, p := range []string{orphan, blobTmp, dirTmp} {
+	for _, p := range []string{blobTmp, dirTmp} {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("gc left %s", p)
 		}
+	}
+	if stored() {
+		t.Error("gc left the orphan blob")
 	}
 	out, _, _ = run(t, nil, "--index", idx, "gc")
 	if !strings.Contains(out, "total              0 B") {

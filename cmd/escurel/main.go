@@ -141,6 +141,9 @@ type globals struct {
 	// Extraction limits (index.Options.Extract): a duration and a byte
 	// count as typed; "" means the defaults.
 	extractTimeout, maxUnzipped string
+	// looseBlobs gives a new blob store the loose layout
+	// (index.Options.LooseBlobs).
+	looseBlobs bool
 }
 
 // register adds the global flags to fs, with defaults from the environment.
@@ -151,6 +154,7 @@ func (m *Main) register(fs *flag.FlagSet, g *globals) {
 	fs.StringVar(&g.chunker, "chunker", m.Getenv("ESCUREL_CHUNKER"), "chunker spec (env ESCUREL_CHUNKER; default: the index's, default for a new one)")
 	fs.StringVar(&g.extractTimeout, "extract-timeout", m.Getenv("ESCUREL_EXTRACT_TIMEOUT"), "time limit of one document's extraction, e.g. 30s (env ESCUREL_EXTRACT_TIMEOUT; default 1m)")
 	fs.StringVar(&g.maxUnzipped, "max-unzipped-bytes", m.Getenv("ESCUREL_MAX_UNZIPPED_BYTES"), "bytes a DOCX may decompress to (env ESCUREL_MAX_UNZIPPED_BYTES; default 268435456, 256 MiB)")
+	fs.BoolVar(&g.looseBlobs, "loose-blobs", m.Getenv("ESCUREL_LOOSE_BLOBS") == "1", "a new blob store keeps one file per blob and record instead of packs (env ESCUREL_LOOSE_BLOBS=1)")
 }
 
 // plural is n and the noun, singular for 1: plural(2, "file", "files") is
@@ -175,7 +179,7 @@ func (m *Main) options(g globals) (*index.Options, error) {
 		return nil, usageError("--blobs %s keeps the blobs in this process's memory only: the index on disk "+
 			"would hold the only copy of the documents once escurel exits; use file:// or s3://", g.blobURL)
 	}
-	opts := &index.Options{BlobURL: g.blobURL}
+	opts := &index.Options{BlobURL: g.blobURL, LooseBlobs: g.looseBlobs}
 	if g.embedder != "" {
 		spec, err := embed.ParseSpec(g.embedder)
 		if err != nil {
@@ -272,6 +276,7 @@ func (m *Main) checkLive(g globals, rebuilding bool) error {
 	man := m.live.Manifest()
 	same := map[string]bool{
 		"blobs":              g.blobURL == "" || blobstore.SameURL(g.blobURL, m.live.Blobs().URL()),
+		"loose-blobs":        !g.looseBlobs || !m.live.Blobs().Packed(),
 		"embedder":           g.embedder == "" || rebuilding,
 		"chunker":            g.chunker == "" || rebuilding,
 		"extract-timeout":    g.extractTimeout == "" || rebuilding,
@@ -283,7 +288,7 @@ func (m *Main) checkLive(g globals, rebuilding bool) error {
 	if spec, err := chunk.ParseSpec(g.chunker); err == nil && spec.String() == man.Chunker {
 		same["chunker"] = true
 	}
-	for _, name := range []string{"blobs", "embedder", "chunker", "extract-timeout", "max-unzipped-bytes"} {
+	for _, name := range []string{"blobs", "loose-blobs", "embedder", "chunker", "extract-timeout", "max-unzipped-bytes"} {
 		if !same[name] {
 			return usageError("--%s: escurel serve holds %s with its own settings and runs this command on them; "+
 				"drop --%s, set it with rebuild, or stop the server", name, m.liveDir, name)
@@ -367,6 +372,8 @@ func (m *Main) dispatch(ctx context.Context, cmd string, g globals, rest []strin
 		return (&CompactCommand{m: m, g: g}).Run(ctx, rest)
 	case "gc":
 		return (&GCCommand{m: m, g: g}).Run(ctx, rest)
+	case "blobs":
+		return (&BlobsCommand{m: m, g: g}).Run(ctx, rest)
 	case "serve":
 		return (&ServeCommand{m: m, g: g}).Run(ctx, rest)
 	case "export":
@@ -394,6 +401,7 @@ func (m *Main) newFlagSet(name string, g *globals) *flag.FlagSet {
 	fs.StringVar(&g.chunker, "chunker", g.chunker, "chunker spec")
 	fs.StringVar(&g.extractTimeout, "extract-timeout", g.extractTimeout, "time limit of one extraction")
 	fs.StringVar(&g.maxUnzipped, "max-unzipped-bytes", g.maxUnzipped, "bytes a DOCX may decompress to")
+	fs.BoolVar(&g.looseBlobs, "loose-blobs", g.looseBlobs, "a new blob store keeps the loose layout")
 	return fs
 }
 

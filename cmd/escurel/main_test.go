@@ -308,9 +308,15 @@ func TestSearchModesCLI(t *testing.T) {
 // verify prints the digest and exits 1 on drift; rollback returns to the
 // generation before the rebuild, and verify agrees with its digest.
 func TestVerifyRollbackCLI(t *testing.T) {
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) { testVerifyRollbackCLI(t, l.flags) })
+	}
+}
+
+func testVerifyRollbackCLI(t *testing.T, flags []string) {
 	idx := filepath.Join(t.TempDir(), "idx")
 	src := goodDocs(t)
-	if _, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 0 {
+	if _, errOut, code := run(t, nil, append(append([]string{"--index", idx}, flags...), "ingest", src)...); code != 0 {
 		t.Fatal(errOut)
 	}
 	out, errOut, code := run(t, nil, "--index", idx, "verify", "--json")
@@ -342,16 +348,28 @@ func TestVerifyRollbackCLI(t *testing.T) {
 		t.Errorf("second rollback: exit %d %s", code, errOut)
 	}
 	// Drift: a blob lost; then a record removed behind the index's back.
-	blobs, _ := filepath.Glob(filepath.Join(idx, "blobs", "blobs", "sha256", "*"))
-	os.Rename(blobs[0], blobs[0]+".away")
+	ctx := context.Background()
+	store := openBlobs(t, idx)
+	recs, err := store.Records(ctx)
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("records: %d, %v", len(recs), err)
+	}
+	data, err := store.Get(ctx, recs[0].BlobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damageBlob(t, idx, recs[0].BlobID, "remove")
 	out, _, code = run(t, nil, "--index", idx, "verify")
 	if code != 1 || !strings.Contains(out, "records without blobs (cannot be rebuilt): 1") {
 		t.Errorf("verify with a lost blob: exit %d\n%s", code, out)
 	}
-	os.Rename(blobs[0]+".away", blobs[0])
+	if _, err := openBlobs(t, idx).Put(ctx, data); err != nil {
+		t.Fatal(err)
+	}
 	// Drift: a record removed behind the index's back.
-	recs, _ := filepath.Glob(filepath.Join(idx, "blobs", "documents", "*.json"))
-	os.Remove(recs[0])
+	if err := openBlobs(t, idx).DeleteRecord(ctx, recs[0].DocID); err != nil {
+		t.Fatal(err)
+	}
 	out, errOut, code = run(t, nil, "--index", idx, "verify")
 	if code != 1 || !strings.Contains(out, "rows without records: 1") || !strings.Contains(errOut, "drifted") {
 		t.Errorf("verify with a lost record: exit %d\n%s%s", code, out, errOut)

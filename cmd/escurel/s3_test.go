@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -75,10 +80,47 @@ func mustRun(t *testing.T, args ...string) string {
 // rebuild from the bucket alone into an empty directory reproduces the
 // writer's digest.
 func TestS3EveryCommand(t *testing.T) {
+	for i, l := range layouts {
+		t.Run(l.name, func(t *testing.T) { testS3EveryCommand(t, fmt.Sprintf("every%d", i), l.flags) })
+	}
+}
+
+func testS3EveryCommand(t *testing.T, name string, flags []string) {
 	ctx := context.Background()
 	srv := s3test.Start(t)
-	blobs := srv.Bucket(t, "every", "team/")
+	blobs := srv.Bucket(t, name, "team/")
 	bucket := openBucket(t, blobs)
+	loose := len(flags) > 0
+	// stored says whether the store holds data's blob, or a record of
+	// source: its object in the loose layout, a packed entry otherwise.
+	stored := func(data, source string) bool {
+		t.Helper()
+		key := blobKeyOf(data)
+		if source != "" {
+			key = "documents/" + blobstore.DocID(source) + ".json"
+		}
+		if loose {
+			ok, err := bucket.Exists(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ok
+		}
+		s, err := blobstore.Open(ctx, blobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if source != "" {
+			_, err = s.GetRecord(ctx, blobstore.DocID(source))
+		} else {
+			_, err = s.Get(ctx, "sha256:"+strings.TrimPrefix(key, "blobs/sha256/"))
+		}
+		if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
 	tmp := t.TempDir()
 	idx, src := filepath.Join(tmp, "idx"), filepath.Join(tmp, "src")
 	os.MkdirAll(src, 0o755)
@@ -91,11 +133,14 @@ func TestS3EveryCommand(t *testing.T) {
 	for name, data := range files {
 		os.WriteFile(filepath.Join(src, name), []byte(data), 0o644)
 	}
-	mustRun(t, "--index", idx, "--blobs", blobs, "ingest", src)
+	mustRun(t, append(append([]string{"--index", idx, "--blobs", blobs}, flags...), "ingest", src)...)
 	for _, data := range files {
-		if ok, err := bucket.Exists(ctx, blobKeyOf(data)); err != nil || !ok {
-			t.Fatalf("blob of %q not in the bucket: %v", data[:8], err)
+		if !stored(data, "") {
+			t.Fatalf("blob of %q not in the bucket", data[:8])
 		}
+	}
+	if s := openBlobsAt(t, blobs); s.Packed() == loose {
+		t.Fatalf("the bucket's layout: packed %v, want %v", s.Packed(), !loose)
 	}
 
 	// Reads.
@@ -130,21 +175,34 @@ func TestS3EveryCommand(t *testing.T) {
 	if out := mustRun(t, "--index", idx, "gc", "--dry-run"); !strings.Contains(out, "orphan blobs       1") {
 		t.Errorf("gc --dry-run:\n%s", out)
 	}
-	if ok, _ := bucket.Exists(ctx, blobKeyOf(oldNotes)); !ok {
+	if !stored(oldNotes, "") {
 		t.Fatal("gc --dry-run removed the orphan object")
 	}
 	if out := mustRun(t, "--index", idx, "gc"); !strings.Contains(out, "orphan blobs       1") {
 		t.Errorf("gc:\n%s", out)
 	}
-	if ok, _ := bucket.Exists(ctx, blobKeyOf(oldNotes)); ok {
+	if stored(oldNotes, "") {
 		t.Error("gc left the orphan object in the bucket")
 	}
 
 	// verify --deep reports an object damaged in the bucket, and a
 	// re-ingest of its source repairs it.
 	guide := filepath.Join(src, "guide.md")
-	if err := bucket.WriteAll(ctx, blobKeyOf(files["guide.md"]), []byte("# Guide\n\nsomething else entirely\n"), nil); err != nil {
-		t.Fatal(err)
+	if loose {
+		if err := bucket.WriteAll(ctx, blobKeyOf(files["guide.md"]), []byte("# Guide\n\nsomething else entirely\n"), nil); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		sum := sha256.Sum256([]byte(files["guide.md"]))
+		key, off := packedEntryInBucket(t, bucket, 'b', sum[:])
+		data, err := bucket.ReadAll(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[off+3] ^= 0x20
+		if err := bucket.WriteAll(ctx, key, data, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	out, errOut, code := run(t, nil, "--index", idx, "verify", "--deep")
 	if code != 1 || !strings.Contains(out, guide) || !strings.Contains(out, strings.TrimPrefix(blobKeyOf(files["guide.md"]), "blobs/sha256/")) {
@@ -155,14 +213,30 @@ func TestS3EveryCommand(t *testing.T) {
 
 	// delete: the record object goes; --purge: the blob object too.
 	mustRun(t, "--index", idx, "delete", filepath.Join(src, "old.md"))
-	if ok, _ := bucket.Exists(ctx, "documents/"+blobstore.DocID(filepath.Join(src, "old.md"))+".json"); ok {
+	if stored("", filepath.Join(src, "old.md")) {
 		t.Error("delete left the record object")
 	}
 	mustRun(t, "--index", idx, "delete", "--purge", filepath.Join(src, "gone.md"))
-	for _, key := range []string{blobKeyOf(files["gone.md"]), blobKeyOf(files["old.md"]),
-		"documents/" + blobstore.DocID(filepath.Join(src, "gone.md")) + ".json"} {
-		if ok, _ := bucket.Exists(ctx, key); ok {
-			t.Errorf("purge left %s in the bucket", key)
+	for _, data := range []string{files["gone.md"], files["old.md"]} {
+		if stored(data, "") {
+			t.Errorf("purge left the blob of %q in the bucket", data[:8])
+		}
+	}
+	if stored("", filepath.Join(src, "gone.md")) {
+		t.Error("purge left the record of gone.md in the bucket")
+	}
+	if !loose {
+		// Every byte of the purged document gone from every object.
+		it := bucket.List(nil)
+		for {
+			obj, err := it.Next(ctx)
+			if err != nil {
+				break
+			}
+			data, _ := bucket.ReadAll(ctx, obj.Key)
+			if strings.Contains(string(data), "wombat memo") || strings.Contains(string(data), "obsolete platypus") {
+				t.Errorf("purge left the bytes of a purged or deleted document in %s", obj.Key)
+			}
 		}
 	}
 	if out, _, _ := run(t, nil, "--index", idx, "search", "wombat"); strings.Contains(out, "gone.md") {
@@ -194,4 +268,56 @@ func TestS3EveryCommand(t *testing.T) {
 	}
 	mustRun(t, "--index", idx, "--blobs", blobs, "verify", "--deep")
 	mustRun(t, "--index", idx, "gc")
+}
+
+// openBlobsAt opens the blob store at u.
+func openBlobsAt(t *testing.T, u string) *blobstore.Store {
+	t.Helper()
+	s, err := blobstore.Open(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// packedEntryInBucket returns the pack object holding the newest entry
+// of kind and key in the bucket, and its data's offset (the format as
+// blobstore/pack.go pins it; packedEntry's, for a bucket).
+func packedEntryInBucket(t *testing.T, b *blob.Bucket, kind byte, key []byte) (string, int64) {
+	t.Helper()
+	ctx := context.Background()
+	var names []string
+	it := b.List(&blob.ListOptions{Prefix: "packs/"})
+	for {
+		obj, err := it.Next(ctx)
+		if err != nil {
+			break
+		}
+		if strings.HasSuffix(obj.Key, ".pack") {
+			names = append(names, obj.Key)
+		}
+	}
+	sort.Strings(names)
+	const entrySize, trailerSize = 1 + 32 + 8 + 8 + 4, 32
+	found, at := "", int64(0)
+	for _, name := range names {
+		data, err := b.ReadAll(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := data[len(data)-trailerSize:]
+		count := int(binary.LittleEndian.Uint32(tr[12:]))
+		idx := binary.LittleEndian.Uint64(tr[16:])
+		for i := range count {
+			e := data[int(idx)+i*entrySize:]
+			if e[0] == kind && bytes.Equal(e[1:1+len(key)], key) {
+				found, at = name, int64(binary.LittleEndian.Uint64(e[33:]))
+			}
+		}
+	}
+	if found == "" {
+		t.Fatalf("no packed entry %c %x in the bucket", kind, key)
+	}
+	return found, at
 }

@@ -151,10 +151,10 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	fmt.Fprintf(w, "full-text\t%d terms, %s, %.1f MB of posting lists, %d tombstones\n",
 		ft.Terms, plural(int(ft.Segments), "segment", "segments"), float64(ft.Bytes)/1e6, ft.Tombstones)
 	if reclaim != nil {
-		fmt.Fprintf(w, "reclaimable\t%s: %s (%s), %s kept for rollback (%s), %s (%s); escurel gc removes orphans and leftovers\n",
+		fmt.Fprintf(w, "reclaimable\t%s: %s (%s), %s kept for rollback (%s), %s (%s), dead bytes in packs %s; escurel gc removes orphans and leftovers (and rewrites packs past half dead)\n",
 			byteSize(reclaim.Bytes()), plural(reclaim.OrphanBlobs, "orphan blob", "orphan blobs"), byteSize(reclaim.OrphanBlobBytes),
 			plural(reclaim.OldGenerations, "generation", "generations"), byteSize(reclaim.OldGenerationBytes),
-			plural(reclaim.Leftovers, "leftover", "leftovers"), byteSize(reclaim.LeftoverBytes))
+			plural(reclaim.Leftovers, "leftover", "leftovers"), byteSize(reclaim.LeftoverBytes), byteSize(reclaim.PackDeadBytes))
 	}
 	if err := w.Flush(); err != nil {
 		return err

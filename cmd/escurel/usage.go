@@ -69,6 +69,12 @@ Commands:
   gc [--dry-run]          remove orphan blobs (no record names them) and
                           crash leftovers (temporary files, unfinished
                           generations); prints what it reclaimed
+  blobs pack              move a blob store of the loose layout (one file per
+                          blob and record; stores made before packs were the
+                          default, or with --loose-blobs) into packs: each
+                          pack durable before the loose files go; safe to
+                          run again after a crash; needs the index closed
+                          (stop escurel serve)
   compact                 merge the full-text segments, dropping the postings
                           of deleted blocks (also automatic past 20% dead);
                           rewrite the file into a new generation when a tenth
@@ -151,6 +157,9 @@ Global flags (also accepted after the command):
                           credentials from the usual environment
                           (AWS_*, GOOGLE_APPLICATION_CREDENTIALS,
                           AZURE_STORAGE_*), never from the URL
+  --loose-blobs           a new blob store keeps one file per blob and
+                          record instead of packs (env ESCUREL_LOOSE_BLOBS=1);
+                          an existing store keeps its layout
   --chunker SPEC          chunker (env ESCUREL_CHUNKER): default,
                           parent_child (small_to_big) or sentence_window,
                           with parameters, e.g.

@@ -1,0 +1,316 @@
+package blobstore
+
+// The multi-pack index: one object holding the in-memory index of the
+// packs (packIndex) as a Store last knew it, so that opening a store reads
+// one object instead of every pack's footer (git's multi-pack-index; the
+// segments file of Lucene). It is a cache: written after a Repack, at
+// Close, and after a batch when the packs it does not cover have grown by
+// a quarter; read on first use only when every pack it names is still
+// listed with the same size (else every footer is read, as without it),
+// and the packs listed that it does not name are read from their footers.
+// A stale or damaged one costs the footer reads, never a wrong answer.
+//
+//	"ESCMIDX1"
+//	u32 packs; per pack: u16 name length, name, u64 seq, i64 size,
+//	    i64 mod (Unix ns), i64 data bytes, u32 entries
+//	u64 blobs; per blob:   key 32, uvarint pack, off, n, u32 crc
+//	u64 records; per doc:  key 16, uvarint pack, off, n (0: tombstone), u32 crc
+//	u32 copies; per blob:  key 32, u32 count, count × u32 pack
+//	u32 crc32c of all the above
+//
+// The entries are the winners of each key (the newest), sorted by key:
+// what the in-memory tables hold once compacted.
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"sort"
+	"time"
+)
+
+const (
+	midxKey   = "packs/multi-pack-index"
+	midxMagic = "ESCMIDX1"
+)
+
+var errMidx = errors.New("multi-pack index damaged")
+
+// encodeMidx writes the index's packs and winning entries. The caller
+// holds x.mu (read).
+func (x *packIndex) encodeMidx() []byte {
+	var b bytes.Buffer
+	b.WriteString(midxMagic)
+	le := binary.LittleEndian
+	remap := make([]uint32, len(x.packs))
+	var live []*packInfo
+	for i, p := range x.packs {
+		if !p.gone {
+			remap[i] = uint32(len(live))
+			live = append(live, p)
+		}
+	}
+	b.Write(le.AppendUint32(nil, uint32(len(live))))
+	for _, p := range live {
+		b.Write(le.AppendUint16(nil, uint16(len(p.name))))
+		b.WriteString(p.name)
+		var f [8 * 4]byte
+		le.PutUint64(f[0:], p.seq)
+		le.PutUint64(f[8:], uint64(p.size))
+		le.PutUint64(f[16:], uint64(p.mod.UnixNano()))
+		le.PutUint64(f[24:], uint64(p.data))
+		b.Write(f[:])
+		b.Write(le.AppendUint32(nil, uint32(p.entries)))
+	}
+	var blobs, recs bytes.Buffer
+	nb, nr := 0, 0
+	// The pack, offset and length as uvarints (a tenth of the index's
+	// bytes: it duplicates the footers, on the same disk).
+	fields := func(w *bytes.Buffer, pack, off, n, crc uint32) {
+		var f [3*binary.MaxVarintLen32 + 4]byte
+		i := binary.PutUvarint(f[:], uint64(pack))
+		i += binary.PutUvarint(f[i:], uint64(off))
+		i += binary.PutUvarint(f[i:], uint64(n))
+		le.PutUint32(f[i:], crc)
+		w.Write(f[:i+4])
+	}
+	x.blobs.each(x.packs, func(e ent[[32]byte]) {
+		blobs.Write(e.key[:])
+		fields(&blobs, remap[e.pack], e.off, e.n, e.crc)
+		nb++
+	})
+	x.recs.each(x.packs, func(e ent[[16]byte]) {
+		recs.Write(e.key[:])
+		fields(&recs, remap[e.pack], e.off, e.n, e.crc)
+		nr++
+	})
+	b.Write(le.AppendUint64(nil, uint64(nb)))
+	b.Write(blobs.Bytes())
+	b.Write(le.AppendUint64(nil, uint64(nr)))
+	b.Write(recs.Bytes())
+	keys := make([][32]byte, 0, len(x.copies))
+	for k, ps := range x.copies {
+		for _, p := range ps {
+			if !x.packs[p].gone {
+				keys = append(keys, k)
+				break
+			}
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return cmp32(&keys[i], &keys[j]) < 0 })
+	b.Write(le.AppendUint32(nil, uint32(len(keys))))
+	for _, k := range keys {
+		var ps []uint32
+		for _, p := range x.copies[k] {
+			if !x.packs[p].gone {
+				ps = append(ps, remap[p])
+			}
+		}
+		b.Write(k[:])
+		b.Write(le.AppendUint32(nil, uint32(len(ps))))
+		for _, p := range ps {
+			b.Write(le.AppendUint32(nil, p))
+		}
+	}
+	b.Write(le.AppendUint32(nil, crc32.Checksum(b.Bytes(), castagnoli)))
+	return b.Bytes()
+}
+
+// midx is a decoded multi-pack index.
+type midx struct {
+	packs  []*packInfo
+	blobs  []ent[[32]byte]
+	recs   []ent[[16]byte]
+	copies map[[32]byte][]uint32
+}
+
+// decodeMidx decodes and checks a multi-pack index.
+func decodeMidx(data []byte) (*midx, error) {
+	if len(data) < len(midxMagic)+4 || string(data[:len(midxMagic)]) != midxMagic {
+		return nil, fmt.Errorf("no header: %w", errMidx)
+	}
+	body := data[:len(data)-4]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(data[len(data)-4:]) {
+		return nil, fmt.Errorf("checksum mismatch: %w", errMidx)
+	}
+	r := &midxReader{b: body[len(midxMagic):]}
+	m := &midx{copies: map[[32]byte][]uint32{}}
+	np := int(r.u32())
+	for i := 0; i < np && r.err == nil; i++ {
+		name := string(r.next(int(r.u16())))
+		p := &packInfo{name: name, seq: r.u64(), size: int64(r.u64()), mod: time.Unix(0, int64(r.u64())), data: int64(r.u64()), entries: int(r.u32())}
+		if seq, ok := parsePackName(name); r.err == nil && (!ok || seq != p.seq) {
+			return nil, fmt.Errorf("pack %q: %w", name, errMidx)
+		}
+		m.packs = append(m.packs, p)
+	}
+	nb := r.u64()
+	if r.err == nil && nb > uint64(len(r.b))/(32+3+4) {
+		return nil, fmt.Errorf("%d blobs: %w", nb, errMidx)
+	}
+	m.blobs = make([]ent[[32]byte], 0, nb)
+	for i := uint64(0); i < nb && r.err == nil; i++ {
+		var e ent[[32]byte]
+		copy(e.key[:], r.next(32))
+		e.pack, e.off, e.n, e.crc = r.uvarint(), r.uvarint(), r.uvarint(), r.u32()
+		m.blobs = append(m.blobs, e)
+	}
+	nr := r.u64()
+	if r.err == nil && nr > uint64(len(r.b))/(16+3+4) {
+		return nil, fmt.Errorf("%d records: %w", nr, errMidx)
+	}
+	m.recs = make([]ent[[16]byte], 0, nr)
+	for i := uint64(0); i < nr && r.err == nil; i++ {
+		var e ent[[16]byte]
+		copy(e.key[:], r.next(16))
+		e.pack, e.off, e.n, e.crc = r.uvarint(), r.uvarint(), r.uvarint(), r.u32()
+		m.recs = append(m.recs, e)
+	}
+	nc := int(r.u32())
+	for i := 0; i < nc && r.err == nil; i++ {
+		var k [32]byte
+		copy(k[:], r.next(32))
+		n := int(r.u32())
+		for j := 0; j < n && r.err == nil; j++ {
+			m.copies[k] = append(m.copies[k], r.u32())
+		}
+	}
+	if r.err != nil || len(r.b) != 0 {
+		return nil, fmt.Errorf("bad length: %w", errMidx)
+	}
+	// Every pack number in range, the entries sorted by key (a merge
+	// relies on it).
+	n := uint32(len(m.packs))
+	for i, e := range m.blobs {
+		if e.pack >= n || (i > 0 && cmp32(&m.blobs[i-1].key, &e.key) >= 0) {
+			return nil, fmt.Errorf("blob entry %d: %w", i, errMidx)
+		}
+	}
+	for i, e := range m.recs {
+		if e.pack >= n || (i > 0 && cmp16(&m.recs[i-1].key, &e.key) >= 0) {
+			return nil, fmt.Errorf("record entry %d: %w", i, errMidx)
+		}
+	}
+	for _, ps := range m.copies {
+		for _, p := range ps {
+			if p >= n {
+				return nil, fmt.Errorf("copy in pack %d: %w", p, errMidx)
+			}
+		}
+	}
+	return m, nil
+}
+
+// midxReader reads little-endian fields; past the end it sets err and
+// returns zeros.
+type midxReader struct {
+	b   []byte
+	err error
+}
+
+func (r *midxReader) next(n int) []byte {
+	if r.err != nil || n > len(r.b) {
+		r.err = errMidx
+		return make([]byte, n)
+	}
+	out := r.b[:n]
+	r.b = r.b[n:]
+	return out
+}
+
+func (r *midxReader) u16() uint16 { return binary.LittleEndian.Uint16(r.next(2)) }
+
+// uvarint reads an unsigned varint of at most 32 bits.
+func (r *midxReader) uvarint() uint32 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 || v > 1<<32-1 {
+		r.err = errMidx
+		return 0
+	}
+	r.b = r.b[n:]
+	return uint32(v)
+}
+func (r *midxReader) u32() uint32 { return binary.LittleEndian.Uint32(r.next(4)) }
+func (r *midxReader) u64() uint64 { return binary.LittleEndian.Uint64(r.next(8)) }
+
+// installMidx makes m the index's content when every pack it names is
+// listed now (present: name → size) with its size; it reports whether it
+// did. The index is empty (first use); the caller holds x.mu.
+func (x *packIndex) installMidx(m *midx, present map[string]int64) bool {
+	for _, p := range m.packs {
+		if size, ok := present[p.name]; !ok || size != p.size {
+			return false
+		}
+	}
+	for i, p := range m.packs {
+		x.packs = append(x.packs, p)
+		x.byName[p.name] = uint32(i)
+		x.maxSeq = max(x.maxSeq, p.seq)
+	}
+	if len(m.blobs) > 0 {
+		x.blobs.runs = [][]ent[[32]byte]{m.blobs}
+	}
+	if len(m.recs) > 0 {
+		x.recs.runs = [][]ent[[16]byte]{m.recs}
+	}
+	x.copies = m.copies
+	x.midxPacks, x.midxAdded, x.midxRemoved = len(m.packs), x.added, x.removed
+	return true
+}
+
+// writeMidx stores the index as the multi-pack index when this Store's
+// view differs from the stored one's: force, or packs removed since (the
+// stored one then names packs that are gone, and is not used), or at
+// least minAdded packs added (each a footer the next open reads beside
+// it). A failure leaves the old one, which the next open checks against
+// the listing as it would any stale one.
+func (s *Store) writeMidx(ctx context.Context, minAdded int) error {
+	x := s.px
+	x.mu.RLock()
+	added, removed := x.added, x.removed
+	if !x.loaded || (removed == x.midxRemoved && added-x.midxAdded < max(minAdded, 1)) {
+		x.mu.RUnlock()
+		return nil
+	}
+	data := x.encodeMidx()
+	n := x.livePacks()
+	x.mu.RUnlock()
+	if err := s.write(ctx, midxKey, data, "application/octet-stream"); err != nil {
+		return fmt.Errorf("write %s: %w", midxKey, err)
+	}
+	x.mu.Lock()
+	// What it describes: packs that came or went while it was written
+	// stay uncovered.
+	x.midxPacks, x.midxAdded, x.midxRemoved = n, added, removed
+	x.mu.Unlock()
+	return nil
+}
+
+// closeMidxAdded is how many packs a Store must have added (written, or
+// read from their footers) beyond the stored multi-pack index for Close
+// to write it again: a one-document CLI ingest on a large store does not
+// rewrite it (80 MB at 1M documents); the next open reads a few footers.
+const closeMidxAdded = 16
+
+// midxDue writes the multi-pack index after a batch once the packs it
+// does not cover are a quarter of those it does (and at least 64): the
+// bytes written stay proportional to the store's, and an open reads at
+// most that many footers beside it.
+func (s *Store) midxDue(ctx context.Context) {
+	x := s.px
+	x.mu.RLock()
+	covered := x.midxPacks
+	x.mu.RUnlock()
+	s.writeMidx(ctx, max(64, covered/4)) // a cache: a failure costs footer reads at the next open
+}
+
+// livePacks counts the packs not gone. The caller holds x.mu.
+func (x *packIndex) livePacks() int {
+	return len(x.byName)
+}

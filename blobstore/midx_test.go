@@ -1,0 +1,402 @@
+package blobstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/escurel/escurel/internal/s3test"
+)
+
+// footers returns how many pack footers s has read.
+func footers(s *Store) int {
+	s.px.mu.RLock()
+	defer s.px.mu.RUnlock()
+	return s.px.footersRead
+}
+
+// checkAll fails unless s reads every record of want (doc id → title;
+// "" deleted) and its blob.
+func checkAll(t *testing.T, s *Store, want map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	for doc, title := range want {
+		rec, err := s.GetRecord(ctx, doc)
+		if title == "" {
+			if !errors.Is(err, ErrNotFound) {
+				t.Fatalf("deleted %s: %+v, %v", doc, rec, err)
+			}
+			continue
+		}
+		if err != nil || rec.Title != title {
+			t.Fatalf("record %s: %+v, %v; want title %s", doc, rec, err, title)
+		}
+		if _, err := s.Get(ctx, rec.BlobID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := s.Records(ctx)
+	n := 0
+	for _, title := range want {
+		if title != "" {
+			n++
+		}
+	}
+	if err != nil || len(recs) != n {
+		t.Fatalf("Records: %d, %v; want %d", len(recs), err, n)
+	}
+}
+
+// The multi-pack index: an open after a Close reads it and no footer; one
+// that does not cover the newest packs (a writer that died) is used for
+// what it covers, the newer packs' footers read and their entries
+// winning; one naming a pack that is gone, or damaged, is ignored (every
+// footer read), and a pack damaged under it still fails closed.
+func TestMultiPackIndex(t *testing.T) {
+	ctx := context.Background()
+	srv := s3test.Start(t)
+	for name, u := range map[string]string{
+		"file": (&url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "blobs")}).String(),
+		"s3":   srv.Bucket(t, "midx", "p/"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			want := map[string]string{}
+			put := func(s *Store, round int, srcs ...string) {
+				t.Helper()
+				b := s.NewBatch()
+				for _, src := range srcs {
+					title := fmt.Sprintf("round %d", round)
+					id, err := b.Put(ctx, []byte(src+" "+title))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := b.PutRecord(ctx, testRecord(src, id, title)); err != nil {
+						t.Fatal(err)
+					}
+					want[DocID(src)] = title
+				}
+				if err := b.Sync(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a, err := Open(ctx, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range closeMidxAdded {
+				put(a, 0, fmt.Sprintf("/a/%d", i), fmt.Sprintf("/b/%d", i))
+			}
+			a.Close() // writes the multi-pack index: closeMidxAdded packs added
+			if name == "file" {
+				fi, err := os.Stat(filepath.Join(strings.TrimPrefix(u, "file://"), filepath.FromSlash(midxKey)))
+				if err != nil || fi.Mode().Perm() != 0o600 {
+					t.Fatalf("the multi-pack index: %v, %v; want a private file", fi, err)
+				}
+			}
+			b := reopen(t, a)
+			checkAll(t, b, want)
+			if n := footers(b); n != 0 {
+				t.Fatalf("an open after Close read %d footers, want 0", n)
+			}
+			// b writes newer versions, a removal and new documents, and
+			// dies without Close: its index stays the old one.
+			put(b, 1, "/a/1", "/c/1")
+			put(b, 2, "/a/2")
+			if err := b.DeleteRecord(ctx, DocID("/b/3")); err != nil {
+				t.Fatal(err)
+			}
+			want[DocID("/b/3")] = ""
+			stale, err := b.bucket.ReadAll(ctx, midxKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := reopen(t, a)
+			checkAll(t, c, want)
+			if n := footers(c); n != 3 {
+				t.Fatalf("an open over a stale index read %d footers, want the 3 it does not cover", n)
+			}
+			// A Repack removes packs (and writes the index); the old
+			// index put back names packs that are gone: ignored.
+			if _, err := c.Repack(ctx, RepackOptions{MinDead: 0}); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.write(ctx, midxKey, stale, ""); err != nil {
+				t.Fatal(err)
+			}
+			d := reopen(t, a)
+			checkAll(t, d, want)
+			all := 0
+			d.list(ctx, "packs/", false, func(n string, _ int64, _ time.Time) {
+				if _, ok := parsePackName(n); ok {
+					all++
+				}
+			})
+			if n := footers(d); n != all {
+				t.Fatalf("an open over an index naming gone packs read %d footers, want all %d", n, all)
+			}
+			// A damaged index: ignored.
+			bad := append([]byte(nil), stale...)
+			bad[len(bad)/2] ^= 1
+			if err := d.write(ctx, midxKey, bad, ""); err != nil {
+				t.Fatal(err)
+			}
+			e := reopen(t, a)
+			checkAll(t, e, want)
+			if n := footers(e); n != all {
+				t.Fatalf("an open over a damaged index read %d footers, want all %d", n, all)
+			}
+			if name != "file" {
+				return
+			}
+			// A fresh index, then a pack truncated under it: its size
+			// differs, so its footer is read, and records fail closed.
+			e.Close()
+			f := reopen(t, a)
+			f.GetRecord(ctx, DocID("/a/0"))
+			if n := footers(f); n != 0 {
+				t.Fatalf("an open after Close read %d footers", n)
+			}
+			dir := strings.TrimPrefix(u, "file://")
+			packs, _ := filepath.Glob(filepath.Join(dir, "packs", "*.pack"))
+			data, _ := os.ReadFile(packs[0])
+			os.WriteFile(packs[0], data[:len(data)-5], 0o600)
+			g := reopen(t, a)
+			if _, err := g.GetRecord(ctx, DocID("/c/1")); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("a record read with a pack damaged under the index: %v, want ErrCorrupt", err)
+			}
+		})
+	}
+}
+
+// BenchmarkOpenPacks measures a store's first lookup after Open (the
+// pack index loaded) at bench-fts's 100,000 passages: 230 packs of 435
+// blobs of 1.6 KB and their records, with the multi-pack index and
+// without it (every footer read). -benchtime 5x; ESCUREL_BENCH_DOCS
+// sets another count.
+func BenchmarkOpenPacks(b *testing.B) {
+	ctx := context.Background()
+	docs := 100_000
+	if v := os.Getenv("ESCUREL_BENCH_DOCS"); v != "" {
+		fmt.Sscan(v, &docs)
+	}
+	u := (&url.URL{Scheme: "file", Path: filepath.Join(b.TempDir(), "blobs")}).String()
+	s, err := Open(ctx, u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := strings.Repeat("passage text ", 120)
+	for i := 0; i < docs; {
+		batch := s.NewBatch()
+		for j := 0; j < 435 && i < docs; j, i = j+1, i+1 {
+			src := fmt.Sprintf("/bench/%d", i)
+			id, err := batch.Put(ctx, []byte(src+body))
+			if err == nil {
+				err = batch.PutRecord(ctx, testRecord(src, id, "t"))
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := batch.Sync(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s.Close()
+	midx, err := os.ReadFile(filepath.Join(strings.TrimPrefix(u, "file://"), "packs", "multi-pack-index"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []string{"footers", "midx"} {
+		b.Run(mode, func(b *testing.B) {
+			path := filepath.Join(strings.TrimPrefix(u, "file://"), "packs", "multi-pack-index")
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				if mode == "footers" {
+					os.Remove(path)
+				} else {
+					os.WriteFile(path, midx, 0o600)
+				}
+				b.StartTimer()
+				s, err := Open(ctx, u)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.GetRecord(ctx, DocID("/bench/7")); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if want := map[string]int{"footers": (docs + 434) / 435, "midx": 0}[mode]; footers(s) != want {
+					b.Fatalf("%d footers read, want %d", footers(s), want)
+				}
+				s.bucket.Close() // not Close: no index written
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(len(midx))/1e6, "midx-MB")
+		})
+	}
+}
+
+// PackStats counts the dead bytes: a record version replaced, a record
+// removed; a Repack at share 0 leaves none.
+func TestPackStatsDeadBytes(t *testing.T) {
+	ctx := context.Background()
+	s, _ := packedFileStore(t)
+	id, err := s.Put(ctx, []byte("bytes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := testRecord("/a", id, "one")
+	_, d1, _ := encodeRecordAs(v1, true)
+	if err := s.PutRecord(ctx, v1); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := s.PackStats(ctx); err != nil || st.DeadBytes != 0 || st.Packs != 2 {
+		t.Fatalf("PackStats = %+v, %v; want 2 packs, no dead byte", st, err)
+	}
+	v2 := testRecord("/a", id, "two")
+	_, d2, _ := encodeRecordAs(v2, true)
+	if err := s.PutRecord(ctx, v2); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := s.PackStats(ctx); st.DeadBytes != int64(len(d1)) {
+		t.Fatalf("after a new version: %+v, want %d dead bytes", st, len(d1))
+	}
+	if err := s.DeleteRecord(ctx, v2.DocID); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := s.PackStats(ctx); st.DeadBytes != int64(len(d1)+len(d2)) {
+		t.Fatalf("after a removal: %+v, want %d dead bytes", st, len(d1)+len(d2))
+	}
+	if _, err := s.Repack(ctx, RepackOptions{MinDead: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := s.PackStats(ctx); st.DeadBytes != 0 {
+		t.Fatalf("after Repack: %+v, want no dead byte", st)
+	}
+}
+
+// Repack with FoldBelow folds the small packs (single writes, removals'
+// tombstones) into one: the same reads, fewer packs; a crash that left
+// the small packs beside the folded one reads the same too.
+func TestRepackFolds(t *testing.T) {
+	ctx := context.Background()
+	s, dir := packedFileStore(t)
+	want := map[string]string{}
+	b := s.NewBatch()
+	for i := range 300 {
+		src := fmt.Sprintf("/big/%d", i)
+		id, err := b.Put(ctx, []byte(strings.Repeat(src, 40)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.PutRecord(ctx, testRecord(src, id, "big")); err != nil {
+			t.Fatal(err)
+		}
+		want[DocID(src)] = "big"
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		src := fmt.Sprintf("/small/%d", i)
+		id, err := s.Put(ctx, []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutRecord(ctx, testRecord(src, id, "v1")); err != nil {
+			t.Fatal(err)
+		}
+		want[DocID(src)] = "v1"
+	}
+	// A newer version and removals: records that older small packs hold
+	// are dead, and the tombstones must stay winning.
+	id, _ := s.Put(ctx, []byte("/small/3"))
+	s.PutRecord(ctx, testRecord("/small/3", id, "v2"))
+	want[DocID("/small/3")] = "v2"
+	for _, src := range []string{"/small/5", "/big/7"} {
+		if err := s.DeleteRecord(ctx, DocID(src)); err != nil {
+			t.Fatal(err)
+		}
+		want[DocID(src)] = ""
+	}
+	packs := func() []string {
+		var out []string
+		for _, f := range files(t, filepath.Join(dir, "packs")) {
+			if strings.HasSuffix(f, ".pack") {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	before := packs()
+	saved := map[string][]byte{}
+	for _, f := range before {
+		saved[f], _ = os.ReadFile(filepath.Join(dir, "packs", f))
+	}
+	checkAll(t, s, want)
+	res, err := s.Repack(ctx, RepackOptions{MinDead: 2, FoldBelow: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := packs()
+	if len(before) != 24 || res.Folded != 23 || len(after) != 2 {
+		t.Fatalf("Repack = %+v; packs %d → %d, want 24 → 2", res, len(before), len(after))
+	}
+	checkAll(t, s, want)
+	checkAll(t, reopen(t, s), want)
+	// The small packs back, as a crash before their removal leaves them.
+	for f, data := range saved {
+		os.WriteFile(filepath.Join(dir, "packs", f), data, 0o600)
+	}
+	os.Remove(filepath.Join(dir, "packs", "multi-pack-index"))
+	checkAll(t, reopen(t, s), want)
+}
+
+// decodeMidx never panics on a damaged index, even one whose checksum
+// was made to match: it errs, or yields entries in range.
+func TestDecodeMidxDamaged(t *testing.T) {
+	ctx := context.Background()
+	s, _ := packedFileStore(t)
+	for i := range 5 {
+		b := s.NewBatch()
+		for j := range 3 {
+			src := fmt.Sprintf("/%d/%d", i, j)
+			id, _ := b.Put(ctx, []byte(src))
+			b.PutRecord(ctx, testRecord(src, id, "t"))
+		}
+		if err := b.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.DeleteRecord(ctx, DocID("/1/1"))
+	s.px.mu.RLock()
+	good := s.px.encodeMidx()
+	s.px.mu.RUnlock()
+	if _, err := decodeMidx(good); err != nil {
+		t.Fatal(err)
+	}
+	seal := func(body []byte) []byte {
+		return binary.LittleEndian.AppendUint32(append([]byte(nil), body...), crc32.Checksum(body, castagnoli))
+	}
+	body := good[:len(good)-4]
+	for l := 0; l < len(body); l++ {
+		if _, err := decodeMidx(seal(body[:l])); err == nil {
+			t.Fatalf("an index cut at %d of %d bytes decodes", l, len(body))
+		}
+	}
+	for i := len(midxMagic); i < len(body); i++ {
+		for _, v := range []byte{0, 0xff, body[i] ^ 0x80} {
+			b := append([]byte(nil), body...)
+			b[i] = v
+			decodeMidx(seal(b)) // no panic; any error
+		}
+	}
+}

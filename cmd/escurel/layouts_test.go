@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/escurel/escurel/blobstore"
+)
+
+// layouts are the blob store layouts the CLI tests run on: the ingest
+// flags that make each (a new store is packed by default).
+var layouts = []struct {
+	name  string
+	flags []string
+}{{"packs", nil}, {"loose", []string{"--loose-blobs"}}}
+
+// openBlobs opens the blob store of the index idx (file://idx/blobs).
+func openBlobs(t *testing.T, idx string) *blobstore.Store {
+	t.Helper()
+	s, err := blobstore.Open(context.Background(), "file://"+filepath.Join(idx, "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// blobOf returns the blob id of the document at source, as its record
+// names it.
+func blobOf(t *testing.T, idx, source string) string {
+	t.Helper()
+	s := openBlobs(t, idx)
+	rec, err := s.GetRecord(context.Background(), blobstore.DocID(source))
+	if err != nil {
+		t.Fatalf("no record of %s: %v", source, err)
+	}
+	return rec.BlobID
+}
+
+// damageBlob flips a byte of blob id ("flip") or loses it ("remove"): its
+// file in the loose layout; in the pack layout, a byte of its entry, or
+// its packs rewritten without it.
+func damageBlob(t *testing.T, idx, id, how string) {
+	t.Helper()
+	s := openBlobs(t, idx)
+	if !s.Packed() {
+		p := filepath.Join(idx, "blobs", "blobs", "sha256", strings.TrimPrefix(id, "sha256:"))
+		if how == "remove" {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		data, _ := os.ReadFile(p)
+		data[3] ^= 0x20
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if how == "remove" {
+		if _, err := s.Repack(context.Background(), blobstore.RepackOptions{DropBlobs: []string{id}, MinDead: 2}); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	key, _ := hex.DecodeString(strings.TrimPrefix(id, "sha256:"))
+	p, off, _ := packedEntry(t, filepath.Join(idx, "blobs"), 'b', key)
+	data, _ := os.ReadFile(p)
+	data[off+3] ^= 0x20
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// packedEntry returns the pack file under the store root holding the
+// newest entry of kind ('b' a blob, 'r' a record) and key (a blob id's
+// 32 bytes, a doc id's 16), and where its data lies in it: the pack
+// format as blobstore/pack.go pins it.
+func packedEntry(t *testing.T, root string, kind byte, key []byte) (path string, off, n int64) {
+	t.Helper()
+	names, _ := filepath.Glob(filepath.Join(root, "packs", "*.pack"))
+	sort.Strings(names) // sequence order
+	const entrySize, trailerSize = 1 + 32 + 8 + 8 + 4, 32
+	for _, name := range names {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := data[len(data)-trailerSize:]
+		count := int(binary.LittleEndian.Uint32(tr[12:]))
+		at := binary.LittleEndian.Uint64(tr[16:])
+		for i := range count {
+			e := data[int(at)+i*entrySize:]
+			if e[0] == kind && bytes.Equal(e[1:1+len(key)], key) {
+				path, off, n = name, int64(binary.LittleEndian.Uint64(e[33:])), int64(binary.LittleEndian.Uint64(e[41:]))
+			}
+		}
+	}
+	if path == "" {
+		t.Fatalf("no packed entry %c %x under %s", kind, key, root)
+	}
+	return path, off, n
+}
+
+// escurel blobs pack moves a loose store into packs: the same digest,
+// no loose file left, the store packed; run again, it has nothing to do;
+// --loose-blobs on the packed store is refused.
+func TestBlobsPack(t *testing.T) {
+	src := goodDocs(t)
+	idx := filepath.Join(t.TempDir(), "idx")
+	if _, errOut, code := run(t, nil, "--index", idx, "--loose-blobs", "ingest", src); code != 0 {
+		t.Fatal(errOut)
+	}
+	if s := openBlobs(t, idx); s.Packed() {
+		t.Fatal("--loose-blobs made a packed store")
+	}
+	clean := digestOf(t, idx)
+	out, errOut, code := run(t, nil, "--index", idx, "blobs", "pack")
+	if code != 0 || !strings.Contains(out, "converted to the pack layout") || !strings.Contains(out, "packed        2 blobs, 2 records into 1 pack") {
+		t.Fatalf("blobs pack: exit %d\n%s%s", code, out, errOut)
+	}
+	loose, _ := filepath.Glob(filepath.Join(idx, "blobs", "blobs", "sha256", "*"))
+	recs, _ := filepath.Glob(filepath.Join(idx, "blobs", "documents", "*"))
+	if len(loose)+len(recs) != 0 {
+		t.Errorf("loose files left: %v %v", loose, recs)
+	}
+	if s := openBlobs(t, idx); !s.Packed() {
+		t.Error("the store is not packed after blobs pack")
+	}
+	if got := digestOf(t, idx); got != clean {
+		t.Errorf("digest after blobs pack %s, want %s", got, clean)
+	}
+	if out, errOut, code := run(t, nil, "--index", idx, "verify", "--deep"); code != 0 {
+		t.Errorf("verify --deep after blobs pack: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = run(t, nil, "--index", idx, "blobs", "pack")
+	if code != 0 || !strings.Contains(out, "in the pack layout already") || !strings.Contains(out, "into 0 packs") {
+		t.Errorf("blobs pack again: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := run(t, nil, "--index", idx, "--loose-blobs", "search", "platypus"); code == 0 || !strings.Contains(errOut, "pack layout") {
+		t.Errorf("--loose-blobs on a packed store: exit %d\n%s%s", code, out, errOut)
+	}
+}
