@@ -77,3 +77,22 @@ func TestPiecesMatchWhole(t *testing.T) {
 	}
 	t.Logf("%d texts with characters other than ASCII checked", checked)
 }
+
+// Standard/1 (StandardV1) does not drop default-ignorable code points
+// before cutting text into pieces, so pieces must match the whole with
+// them left in too: soft hyphens, zero-width spaces and joiners, word
+// joiners, variation selectors, the combining grapheme joiner and the
+// Mongolian vowel separator beside spaces and non-ASCII letters.
+func TestPiecesMatchWholeWithIgnorables(t *testing.T) {
+	texts := []string{
+		"co\u00ADoperate and zero\u200Bwidth",
+		"ü\u00AD b", "ü \u00ADb", "ü\u200D b c", "a \u200Db ü", "ü \u2060x y",
+		"x\uFE0F y ü", "ü\u200B x", "\u200B ü a", "ü a\u00AD b\u200C c",
+		"漢\u200B 字 a", "ü\u034F b", "über \u180Eb",
+	}
+	for _, text := range texts {
+		if diff := cmp.Diff(wholeWords(text), pieceWords(text)); diff != "" {
+			t.Errorf("%q: pieces differ from the whole (-whole +pieces):\n%s", text, diff)
+		}
+	}
+}

@@ -34,7 +34,8 @@ import (
 type Options struct {
 	// Token is a bearer token of the server's tokens file: the caller's
 	// name, clearance and write permission come from it. "" is a public,
-	// read-only caller.
+	// read-only caller. It is sent with every request, in clear over
+	// http://: use https:// for a server beyond this machine.
 	Token string
 	// HTTPClient sends the requests; nil is http.DefaultClient.
 	HTTPClient *http.Client
@@ -49,18 +50,24 @@ type Client struct {
 
 // New returns a client of the server at baseURL (for example
 // "http://127.0.0.1:7700", the address escurel serve prints). Errors: a
-// baseURL that is not an absolute http or https URL, or that carries a
-// query or fragment.
+// baseURL that is not an absolute http or https URL, or that carries user
+// information, a query or a fragment (a token goes in Options.Token); the
+// error never quotes the URL, which may hold a secret.
 func New(baseURL string, opts *Options) (*Client, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil {
-		return nil, fmt.Errorf("escurel client: base URL %q: %w", baseURL, err)
+		// url.Error quotes the whole URL: say only what is wrong.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("escurel client: base URL: %w", err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("escurel client: base URL %q: want http://host:port or https://host:port", baseURL)
+		return nil, errors.New("escurel client: base URL: want http://host:port or https://host:port")
 	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("escurel client: base URL %q: no query or fragment allowed", baseURL)
+	if u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return nil, fmt.Errorf("escurel client: base URL %s://%s…: no user information, query or fragment allowed (a token goes in Options.Token)", u.Scheme, u.Host)
 	}
 	c := &Client{base: strings.TrimSuffix(u.String(), "/"), http: http.DefaultClient}
 	if opts != nil {
@@ -94,6 +101,8 @@ type ErrorDetail struct {
 	Value    any    `json:"value,omitempty"`
 }
 
+// Error returns the problem as one line: "escurel server: 422
+// Unprocessable Entity: <detail>; body.k: <message>".
 func (e *Error) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "escurel server: %d %s", e.Status, e.Title)
@@ -224,6 +233,11 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	return out, nil
 }
 
+// MaxAnswerBytes bounds the answer the client reads, 1 GiB: a
+// document's text is the largest (files up to 100 MiB by default), and a
+// client must not be made to hold an unbounded answer.
+const MaxAnswerBytes = 1 << 30
+
 // do sends one request and decodes a 2xx answer into out, or any other
 // into an *Error.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, body []byte, out any) error {
@@ -251,16 +265,22 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 		return fmt.Errorf("escurel client: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
 	if err != nil {
 		return fmt.Errorf("escurel client: %s %s: reading the answer: %w", method, path, err)
 	}
+	if len(data) > MaxAnswerBytes {
+		return fmt.Errorf("escurel client: %s %s: the answer is over %d bytes (MaxAnswerBytes)", method, path, MaxAnswerBytes)
+	}
 	if resp.StatusCode/100 != 2 {
 		e := &Error{}
-		if segjson.Unmarshal(data, e) != nil || e.Status == 0 {
+		if segjson.Unmarshal(data, e) != nil || e.Title == "" && e.Detail == "" {
 			// Not a problem document (a proxy's page, say): keep what it said.
-			e = &Error{Status: resp.StatusCode, Title: http.StatusText(resp.StatusCode), Detail: strings.TrimSpace(string(truncate(data, 512)))}
+			e = &Error{Title: http.StatusText(resp.StatusCode), Detail: strings.TrimSpace(string(truncate(data, 512)))}
 		}
+		// The status line, not the body, says what happened: a body
+		// from elsewhere (a proxy) must not turn a 403 into a 404.
+		e.Status = resp.StatusCode
 		return e
 	}
 	if err := segjson.Unmarshal(data, out); err != nil {
