@@ -89,12 +89,10 @@ type Options struct {
 }
 
 // DefaultMemoryLimit is the default Options.MemoryLimit. What DuckDB does
-// not hold within it spills to the generation's .tmp directory (full-text
-// merges read their segments in bounded term ranges). DuckDB fills its
-// pool to the limit and keeps it: at 100k passages a build's peak RSS was
-// 511 MB over its baseline at 256MB, 371 MB at 128MB, with the same
-// ingest rate and query latencies; at 64MB query p50 rose about 15 %.
-const DefaultMemoryLimit = "128MB"
+// not hold within it spills to the generation's .tmp directory; a
+// 1M-passage build runs within it (full-text merges read their segments
+// in bounded term ranges).
+const DefaultMemoryLimit = "256MB"
 
 // ErrClosed is returned, possibly wrapped, by a call on a closed Index.
 var ErrClosed = errors.New("index: closed")

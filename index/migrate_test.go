@@ -265,7 +265,7 @@ func TestNoExtensionAutoinstall(t *testing.T) {
 // DuckDB's buffer pool is capped (Options.MemoryLimit), not 80% of the
 // machine, and its allocator flushes what it frees past 8 MB, not 128 MiB.
 func TestMemoryLimit(t *testing.T) {
-	for _, tc := range []struct{ opt, want string }{{"", "122.0 MiB"}, {"64MB", "61.0 MiB"}} {
+	for _, tc := range []struct{ opt, want string }{{"", "244.1 MiB"}, {"64MB", "61.0 MiB"}} {
 		ix, err := Open(context.Background(), t.TempDir(), &Options{BlobURL: "mem://", MemoryLimit: tc.opt})
 		if err != nil {
 			t.Fatal(err)
@@ -299,8 +299,8 @@ func TestSideDSNMemoryLimit(t *testing.T) {
 	if err := db.QueryRow(`SELECT current_setting('memory_limit')`).Scan(&v); err != nil {
 		t.Fatal(err)
 	}
-	if v != "122.0 MiB" {
-		t.Errorf("memory_limit = %q, want 122.0 MiB (DefaultMemoryLimit)", v)
+	if v != "244.1 MiB" {
+		t.Errorf("memory_limit = %q, want 244.1 MiB (DefaultMemoryLimit)", v)
 	}
 }
 
