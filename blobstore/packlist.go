@@ -95,9 +95,10 @@ func (s *Store) scanPacked(ctx context.Context, loose []string) ([]*Record, []Da
 	for _, p := range order {
 		g.Go(func() error {
 			its := byPack[p]
-			lo, hi := its[0].e.off, its[0].e.off+its[0].e.n
+			// In 64 bits: off+n of a damaged entry must not wrap.
+			lo, hi := uint64(its[0].e.off), uint64(its[0].e.off)+uint64(its[0].e.n)
 			for _, it := range its {
-				lo, hi = min(lo, it.e.off), max(hi, it.e.off+it.e.n)
+				lo, hi = min(lo, uint64(it.e.off)), max(hi, uint64(it.e.off)+uint64(it.e.n))
 			}
 			span, err := s.readRange(gctx, p.key(), int64(lo), int64(hi-lo))
 			if errors.Is(err, ErrNotFound) {
@@ -107,7 +108,7 @@ func (s *Store) scanPacked(ctx context.Context, loose []string) ([]*Record, []Da
 				var data []byte
 				rerr := err
 				if rerr == nil {
-					data = span[it.e.off-lo : it.e.off-lo+it.e.n]
+					data = span[uint64(it.e.off)-lo : uint64(it.e.off)-lo+uint64(it.e.n)]
 					if crc32.Checksum(data, castagnoli) != it.e.crc {
 						rerr = fmt.Errorf("%s: entry at %d+%d: checksum mismatch: %w", p.key(), it.e.off, it.e.n, ErrCorrupt)
 					}
