@@ -328,9 +328,15 @@ func (s *Store) readEntry(ctx context.Context, p *packInfo, off, n, crc uint32) 
 	return data, nil
 }
 
-// nextSeq returns a sequence number above every pack's.
+// nextSeq returns a sequence number above every pack's listed now: it
+// refreshes the list first (a stat on file://, listing again only when
+// packs/ changed; a listing on object stores), so a pack another Store
+// wrote before this one's write began is below it, and this write wins
+// over it (a removal over an older record). Two Stores writing at the
+// same moment may still take one number (the contract is one writing
+// index per blob store: ARCHITECTURE.md, storage contract).
 func (s *Store) nextSeq(ctx context.Context) (uint64, error) {
-	if err := s.loadPacks(ctx, false); err != nil {
+	if err := s.refreshPacks(ctx, true); err != nil {
 		return 0, err
 	}
 	x := s.px
