@@ -611,6 +611,13 @@ func (s *Store) read(ctx context.Context, key string) ([]byte, error) {
 func (s *Store) write(ctx context.Context, key string, data []byte, contentType string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if s.localDir != "" {
+		// fileblob's temporary file (key.<hex>.tmp) is under way from
+		// its creation to Close's rename or removal.
+		final := s.localPath(key)
+		writeStarted(final)
+		defer writeDone(final)
+	}
 	var f *os.File
 	w, err := s.bucket.NewWriter(ctx, key, &blob.WriterOptions{
 		ContentType: contentType,
