@@ -28,8 +28,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"path/filepath"
 	"sort"
 	"time"
+
+	"gocloud.dev/gcerrors"
 )
 
 const (
@@ -306,6 +309,24 @@ func (s *Store) writeMidx(ctx context.Context, minAdded int) error {
 	// What it describes: packs that came or went while it was written
 	// stay uncovered.
 	x.midxPacks, x.midxAdded, x.midxRemoved = n, added, removed
+	x.mu.Unlock()
+	return nil
+}
+
+// removeMidx removes the stored multi-pack index, durably; none is no
+// error. The next writeMidx writes it again (what it covered is reset).
+func (s *Store) removeMidx(ctx context.Context) error {
+	if err := s.bucket.Delete(ctx, midxKey); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return fmt.Errorf("remove %s: %w", midxKey, err)
+	}
+	if s.localDir != "" {
+		if err := syncDir(filepath.Join(s.localDir, "packs")); err != nil {
+			return fmt.Errorf("remove %s: %w", midxKey, err)
+		}
+	}
+	x := s.px
+	x.mu.Lock()
+	x.midxPacks, x.midxAdded, x.midxRemoved = 0, -1, -1
 	x.mu.Unlock()
 	return nil
 }

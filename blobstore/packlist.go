@@ -344,8 +344,15 @@ func (s *Store) Repack(ctx context.Context, opts RepackOptions) (*RepackResult, 
 	}
 	if res.Rewritten > 0 {
 		// Another Store's open would find the old one naming packs
-		// that are gone, and read every footer.
-		s.writeMidx(ctx, 1)
+		// that are gone, and read every footer. The old one also names
+		// the entries erased (a dropped blob's SHA-256, which confirms
+		// a guessed document): when it cannot be replaced it is
+		// removed, and when it cannot be removed either Repack fails.
+		if err := s.writeMidx(ctx, 1); err != nil {
+			if derr := s.removeMidx(ctx); derr != nil {
+				return res, fmt.Errorf("repack: %v; the old %s, which names the entries removed, is left: %w", err, midxKey, derr)
+			}
+		}
 	}
 	return res, nil
 }
