@@ -53,10 +53,33 @@ func mergeBlobInfos(packed, loose []BlobInfo) []BlobInfo {
 	return out
 }
 
+// scanTries bounds how many times scanPacked lists again when a pack it
+// listed was removed before it read it (another Store's Repack).
+const scanTries = 5
+
+// errPackGone is a listed pack that was removed before it was read.
+var errPackGone = errors.New("removed since the listing")
+
 // scanPacked is ScanRecords in the pack layout: the packed records (the
 // newest entry of each document, unless a tombstone), and the loose
-// records of the documents no pack names.
+// records of the documents no pack names. A pack removed between the
+// listing and its read (another Store's Repack wrote its live entries
+// into a new one first) makes it list again, up to scanTries times.
 func (s *Store) scanPacked(ctx context.Context, loose []string) ([]*Record, []DamagedRecord, error) {
+	for try := 1; ; try++ {
+		recs, damaged, err := s.scanPackedOnce(ctx, loose)
+		if errors.Is(err, errPackGone) {
+			if try < scanTries && ctx.Err() == nil {
+				continue
+			}
+			return nil, nil, fmt.Errorf("%w (listed %d times)", err, try)
+		}
+		return recs, damaged, err
+	}
+}
+
+// scanPackedOnce lists the packs and reads their records once.
+func (s *Store) scanPackedOnce(ctx context.Context, loose []string) ([]*Record, []DamagedRecord, error) {
 	if err := s.loadPacks(ctx, true); err != nil {
 		return nil, nil, fmt.Errorf("list records: %w", err)
 	}
@@ -102,7 +125,7 @@ func (s *Store) scanPacked(ctx context.Context, loose []string) ([]*Record, []Da
 			}
 			span, err := s.readRange(gctx, p.key(), int64(lo), int64(hi-lo))
 			if errors.Is(err, ErrNotFound) {
-				return fmt.Errorf("list records: %s: %w (rewritten meanwhile?)", p.key(), err)
+				return fmt.Errorf("list records: %s: %w: %w", p.key(), errPackGone, err)
 			}
 			for _, it := range its {
 				var data []byte
