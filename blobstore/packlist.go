@@ -386,7 +386,8 @@ func (s *Store) Repack(ctx context.Context, opts RepackOptions) (*RepackResult, 
 // they are removed. Every entry copied is a winner, so no pack between
 // the sequence numbers holds a newer one of its key: the new pack changes
 // no read, and a crash that leaves it beside ps neither (the same bytes
-// win).
+// win). An entry to copy whose CRC does not match stops it with
+// ErrCorrupt before anything is written or removed.
 func (s *Store) rewritePacks(ctx context.Context, ps []*packInfo, drop, erased map[[32]byte]bool) (before, after int64, err error) {
 	x := s.px
 	b := newPackBuilder()
@@ -423,6 +424,12 @@ func (s *Store) rewritePacks(ctx context.Context, ps []*packInfo, drop, erased m
 				live = ok && w.pack == self && uint64(w.off) == e.off
 			}
 			if live {
+				// Checked before it is copied: a fresh CRC must not seal
+				// damage that came after the caller's Records check.
+				if crc32.Checksum(data[e.off:e.off+e.n], castagnoli) != e.crc {
+					x.mu.RUnlock()
+					return 0, 0, fmt.Errorf("%s: entry at %d+%d: checksum mismatch: %w", p.key(), e.off, e.n, ErrCorrupt)
+				}
 				if err := b.add(e.kind, e.key, data[e.off:e.off+e.n]); err != nil {
 					x.mu.RUnlock()
 					return 0, 0, err
