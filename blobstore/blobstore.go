@@ -196,7 +196,11 @@ func OpenWith(ctx context.Context, urlstr string, opts *OpenOptions) (*Store, er
 // open footer reads, no error.
 func (s *Store) Close() error {
 	if s.px != nil {
-		s.writeMidx(context.Background(), closeMidxAdded)
+		// A cache: bounded, so an unreachable object store does not
+		// hold Close (the next open reads the footers instead).
+		ctx, cancel := context.WithTimeout(context.Background(), closeMidxTimeout)
+		s.writeMidx(ctx, closeMidxAdded)
+		cancel()
 	}
 	return s.bucket.Close()
 }

@@ -331,6 +331,9 @@ func (s *Store) removeMidx(ctx context.Context) error {
 	return nil
 }
 
+// closeMidxTimeout bounds Close's write of the multi-pack index.
+const closeMidxTimeout = 30 * time.Second
+
 // closeMidxAdded is how many packs a Store must have added (written, or
 // read from their footers) beyond the stored multi-pack index for Close
 // to write it again: a one-document CLI ingest on a large store does not

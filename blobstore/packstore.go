@@ -186,6 +186,25 @@ func (s *Store) loadPacks(ctx context.Context, again bool) error {
 // unchanged (git's "racy git" problem, solved the same way).
 const racyWindow = 50 * time.Millisecond
 
+// coarseRacyWindow replaces racyWindow when the directory's time has no
+// sub-second part: a file system that keeps times in whole seconds or
+// two (FAT, exFAT, SMB or NFS of such, some FUSE) may leave the time
+// unchanged for a pack added up to two seconds later. (On a file system
+// with finer times, a time that falls on a whole second only costs one
+// more listing.)
+const coarseRacyWindow = 2*time.Second + racyWindow
+
+// vouches reports whether a listing that started at at vouches for the
+// packs/ directory whose modification time is mod: no pack added since
+// can have left that time unchanged.
+func vouches(mod, at time.Time) bool {
+	window := racyWindow
+	if mod.Nanosecond() == 0 {
+		window = coarseRacyWindow
+	}
+	return at.Sub(mod) > window
+}
+
 // objectRefresh is how old a listing of an object store's packs may be
 // before a point read that found its entry lists them again.
 const objectRefresh = time.Second
@@ -209,7 +228,7 @@ func (s *Store) refreshPacks(ctx context.Context, missed bool) error {
 		if err != nil {
 			return fmt.Errorf("list packs: %w", err)
 		}
-		if fi.ModTime().Equal(mod) && at.Sub(mod) > racyWindow {
+		if fi.ModTime().Equal(mod) && vouches(mod, at) {
 			return nil
 		}
 	} else if !missed && time.Since(at) < objectRefresh {
