@@ -348,21 +348,75 @@ func (s *Store) readEntry(ctx context.Context, p *packInfo, off, n, crc uint32) 
 }
 
 // nextSeq returns a sequence number above every pack's listed now: it
-// refreshes the list first (a stat on file://, listing again only when
-// packs/ changed; a listing on object stores), so a pack another Store
-// wrote before this one's write began is below it, and this write wins
-// over it (a removal over an older record). Two Stores writing at the
-// same moment may still take one number (the contract is one writing
-// index per blob store: ARCHITECTURE.md, storage contract).
+// lists packs/ first (names only: one directory read on file://, a
+// listing on object stores) and takes the highest sequence number there,
+// so a pack another Store wrote before this one's write began is below
+// it, and this write wins over it (a removal over an older record). The
+// packs it finds are loaded by the next refresh, not here. Two Stores
+// writing at the same moment may still take one number (the contract is
+// one writing index per blob store: ARCHITECTURE.md, storage contract).
 func (s *Store) nextSeq(ctx context.Context) (uint64, error) {
-	if err := s.refreshPacks(ctx, true); err != nil {
+	if err := s.loadPacks(ctx, false); err != nil {
+		return 0, err
+	}
+	listed, err := s.listedMaxSeq(ctx)
+	if err != nil {
 		return 0, err
 	}
 	x := s.px
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.maxSeq++
+	x.maxSeq = max(x.maxSeq, listed) + 1
 	return x.maxSeq, nil
+}
+
+// listedMaxSeq returns the highest sequence number among the pack names
+// under packs/ (0: none).
+func (s *Store) listedMaxSeq(ctx context.Context) (uint64, error) {
+	// The highest name: pack names have one length and begin with their
+	// sequence number in 16 hex digits.
+	var top string
+	see := func(name string) {
+		if name > top {
+			top = name
+		}
+	}
+	if s.localDir != "" {
+		// Unsorted names, no stat: this runs at every batch's Sync.
+		d, err := os.Open(s.localPath("packs"))
+		if err != nil {
+			return 0, fmt.Errorf("list packs: %w", err)
+		}
+		defer d.Close()
+		for {
+			names, err := d.Readdirnames(1024)
+			for _, n := range names {
+				if _, ok := parsePackName(n); ok {
+					see(n)
+				}
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return 0, fmt.Errorf("list packs: %w", err)
+			}
+		}
+	} else {
+		err := s.list(ctx, "packs/", false, func(name string, _ int64, _ time.Time) {
+			if _, ok := parsePackName(name); ok {
+				see(name)
+			}
+		})
+		if err != nil {
+			return 0, fmt.Errorf("list packs: %w", err)
+		}
+	}
+	if top == "" {
+		return 0, nil
+	}
+	seq, _ := parsePackName(top)
+	return seq, nil
 }
 
 func randSuffix() string {
