@@ -153,7 +153,7 @@ func (b *Batch) addPacked(kind byte, key [32]byte, data []byte) error {
 		b.pk = newPackBuilder()
 	}
 	if b.pkFile != nil {
-		os.Remove(b.pkFile.tmp)
+		removeTemp(b.pkFile.tmp)
 		b.pkFile = nil
 	}
 	return b.pk.add(kind, key, data)
@@ -226,6 +226,7 @@ func (b *Batch) stage(key string, data []byte) error {
 	rand.Read(suffix[:])
 	tmp := final + "." + hex.EncodeToString(suffix[:]) + ".tmp"
 	b.keys[key] = true
+	tempStarted(tmp)
 	b.pending = append(b.pending, pendingFile{tmp: tmp, final: final, data: data})
 	return nil
 }
@@ -283,6 +284,7 @@ func FlushBatches(ctx context.Context, batches ...*Batch) error {
 		files[i] = b.pending[b.flushed:]
 		if b.packPending() {
 			b.pkFile = &pendingFile{tmp: filepath.Join(b.s.localDir, "packs", randSuffix()+".pack.tmp"), data: b.pk.bytes()}
+			tempStarted(b.pkFile.tmp)
 			files[i] = append(slices.Clip(files[i]), *b.pkFile)
 		}
 		g.Go(func() error { return writeTemps(files[i]) })
@@ -310,10 +312,10 @@ func FlushBatches(ctx context.Context, batches ...*Batch) error {
 // written.
 func (b *Batch) dropTemps() {
 	for _, p := range b.pending {
-		os.Remove(p.tmp)
+		removeTemp(p.tmp)
 	}
 	if b.pkFile != nil {
-		os.Remove(b.pkFile.tmp)
+		removeTemp(b.pkFile.tmp)
 	}
 	b.pending, b.keys, b.flushed = nil, map[string]bool{}, 0
 	b.pk, b.pkFile = nil, nil
@@ -343,7 +345,7 @@ func (b *Batch) Sync(ctx context.Context) error {
 	b.pending, b.keys, b.flushed = nil, map[string]bool{}, 0
 	fail := func(err error) error {
 		for _, p := range pending {
-			os.Remove(p.tmp)
+			removeTemp(p.tmp)
 		}
 		b.dropTemps()
 		return fmt.Errorf("sync blob store %s: %w", b.s.Redacted(), err)
@@ -353,6 +355,7 @@ func (b *Batch) Sync(ctx context.Context) error {
 		if err := os.Rename(p.tmp, p.final); err != nil {
 			return fail(err)
 		}
+		tempDone(p.tmp)
 		dirs[filepath.Dir(p.final)] = true
 	}
 	for d := range dirs {
@@ -375,7 +378,7 @@ func (b *Batch) syncPack(ctx context.Context) error {
 	}
 	fail := func(err error) error {
 		if file != nil {
-			os.Remove(file.tmp)
+			removeTemp(file.tmp)
 		}
 		return fmt.Errorf("sync blob store %s: %w", b.s.Redacted(), err)
 	}
@@ -392,6 +395,7 @@ func (b *Batch) syncPack(ctx context.Context) error {
 		if err := os.Rename(file.tmp, b.s.localPath(p.key())); err != nil {
 			return fail(err)
 		}
+		tempDone(file.tmp)
 		if err := syncDir(filepath.Join(b.s.localDir, "packs")); err != nil {
 			return fail(err)
 		}

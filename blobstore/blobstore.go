@@ -196,7 +196,11 @@ func OpenWith(ctx context.Context, urlstr string, opts *OpenOptions) (*Store, er
 // open footer reads, no error.
 func (s *Store) Close() error {
 	if s.px != nil {
-		s.writeMidx(context.Background(), closeMidxAdded)
+		// A cache: bounded, so an unreachable object store does not
+		// hold Close (the next open reads the footers instead).
+		ctx, cancel := context.WithTimeout(context.Background(), closeMidxTimeout)
+		s.writeMidx(ctx, closeMidxAdded)
+		cancel()
 	}
 	return s.bucket.Close()
 }
@@ -611,6 +615,13 @@ func (s *Store) read(ctx context.Context, key string) ([]byte, error) {
 func (s *Store) write(ctx context.Context, key string, data []byte, contentType string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if s.localDir != "" {
+		// fileblob's temporary file (key.<hex>.tmp) is under way from
+		// its creation to Close's rename or removal.
+		final := s.localPath(key)
+		writeStarted(final)
+		defer writeDone(final)
+	}
 	var f *os.File
 	w, err := s.bucket.NewWriter(ctx, key, &blob.WriterOptions{
 		ContentType: contentType,

@@ -80,9 +80,15 @@ type TempFile struct {
 	ModTime time.Time
 }
 
-// TempFiles lists the temporary files in a file:// store: a Batch's or the
-// file driver's (NAME.<suffix>.tmp beside the final name), which a crash
-// leaves behind. Other stores have none; the list is empty.
+// TempFiles lists the temporary files in a file:// store that a crash or
+// a failed write left behind: escurel's names only (LAYOUT.<hex>.tmp in
+// the root; under blobs/, documents/ and packs/, a Batch's or the file
+// driver's NAME.<hex>.tmp beside the final name and a batch's pack
+// packs/<hex>.pack.tmp), never another program's file that ends in .tmp.
+// The files of writes under way in this process (an unsynced Batch's) are
+// left out, so removing every file listed is safe while this process
+// writes, as long as no other process writes the store (one writing index
+// per blob store). Other stores have none; the list is empty.
 func (s *Store) TempFiles(ctx context.Context) ([]TempFile, error) {
 	if s.localDir == "" {
 		return nil, nil
@@ -91,8 +97,12 @@ func (s *Store) TempFiles(ctx context.Context) ([]TempFile, error) {
 	// The root's own: LAYOUT's, written once (createOnce).
 	if entries, err := os.ReadDir(s.localDir); err == nil {
 		for _, e := range entries {
-			if fi, err := e.Info(); err == nil && e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".tmp") {
-				out = append(out, TempFile{Path: filepath.Join(s.localDir, e.Name()), Size: fi.Size(), ModTime: fi.ModTime()})
+			path := filepath.Join(s.localDir, e.Name())
+			if !e.Type().IsRegular() || !isTempName(e.Name(), true) || tempLive(path) {
+				continue
+			}
+			if fi, err := e.Info(); err == nil {
+				out = append(out, TempFile{Path: path, Size: fi.Size(), ModTime: fi.ModTime()})
 			}
 		}
 	}
@@ -108,7 +118,7 @@ func (s *Store) TempFiles(ctx context.Context) ([]TempFile, error) {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if e.IsDir() || !strings.HasSuffix(e.Name(), ".tmp") {
+			if e.IsDir() || !isTempName(e.Name(), false) || tempLive(path) {
 				return nil
 			}
 			fi, err := e.Info()
@@ -125,11 +135,40 @@ func (s *Store) TempFiles(ctx context.Context) ([]TempFile, error) {
 	return out, nil
 }
 
+// isTempName reports whether name is one of escurel's temporary file
+// names: in the store's root (root) LAYOUT.<hex>.tmp only; below it
+// NAME.<hex>.tmp or <hex>.pack.tmp.
+func isTempName(name string, root bool) bool {
+	stem, ok := strings.CutSuffix(name, ".tmp")
+	if !ok {
+		return false
+	}
+	if h, ok := strings.CutSuffix(stem, ".pack"); ok && !root && isHex(h) {
+		return true
+	}
+	i := strings.LastIndexByte(stem, '.')
+	if i <= 0 || !isHex(stem[i+1:]) {
+		return false
+	}
+	return !root || stem[:i] == layoutKey
+}
+
+// isHex reports whether h is a non-empty string of lower-case hex digits.
+func isHex(h string) bool {
+	for _, c := range []byte(h) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return h != ""
+}
+
 // RemoveTemp removes a temporary file that TempFiles listed. It refuses a
-// path outside the store or not named as a temporary file.
+// path outside the store, not named as one of escurel's temporary files,
+// or of a write under way in this process.
 func (s *Store) RemoveTemp(path string) error {
 	rel, err := filepath.Rel(s.localDir, path)
-	if s.localDir == "" || err != nil || strings.HasPrefix(rel, "..") || !strings.HasSuffix(path, ".tmp") {
+	if s.localDir == "" || err != nil || strings.HasPrefix(rel, "..") || !isTempName(filepath.Base(path), filepath.Dir(rel) == ".") || tempLive(path) {
 		return fmt.Errorf("remove %s: not a temporary file of %s", path, s.Redacted())
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -169,11 +169,12 @@ func (s *Store) createOnce(ctx context.Context, key string, data []byte) (create
 	if s.localDir != "" {
 		final := s.localPath(key)
 		tmp := final + "." + randSuffix() + ".tmp"
+		tempStarted(tmp)
+		defer removeTemp(tmp)
 		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
 			return false, err
 		}
-		defer os.Remove(tmp)
 		_, err = f.Write(data)
 		if err == nil {
 			err = f.Sync()

@@ -28,8 +28,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"path/filepath"
 	"sort"
 	"time"
+
+	"gocloud.dev/gcerrors"
 )
 
 const (
@@ -139,12 +142,26 @@ func decodeMidx(data []byte) (*midx, error) {
 	r := &midxReader{b: body[len(midxMagic):]}
 	m := &midx{copies: map[[32]byte][]uint32{}}
 	np := int(r.u32())
+	// dataEnd[i]: where pack i's footer index starts (its entries' data
+	// lie between the magic and it), as parseIndex checks a footer.
+	var dataEnd []uint64
+	names := map[string]bool{}
 	for i := 0; i < np && r.err == nil; i++ {
 		name := string(r.next(int(r.u16())))
 		p := &packInfo{name: name, seq: r.u64(), size: int64(r.u64()), mod: time.Unix(0, int64(r.u64())), data: int64(r.u64()), entries: int(r.u32())}
-		if seq, ok := parsePackName(name); r.err == nil && (!ok || seq != p.seq) {
-			return nil, fmt.Errorf("pack %q: %w", name, errMidx)
+		if r.err != nil {
+			break
 		}
+		if seq, ok := parsePackName(name); !ok || seq != p.seq || names[name] {
+			return nil, fmt.Errorf("pack %q: bad or repeated name: %w", name, errMidx)
+		}
+		names[name] = true
+		// 64-bit sums of values below 2^32 and 2^63: no overflow.
+		head := uint64(len(packMagic)) + uint64(trailerSize) + uint64(p.entries)*entrySize
+		if p.size < 0 || p.size > packMaxBytes || p.data < 0 || p.entries < 0 || uint64(p.size) < head || uint64(p.data) > uint64(p.size)-head {
+			return nil, fmt.Errorf("pack %q: size %d, data %d, entries %d: %w", name, p.size, p.data, p.entries, errMidx)
+		}
+		dataEnd = append(dataEnd, uint64(p.size)-uint64(trailerSize)-uint64(p.entries)*entrySize)
 		m.packs = append(m.packs, p)
 	}
 	nb := r.u64()
@@ -181,17 +198,21 @@ func decodeMidx(data []byte) (*midx, error) {
 	if r.err != nil || len(r.b) != 0 {
 		return nil, fmt.Errorf("bad length: %w", errMidx)
 	}
-	// Every pack number in range, the entries sorted by key (a merge
-	// relies on it).
+	// Every pack number in range, every entry inside its pack's data
+	// (as parseIndex checks a footer's: a read allocates n bytes and
+	// slices at off), the entries sorted by key (a merge relies on it).
 	n := uint32(len(m.packs))
+	inside := func(pack, off, size uint32) bool {
+		return pack < n && (size == 0 || (uint64(off) >= uint64(len(packMagic)) && uint64(off)+uint64(size) <= dataEnd[pack]))
+	}
 	for i, e := range m.blobs {
-		if e.pack >= n || (i > 0 && cmp32(&m.blobs[i-1].key, &e.key) >= 0) {
-			return nil, fmt.Errorf("blob entry %d: %w", i, errMidx)
+		if !inside(e.pack, e.off, e.n) || (i > 0 && cmp32(&m.blobs[i-1].key, &e.key) >= 0) {
+			return nil, fmt.Errorf("blob entry %d (pack %d at %d+%d): %w", i, e.pack, e.off, e.n, errMidx)
 		}
 	}
 	for i, e := range m.recs {
-		if e.pack >= n || (i > 0 && cmp16(&m.recs[i-1].key, &e.key) >= 0) {
-			return nil, fmt.Errorf("record entry %d: %w", i, errMidx)
+		if !inside(e.pack, e.off, e.n) || (i > 0 && cmp16(&m.recs[i-1].key, &e.key) >= 0) {
+			return nil, fmt.Errorf("record entry %d (pack %d at %d+%d): %w", i, e.pack, e.off, e.n, errMidx)
 		}
 	}
 	for _, ps := range m.copies {
@@ -291,6 +312,27 @@ func (s *Store) writeMidx(ctx context.Context, minAdded int) error {
 	x.mu.Unlock()
 	return nil
 }
+
+// removeMidx removes the stored multi-pack index, durably; none is no
+// error. The next writeMidx writes it again (what it covered is reset).
+func (s *Store) removeMidx(ctx context.Context) error {
+	if err := s.bucket.Delete(ctx, midxKey); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return fmt.Errorf("remove %s: %w", midxKey, err)
+	}
+	if s.localDir != "" {
+		if err := syncDir(filepath.Join(s.localDir, "packs")); err != nil {
+			return fmt.Errorf("remove %s: %w", midxKey, err)
+		}
+	}
+	x := s.px
+	x.mu.Lock()
+	x.midxPacks, x.midxAdded, x.midxRemoved = 0, -1, -1
+	x.mu.Unlock()
+	return nil
+}
+
+// closeMidxTimeout bounds Close's write of the multi-pack index.
+const closeMidxTimeout = 30 * time.Second
 
 // closeMidxAdded is how many packs a Store must have added (written, or
 // read from their footers) beyond the stored multi-pack index for Close

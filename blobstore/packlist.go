@@ -53,10 +53,33 @@ func mergeBlobInfos(packed, loose []BlobInfo) []BlobInfo {
 	return out
 }
 
+// scanTries bounds how many times scanPacked lists again when a pack it
+// listed was removed before it read it (another Store's Repack).
+const scanTries = 5
+
+// errPackGone is a listed pack that was removed before it was read.
+var errPackGone = errors.New("removed since the listing")
+
 // scanPacked is ScanRecords in the pack layout: the packed records (the
 // newest entry of each document, unless a tombstone), and the loose
-// records of the documents no pack names.
+// records of the documents no pack names. A pack removed between the
+// listing and its read (another Store's Repack wrote its live entries
+// into a new one first) makes it list again, up to scanTries times.
 func (s *Store) scanPacked(ctx context.Context, loose []string) ([]*Record, []DamagedRecord, error) {
+	for try := 1; ; try++ {
+		recs, damaged, err := s.scanPackedOnce(ctx, loose)
+		if errors.Is(err, errPackGone) {
+			if try < scanTries && ctx.Err() == nil {
+				continue
+			}
+			return nil, nil, fmt.Errorf("%w (listed %d times)", err, try)
+		}
+		return recs, damaged, err
+	}
+}
+
+// scanPackedOnce lists the packs and reads their records once.
+func (s *Store) scanPackedOnce(ctx context.Context, loose []string) ([]*Record, []DamagedRecord, error) {
 	if err := s.loadPacks(ctx, true); err != nil {
 		return nil, nil, fmt.Errorf("list records: %w", err)
 	}
@@ -95,19 +118,20 @@ func (s *Store) scanPacked(ctx context.Context, loose []string) ([]*Record, []Da
 	for _, p := range order {
 		g.Go(func() error {
 			its := byPack[p]
-			lo, hi := its[0].e.off, its[0].e.off+its[0].e.n
+			// In 64 bits: off+n of a damaged entry must not wrap.
+			lo, hi := uint64(its[0].e.off), uint64(its[0].e.off)+uint64(its[0].e.n)
 			for _, it := range its {
-				lo, hi = min(lo, it.e.off), max(hi, it.e.off+it.e.n)
+				lo, hi = min(lo, uint64(it.e.off)), max(hi, uint64(it.e.off)+uint64(it.e.n))
 			}
 			span, err := s.readRange(gctx, p.key(), int64(lo), int64(hi-lo))
 			if errors.Is(err, ErrNotFound) {
-				return fmt.Errorf("list records: %s: %w (rewritten meanwhile?)", p.key(), err)
+				return fmt.Errorf("list records: %s: %w: %w", p.key(), errPackGone, err)
 			}
 			for _, it := range its {
 				var data []byte
 				rerr := err
 				if rerr == nil {
-					data = span[it.e.off-lo : it.e.off-lo+it.e.n]
+					data = span[uint64(it.e.off)-lo : uint64(it.e.off)-lo+uint64(it.e.n)]
 					if crc32.Checksum(data, castagnoli) != it.e.crc {
 						rerr = fmt.Errorf("%s: entry at %d+%d: checksum mismatch: %w", p.key(), it.e.off, it.e.n, ErrCorrupt)
 					}
@@ -343,8 +367,15 @@ func (s *Store) Repack(ctx context.Context, opts RepackOptions) (*RepackResult, 
 	}
 	if res.Rewritten > 0 {
 		// Another Store's open would find the old one naming packs
-		// that are gone, and read every footer.
-		s.writeMidx(ctx, 1)
+		// that are gone, and read every footer. The old one also names
+		// the entries erased (a dropped blob's SHA-256, which confirms
+		// a guessed document): when it cannot be replaced it is
+		// removed, and when it cannot be removed either Repack fails.
+		if err := s.writeMidx(ctx, 1); err != nil {
+			if derr := s.removeMidx(ctx); derr != nil {
+				return res, fmt.Errorf("repack: %v; the old %s, which names the entries removed, is left: %w", err, midxKey, derr)
+			}
+		}
 	}
 	return res, nil
 }
@@ -355,7 +386,8 @@ func (s *Store) Repack(ctx context.Context, opts RepackOptions) (*RepackResult, 
 // they are removed. Every entry copied is a winner, so no pack between
 // the sequence numbers holds a newer one of its key: the new pack changes
 // no read, and a crash that leaves it beside ps neither (the same bytes
-// win).
+// win). An entry to copy whose CRC does not match stops it with
+// ErrCorrupt before anything is written or removed.
 func (s *Store) rewritePacks(ctx context.Context, ps []*packInfo, drop, erased map[[32]byte]bool) (before, after int64, err error) {
 	x := s.px
 	b := newPackBuilder()
@@ -392,6 +424,12 @@ func (s *Store) rewritePacks(ctx context.Context, ps []*packInfo, drop, erased m
 				live = ok && w.pack == self && uint64(w.off) == e.off
 			}
 			if live {
+				// Checked before it is copied: a fresh CRC must not seal
+				// damage that came after the caller's Records check.
+				if crc32.Checksum(data[e.off:e.off+e.n], castagnoli) != e.crc {
+					x.mu.RUnlock()
+					return 0, 0, fmt.Errorf("%s: entry at %d+%d: checksum mismatch: %w", p.key(), e.off, e.n, ErrCorrupt)
+				}
 				if err := b.add(e.kind, e.key, data[e.off:e.off+e.n]); err != nil {
 					x.mu.RUnlock()
 					return 0, 0, err

@@ -186,6 +186,25 @@ func (s *Store) loadPacks(ctx context.Context, again bool) error {
 // unchanged (git's "racy git" problem, solved the same way).
 const racyWindow = 50 * time.Millisecond
 
+// coarseRacyWindow replaces racyWindow when the directory's time has no
+// sub-second part: a file system that keeps times in whole seconds or
+// two (FAT, exFAT, SMB or NFS of such, some FUSE) may leave the time
+// unchanged for a pack added up to two seconds later. (On a file system
+// with finer times, a time that falls on a whole second only costs one
+// more listing.)
+const coarseRacyWindow = 2*time.Second + racyWindow
+
+// vouches reports whether a listing that started at at vouches for the
+// packs/ directory whose modification time is mod: no pack added since
+// can have left that time unchanged.
+func vouches(mod, at time.Time) bool {
+	window := racyWindow
+	if mod.Nanosecond() == 0 {
+		window = coarseRacyWindow
+	}
+	return at.Sub(mod) > window
+}
+
 // objectRefresh is how old a listing of an object store's packs may be
 // before a point read that found its entry lists them again.
 const objectRefresh = time.Second
@@ -209,7 +228,7 @@ func (s *Store) refreshPacks(ctx context.Context, missed bool) error {
 		if err != nil {
 			return fmt.Errorf("list packs: %w", err)
 		}
-		if fi.ModTime().Equal(mod) && at.Sub(mod) > racyWindow {
+		if fi.ModTime().Equal(mod) && vouches(mod, at) {
 			return nil
 		}
 	} else if !missed && time.Since(at) < objectRefresh {
@@ -328,16 +347,76 @@ func (s *Store) readEntry(ctx context.Context, p *packInfo, off, n, crc uint32) 
 	return data, nil
 }
 
-// nextSeq returns a sequence number above every pack's.
+// nextSeq returns a sequence number above every pack's listed now: it
+// lists packs/ first (names only: one directory read on file://, a
+// listing on object stores) and takes the highest sequence number there,
+// so a pack another Store wrote before this one's write began is below
+// it, and this write wins over it (a removal over an older record). The
+// packs it finds are loaded by the next refresh, not here. Two Stores
+// writing at the same moment may still take one number (the contract is
+// one writing index per blob store: ARCHITECTURE.md, storage contract).
 func (s *Store) nextSeq(ctx context.Context) (uint64, error) {
 	if err := s.loadPacks(ctx, false); err != nil {
+		return 0, err
+	}
+	listed, err := s.listedMaxSeq(ctx)
+	if err != nil {
 		return 0, err
 	}
 	x := s.px
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.maxSeq++
+	x.maxSeq = max(x.maxSeq, listed) + 1
 	return x.maxSeq, nil
+}
+
+// listedMaxSeq returns the highest sequence number among the pack names
+// under packs/ (0: none).
+func (s *Store) listedMaxSeq(ctx context.Context) (uint64, error) {
+	// The highest name: pack names have one length and begin with their
+	// sequence number in 16 hex digits.
+	var top string
+	see := func(name string) {
+		if name > top {
+			top = name
+		}
+	}
+	if s.localDir != "" {
+		// Unsorted names, no stat: this runs at every batch's Sync.
+		d, err := os.Open(s.localPath("packs"))
+		if err != nil {
+			return 0, fmt.Errorf("list packs: %w", err)
+		}
+		defer d.Close()
+		for {
+			names, err := d.Readdirnames(1024)
+			for _, n := range names {
+				if _, ok := parsePackName(n); ok {
+					see(n)
+				}
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return 0, fmt.Errorf("list packs: %w", err)
+			}
+		}
+	} else {
+		err := s.list(ctx, "packs/", false, func(name string, _ int64, _ time.Time) {
+			if _, ok := parsePackName(name); ok {
+				see(name)
+			}
+		})
+		if err != nil {
+			return 0, fmt.Errorf("list packs: %w", err)
+		}
+	}
+	if top == "" {
+		return 0, nil
+	}
+	seq, _ := parsePackName(top)
+	return seq, nil
 }
 
 func randSuffix() string {

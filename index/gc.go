@@ -55,8 +55,8 @@ type GCResult struct {
 // pack of a blob store in the pack layout.
 const GCPackDeadShare = 0.5
 
-// GCPackFoldBelow is the size under which GC folds packs together (the
-// packs of single writes and of deletions' tombstones).
+// GCPackFoldBelow is the size in bytes (1 MiB) under which GC folds packs
+// together (the packs of single writes and of deletions' tombstones).
 const GCPackFoldBelow = 1 << 20
 
 // Bytes is the total size of what GC removed, in bytes.

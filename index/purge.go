@@ -33,6 +33,10 @@ type PurgeResult struct {
 	// deleted before). BlobBytes is their size.
 	Blobs     []string `json:"blobs"`
 	BlobBytes int64    `json:"blob_bytes"`
+	// BlobTempFiles are the blob store's temporary files removed (a
+	// crashed write's, which may hold a copy of a purged document): all
+	// of them, but those of writes under way in this process.
+	BlobTempFiles []string `json:"blob_temp_files"`
 	// Generation is the new live generation: the live database written
 	// into a fresh file, without the freed pages that held the text.
 	// FileBytes is its size.
@@ -222,6 +226,21 @@ func (ix *Index) purgeBlobs(ctx context.Context, s *state, res *PurgeResult) err
 		return fmt.Errorf("purge: the documents are deleted, but not all orphan blobs or older records are erased: %w (Purge again, or escurel gc removes the blobs)", err)
 	}
 	res.Blobs, res.BlobBytes = drop, dropBytes
+	// The blob store's temporary files: a crashed batch's pack
+	// (packs/<hex>.pack.tmp) holds whole documents. Every one, whatever
+	// its age: TempFiles leaves out this process's writes under way, and
+	// no other process writes the store (the LOCK; one writing index per
+	// blob store).
+	tmps, err := ix.blobs.TempFiles(ctx)
+	if err != nil {
+		return fmt.Errorf("purge: the documents are deleted, but the blob store's temporary files were not removed: %w (Purge again)", err)
+	}
+	for _, f := range tmps {
+		if err := ix.blobs.RemoveTemp(f.Path); err != nil {
+			return fmt.Errorf("purge: the documents are deleted, but not every blob store temporary file was removed: %w (Purge again)", err)
+		}
+		res.BlobTempFiles = append(res.BlobTempFiles, f.Path)
+	}
 	return nil
 }
 
