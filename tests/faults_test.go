@@ -3,14 +3,12 @@ package tests
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index"
+	"github.com/escurel/escurel/internal/packtest"
 	"github.com/escurel/escurel/rebuild"
 )
 
@@ -211,7 +210,7 @@ func testCrashAndRepairLoop(t *testing.T, packs bool) {
 		if kind == 'b' {
 			key, _ = hex.DecodeString(strings.TrimPrefix(r.BlobID, "sha256:"))
 		}
-		return packedEntry(t, filepath.Join(dir, "blobs"), kind, key)
+		return packtest.PackedEntry(t, filepath.Join(dir, "blobs"), kind, key)
 	}
 	flipPacked := func(t *testing.T, dir, source string, kind byte) error {
 		p, off, n := packed(t, dir, source, kind)
@@ -416,34 +415,4 @@ func mustRead(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return data
-}
-
-// packedEntry returns the pack file under the store root dir holding the
-// newest entry of kind ('b' a blob, 'r' a record) and key (a blob id's
-// 32 bytes, a doc id's 16), and where its data lies in it: the pack
-// format as blobstore/pack.go pins it.
-func packedEntry(t *testing.T, root string, kind byte, key []byte) (path string, off, n int64) {
-	t.Helper()
-	names, _ := filepath.Glob(filepath.Join(root, "packs", "*.pack"))
-	sort.Strings(names) // sequence order
-	const entrySize, trailerSize = 1 + 32 + 8 + 8 + 4, 32
-	for _, name := range names {
-		data, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr := data[len(data)-trailerSize:]
-		count := int(binary.LittleEndian.Uint32(tr[12:]))
-		at := binary.LittleEndian.Uint64(tr[16:])
-		for i := range count {
-			e := data[int(at)+i*entrySize:]
-			if e[0] == kind && bytes.Equal(e[1:1+len(key)], key) {
-				path, off, n = name, int64(binary.LittleEndian.Uint64(e[33:])), int64(binary.LittleEndian.Uint64(e[41:]))
-			}
-		}
-	}
-	if path == "" {
-		t.Fatalf("no packed entry %c %x under %s", kind, key, root)
-	}
-	return path, off, n
 }

@@ -1,17 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/hex"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
 	"github.com/escurel/escurel/blobstore"
+	"github.com/escurel/escurel/internal/packtest"
 )
 
 // layouts are the blob store layouts the CLI tests run on: the ingest
@@ -72,42 +70,12 @@ func damageBlob(t *testing.T, idx, id, how string) {
 		return
 	}
 	key, _ := hex.DecodeString(strings.TrimPrefix(id, "sha256:"))
-	p, off, _ := packedEntry(t, filepath.Join(idx, "blobs"), 'b', key)
+	p, off, _ := packtest.PackedEntry(t, filepath.Join(idx, "blobs"), 'b', key)
 	data, _ := os.ReadFile(p)
 	data[off+3] ^= 0x20
 	if err := os.WriteFile(p, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// packedEntry returns the pack file under the store root holding the
-// newest entry of kind ('b' a blob, 'r' a record) and key (a blob id's
-// 32 bytes, a doc id's 16), and where its data lies in it: the pack
-// format as blobstore/pack.go pins it.
-func packedEntry(t *testing.T, root string, kind byte, key []byte) (path string, off, n int64) {
-	t.Helper()
-	names, _ := filepath.Glob(filepath.Join(root, "packs", "*.pack"))
-	sort.Strings(names) // sequence order
-	const entrySize, trailerSize = 1 + 32 + 8 + 8 + 4, 32
-	for _, name := range names {
-		data, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr := data[len(data)-trailerSize:]
-		count := int(binary.LittleEndian.Uint32(tr[12:]))
-		at := binary.LittleEndian.Uint64(tr[16:])
-		for i := range count {
-			e := data[int(at)+i*entrySize:]
-			if e[0] == kind && bytes.Equal(e[1:1+len(key)], key) {
-				path, off, n = name, int64(binary.LittleEndian.Uint64(e[33:])), int64(binary.LittleEndian.Uint64(e[41:]))
-			}
-		}
-	}
-	if path == "" {
-		t.Fatalf("no packed entry %c %x under %s", kind, key, root)
-	}
-	return path, off, n
 }
 
 // escurel blobs pack moves a loose store into packs: the same digest,
