@@ -7,7 +7,8 @@ import (
 
 // A live rollback warms the generation it goes back to as the live state
 // was: what of its vectors, public ids and hits' documents the live state
-// had loaded is loaded before it serves, not by the first search after it.
+// had loaded is loaded before it serves, not by the first search after it,
+// and its posting cache holds the lists the live one had cached.
 func TestRollbackWarms(t *testing.T) {
 	ctx := context.Background()
 	ix, err := Open(ctx, t.TempDir(), nil)
@@ -38,22 +39,23 @@ func TestRollbackWarms(t *testing.T) {
 	if err := ix.Reload(ctx); err != nil || ix.Generation() != gen {
 		t.Fatalf("reload to %s: serving %s, %v", gen, ix.Generation(), err)
 	}
-	loaded := func() [3]bool {
+	loaded := func() [4]bool {
 		s, err := ix.acquire()
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.unref()
-		return [3]bool{s.vec.isLoaded(), s.pub.isLoaded(), s.hitDocs.isLoaded()}
+		terms, _ := s.fts.CacheStats()
+		return [4]bool{s.vec.isLoaded(), s.pub.isLoaded(), s.hitDocs.isLoaded(), terms > 0}
 	}
 	before := loaded()
-	if !before[0] || !before[2] {
-		t.Fatalf("before the rollback: vectors, public ids, hits' documents loaded %v: the reload did not warm them", before)
+	if !before[0] || !before[2] || !before[3] {
+		t.Fatalf("before the rollback: vectors, public ids, hits' documents, posting lists loaded %v: the reload did not warm them", before)
 	}
 	if _, _, err := ix.Rollback(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	if after := loaded(); after != before {
-		t.Errorf("vectors, public ids, hits' documents loaded %v after the rollback, %v before: want it as warm as the state it replaced", after, before)
+		t.Errorf("vectors, public ids, hits' documents, posting lists loaded %v after the rollback, %v before: want it as warm as the state it replaced", after, before)
 	}
 }

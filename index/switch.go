@@ -98,8 +98,8 @@ func (ix *Index) openWarm(ctx context.Context, gen string) (*state, error) {
 
 // openWarmFrom opens generation gen with the settings of old, the live
 // state (a generation of another embedding model, a re-embed's, adopts its
-// own), and warms it as old is: its vectors, public ids and hits'
-// documents are read now, not by the first search after the switch or
+// own), and warms it as old is: its vectors, public ids, hits'
+// documents and the posting lists old has cached are read now, not by the first search after the switch or
 // rollback (Lucene's IndexReaderWarmer). The caller holds writeMu; the
 // state returned has one reference, the caller's.
 func (ix *Index) openWarmFrom(ctx context.Context, old *state, gen string) (*state, error) {
@@ -118,6 +118,10 @@ func (ix *Index) openWarmFrom(ctx context.Context, old *state, gen string) (*sta
 		n, err = ix.openState(ctx, gen, want)
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := n.fts.WarmFrom(ctx, n.db, old.fts); err != nil {
+		n.unref()
 		return nil, err
 	}
 	if old.vec != nil && n.vec != nil && old.vec.isLoaded() {

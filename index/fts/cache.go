@@ -2,6 +2,12 @@ package fts
 
 import (
 	"container/list"
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -98,4 +104,85 @@ func (c *cache) clear() {
 	c.lru.Init()
 	clear(c.m)
 	c.bytes = 0
+}
+
+// WarmFrom fills ix's posting-list cache with the lists of the terms
+// old's cache holds, the most recently used first, until they fill ix's
+// cache: the warm-up of a generation about to replace old (Lucene's
+// IndexReaderWarmer), so that its first searches read the hot lists from
+// memory as they did on old instead of all reading fts_postings at once.
+// Terms are matched by their text (a rebuild may number them
+// differently); terms ix lacks are skipped. It reads db in one query,
+// under ix's read lock; old is only read. Errors are the query's.
+func (ix *Index) WarmFrom(ctx context.Context, db Querier, old *Index) error {
+	terms := old.hotTerms(ix.cache.max)
+	if len(terms) == 0 {
+		return nil
+	}
+	return ix.View(func() error {
+		var in strings.Builder
+		order := make([]int32, 0, len(terms)) // most recent first
+		for _, t := range terms {
+			id, ok := ix.ids.get(t)
+			if !ok {
+				continue
+			}
+			if in.Len() > 0 {
+				in.WriteByte(',')
+			}
+			in.WriteString(strconv.Itoa(int(id)))
+			order = append(order, id)
+		}
+		if len(order) == 0 {
+			return nil
+		}
+		lists := make(map[int32][]segList, len(order))
+		err := scan(ctx, db, `SELECT term_id, segment_id, data FROM fts_postings WHERE term_id IN (`+in.String()+`)`, func(r *sql.Rows) error {
+			var id, seg int32
+			var data []byte
+			if err := r.Scan(&id, &seg, &data); err != nil {
+				return err
+			}
+			lists[id] = append(lists[id], segList{seg, data, &skips{}})
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("fts: warm the posting cache: %w", err)
+		}
+		// The least recent first, so that the most recent ends at the front.
+		for i := len(order) - 1; i >= 0; i-- {
+			ls := lists[order[i]]
+			sort.Slice(ls, func(a, b int) bool { return ls[a].seg < ls[b].seg })
+			ix.cache.put(order[i], ls)
+		}
+		return nil
+	})
+}
+
+// hotTerms returns the terms of ix's cached lists, the most recently used
+// first, while their lists fit in budget bytes.
+func (ix *Index) hotTerms(budget int64) []string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	c := ix.cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var terms []string
+	var used int64
+	for el := c.lru.Front(); el != nil; el = el.Next() {
+		e := el.Value.(*entry)
+		if used += e.bytes; used > budget {
+			break
+		}
+		terms = append(terms, ix.ids.term(e.term))
+	}
+	return terms
+}
+
+// CacheStats returns how many terms have their posting lists in the
+// cache and the bytes those lists take (DefaultCacheBytes at most).
+func (ix *Index) CacheStats() (terms int, bytes int64) {
+	ix.cache.mu.Lock()
+	defer ix.cache.mu.Unlock()
+	return len(ix.cache.m), ix.cache.bytes
 }
