@@ -28,6 +28,7 @@ import (
 var (
 	overheadOnly = flag.Bool("overhead-only", false, "with -serve: measure the HTTP overhead (step 1) only")
 	noSwitch     = flag.Bool("no-switch", false, "with -serve: measure the HTTP overhead and the throughput (steps 1 and 2), not the live switch")
+	switchOnly   = flag.Bool("switch-only", false, "with -serve: measure the live switch (step 3) only")
 	serveModes   = flag.String("serve-modes", "bm25,hybrid", "with -serve: the search modes steps 1 and 2 measure, comma-separated")
 )
 
@@ -144,6 +145,9 @@ func serveBench(dir string) error {
 	}
 
 	// 1. Overhead, one query at a time; the first pass warms up.
+	if *switchOnly {
+		return switchStep(ix, edir, qs, modes, clientSearch)
+	}
 	fmt.Printf("%d passages, %d queries × %d passes, server at %s\n\n", *nFlag, len(qs), overheadPasses, ln.Addr())
 	fmt.Printf("%-8s %-14s %9s %9s\n", "mode", "path", "p50 ms", "p95 ms")
 	overhead := map[string]float64{}
@@ -252,8 +256,24 @@ func serveBench(dir string) error {
 	if *noSwitch {
 		return nil
 	}
+	return switchStep(ix, edir, qs, modes, clientSearch)
+}
 
-	// 3. Latency over HTTP around a live rebuild's switch.
+// switchStep is serveBench's step 3: latency over HTTP around a live
+// rebuild's switch. With -cpuprofile FILE, the process's CPU profile
+// from the end of the rebuild to the end of the step (the "after" phase
+// and the old generation's removal) goes to FILE.after.
+func switchStep(ix *index.Index, edir string, qs, modes []string, clientSearch func(q, mode string) (int, error)) error {
+	const window = 10 * time.Second
+	if *switchOnly { // warm up as steps 1 and 2 would have
+		for _, mode := range modes {
+			for _, q := range qs {
+				if _, err := clientSearch(q, mode); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	var mu sync.Mutex
 	var samples []sample
 	var stop atomic.Bool
@@ -284,6 +304,14 @@ func serveBench(dir string) error {
 	rebuildStart := time.Now()
 	sum, err := rebuild.Run(context.Background(), rebuild.Options{Dir: edir, Blobs: ix.Blobs(), Live: ix})
 	rebuildEnd := time.Now()
+	if *cpuProfile != "" {
+		if f, err := os.Create(*cpuProfile + ".after"); err == nil {
+			if err := pprof.StartCPUProfile(f); err == nil {
+				defer f.Close()
+				defer pprof.StopCPUProfile()
+			}
+		}
+	}
 	time.Sleep(window)
 	stop.Store(true)
 	wg.Wait()
