@@ -159,3 +159,33 @@ func TestWarmFromKeepsMostRecent(t *testing.T) {
 		t.Errorf("warmed terms (-want +got):\n%s", diff)
 	}
 }
+
+// Warming reads at most maxWarmTerms terms, the most recent.
+func TestWarmFromTermCap(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	old, err := Load(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bs []Block
+	for i := int64(1); i <= 80; i++ {
+		bs = append(bs, blk(i, fmt.Sprintf("t%d", i%8), ""))
+	}
+	write(t, old, db, bs, nil)
+	for i := 0; i < 8; i++ {
+		search(t, old, db, Query{Terms: []string{fmt.Sprintf("t%d", i)}, K: 3, Params: DefaultParams})
+	}
+	next, err := Load(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(n int) { maxWarmTerms = n }(maxWarmTerms)
+	maxWarmTerms = 3
+	if err := next.WarmFrom(ctx, db, old); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"t5", "t6", "t7"}, cachedTerms(next)); diff != "" {
+		t.Errorf("warmed terms (-want +got):\n%s", diff)
+	}
+}
