@@ -59,3 +59,44 @@ func TestRollbackWarms(t *testing.T) {
 		t.Errorf("vectors, public ids, hits' documents, posting lists loaded %v after the rollback, %v before: want it as warm as the state it replaced", after, before)
 	}
 }
+
+// Prewarm fills a cold generation's posting cache.
+func TestPrewarm(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix, err := Open(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []string{"/a.md", "/b.md", "/c.md"} {
+		if _, err := ix.Ingest(ctx, Input{Source: src, Data: []byte("# T\n\napples and pears " + src + "\n")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ix, err = Open(ctx, dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	cached := func() int {
+		s, err := ix.acquire()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.unref()
+		n, _ := s.fts.CacheStats()
+		return n
+	}
+	if n := cached(); n != 0 {
+		t.Fatalf("%d terms cached right after Open, want 0", n)
+	}
+	n, err := ix.Prewarm(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 || cached() != n {
+		t.Errorf("Prewarm says %d terms, the cache holds %d: want the same, > 0", n, cached())
+	}
+}

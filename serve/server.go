@@ -310,6 +310,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	go s.prewarm()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -343,6 +344,7 @@ func (s *Server) ServeStdio(ctx context.Context, c Caller, in io.ReadCloser, out
 		return err
 	}
 	defer s.Close()
+	go s.prewarm()
 	ctx = context.WithValue(ctx, callerKey{}, c)
 	err := s.MCPServer(c).Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
 	if err != nil && ctx.Err() != nil {
@@ -355,4 +357,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = jsonEncode(w, v)
+}
+
+// prewarm reads the hot part of the full-text index into memory
+// (Index.Prewarm) while the first requests are served, and logs what it
+// did; shutdown cancels it. A failure costs latency only: searches read
+// the lists they need themselves, as before.
+func (s *Server) prewarm() {
+	t0 := time.Now()
+	n, err := s.ix.Prewarm(s.stopping)
+	if err != nil {
+		if s.stopping.Err() == nil {
+			s.log.Warn("prewarm the posting cache", "err", err)
+		}
+		return
+	}
+	s.log.Info("posting cache prewarmed", "terms", n, "ms", time.Since(t0).Milliseconds())
 }

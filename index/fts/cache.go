@@ -1,10 +1,12 @@
 package fts
 
 import (
+	"container/heap"
 	"container/list"
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -54,6 +56,26 @@ func (c *cache) get(term int32) ([]segList, bool) {
 	}
 	c.lru.MoveToFront(el)
 	return el.Value.(*entry).lists, true
+}
+
+// putIfRoom caches lists for term if they fit beside what is cached,
+// evicting nothing; false when they do not fit.
+func (c *cache) putIfRoom(term int32, lists []segList) bool {
+	var n int64
+	for _, l := range lists {
+		n += int64(len(l.data)) + 16
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[term]; ok {
+		return true // a search cached it meanwhile
+	}
+	if n > c.max/4 || c.bytes+n > c.max {
+		return false
+	}
+	c.m[term] = c.lru.PushBack(&entry{term: term, lists: lists, bytes: n})
+	c.bytes += n
+	return true
 }
 
 func (c *cache) put(term int32, lists []segList) {
@@ -118,51 +140,170 @@ var maxWarmTerms = 20000 // a variable for tests
 // IndexReaderWarmer), so that its first searches read the hot lists from
 // memory as they did on old instead of all reading fts_postings at once.
 // Terms are matched by their text (a rebuild may number them
-// differently); terms ix lacks are skipped. It reads db in one query,
-// under ix's read lock; old is only read. Errors are the query's.
+// differently); terms ix lacks are skipped. It reads db by chunks of term
+// ids (fill), each under ix's read lock; old is only read. Errors are the
+// query's.
 func (ix *Index) WarmFrom(ctx context.Context, db Querier, old *Index) error {
 	terms := old.hotTerms(ix.cache.max)
 	if len(terms) == 0 {
 		return nil
 	}
-	return ix.View(func() error {
-		var in strings.Builder
-		order := make([]int32, 0, len(terms)) // most recent first
+	order := make([]int32, 0, len(terms)) // most recent first
+	ix.View(func() error {
 		for _, t := range terms {
-			id, ok := ix.ids.get(t)
-			if !ok {
+			if id, ok := ix.ids.get(t); ok {
+				order = append(order, id)
+			}
+		}
+		return nil
+	})
+	return ix.fill(ctx, db, order)
+}
+
+// WarmFrequent fills ix's posting-list cache with the lists of its most
+// frequent terms (by document frequency; the longest lists, the costliest
+// to read cold), as many as fit in the cache by an estimate of their
+// size from the segments' bytes per posting, and maxWarmTerms at most:
+// the warm-up of an index opened to serve many searches (escurel serve).
+// It reads db by chunks of term ids (fill), each under ix's read lock.
+// It returns how many terms it left cached (the estimate may overshoot,
+// and the least frequent are then evicted); errors are the query's.
+func (ix *Index) WarmFrequent(ctx context.Context, db Querier) (int, error) {
+	var order []int32
+	ix.View(func() error {
+		var bytes, postings int64
+		for _, s := range ix.segments {
+			bytes += s.bytes
+		}
+		h := &dfHeap{ix: ix}
+		for id := range ix.df {
+			d := ix.df[id][0]
+			if d <= 0 {
 				continue
 			}
-			if in.Len() > 0 {
+			postings += int64(d)
+			if h.Len() < maxWarmTerms {
+				heap.Push(h, int32(id))
+			} else if d > ix.df[h.ids[0]][0] {
+				h.ids[0] = int32(id)
+				heap.Fix(h, 0)
+			}
+		}
+		if postings == 0 {
+			return nil
+		}
+		ids := h.ids
+		sort.Slice(ids, func(a, b int) bool {
+			da, db := ix.df[ids[a]][0], ix.df[ids[b]][0]
+			return da > db || da == db && ids[a] < ids[b]
+		})
+		var est int64
+		for _, id := range ids {
+			size := int64(ix.df[id][0])*bytes/postings + 16
+			if size > ix.cache.max/4 { // put would refuse it
+				continue
+			}
+			if est += size; est > ix.cache.max {
+				break
+			}
+			order = append(order, id)
+		}
+		return nil
+	})
+	if err := ix.fill(ctx, db, order); err != nil {
+		return 0, err
+	}
+	ix.cache.mu.Lock()
+	defer ix.cache.mu.Unlock()
+	n := 0
+	for _, id := range order {
+		if _, ok := ix.cache.m[id]; ok {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// dfHeap is a min-heap of term ids by document frequency.
+type dfHeap struct {
+	ix  *Index
+	ids []int32
+}
+
+func (h *dfHeap) Len() int           { return len(h.ids) }
+func (h *dfHeap) Less(i, j int) bool { return h.ix.df[h.ids[i]][0] < h.ix.df[h.ids[j]][0] }
+func (h *dfHeap) Swap(i, j int)      { h.ids[i], h.ids[j] = h.ids[j], h.ids[i] }
+func (h *dfHeap) Push(x any)         { h.ids = append(h.ids, x.(int32)) }
+func (h *dfHeap) Pop() any {
+	x := h.ids[len(h.ids)-1]
+	h.ids = h.ids[:len(h.ids)-1]
+	return x
+}
+
+// warmChunk is how many terms fill reads in one query, under one hold
+// of the index's read lock: commits wait for at most one chunk (and
+// searches behind a waiting commit).
+var warmChunk = 2500 // a variable for tests
+
+// fill reads the posting lists of the terms in order (the most wanted
+// first) and caches them while the cache has room, evicting nothing: by
+// chunks of warmChunk terms, each read with its term-id range (DuckDB
+// skips the row groups outside it: a segment's rows are in term order)
+// and cached under the read lock it was read under, so that no commit or
+// merge falls between. The caller must not hold ix's lock.
+func (ix *Index) fill(ctx context.Context, db Querier, order []int32) error {
+	full := false
+	rank := make(map[int32]int, len(order))
+	for i, id := range order {
+		rank[id] = i
+	}
+	for len(order) > 0 {
+		chunk := slices.Clone(order[:min(warmChunk, len(order))])
+		order = order[len(chunk):]
+		slices.Sort(chunk)
+		var in strings.Builder
+		for i, id := range chunk {
+			if i > 0 {
 				in.WriteByte(',')
 			}
 			in.WriteString(strconv.Itoa(int(id)))
-			order = append(order, id)
 		}
-		if len(order) == 0 {
-			return nil
-		}
-		lists := make(map[int32][]segList, len(order))
-		err := scan(ctx, db, `SELECT term_id, segment_id, data FROM fts_postings WHERE term_id IN (`+in.String()+`)`, func(r *sql.Rows) error {
-			var id, seg int32
-			var data []byte
-			if err := r.Scan(&id, &seg, &data); err != nil {
+		q := fmt.Sprintf(`SELECT term_id, segment_id, data FROM fts_postings WHERE term_id BETWEEN %d AND %d AND term_id IN (%s)`,
+			chunk[0], chunk[len(chunk)-1], in.String())
+		err := ix.View(func() error {
+			lists := make(map[int32][]segList, len(chunk))
+			err := scan(ctx, db, q, func(r *sql.Rows) error {
+				var id, seg int32
+				var data []byte
+				if err := r.Scan(&id, &seg, &data); err != nil {
+					return err
+				}
+				lists[id] = append(lists[id], segList{seg, data, &skips{}})
+				return nil
+			})
+			if err != nil {
 				return err
 			}
-			lists[id] = append(lists[id], segList{seg, data, &skips{}})
+			slices.SortFunc(chunk, func(a, b int32) int { return rank[a] - rank[b] }) // most wanted first
+			for _, id := range chunk {
+				if ls := lists[id]; len(ls) > 0 { // none: the term left the index meanwhile
+					sort.Slice(ls, func(a, b int) bool { return ls[a].seg < ls[b].seg })
+					if !ix.cache.putIfRoom(id, ls) {
+						full = true
+						return nil
+					}
+				}
+			}
 			return nil
 		})
 		if err != nil {
 			return fmt.Errorf("fts: warm the posting cache: %w", err)
 		}
-		// The least recent first, so that the most recent ends at the front.
-		for i := len(order) - 1; i >= 0; i-- {
-			ls := lists[order[i]]
-			sort.Slice(ls, func(a, b int) bool { return ls[a].seg < ls[b].seg })
-			ix.cache.put(order[i], ls)
+		if full {
+			return nil
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // hotTerms returns the terms of ix's cached lists, the most recently used

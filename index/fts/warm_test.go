@@ -189,3 +189,83 @@ func TestWarmFromTermCap(t *testing.T) {
 		t.Errorf("warmed terms (-want +got):\n%s", diff)
 	}
 }
+
+// WarmFrequent caches the lists of the most frequent terms, as many as
+// the cache holds, and searches on them then read nothing.
+func TestWarmFrequent(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	ix, err := Load(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// f0 in every block, f1 in every 2nd, …, f59 in every 60th.
+	const terms = 60
+	var bs []Block
+	for i := int64(1); i <= 600; i++ {
+		var words []string
+		for f := int64(0); f < terms; f++ {
+			if i%(f+1) == 0 {
+				words = append(words, fmt.Sprintf("f%d", f))
+			}
+		}
+		bs = append(bs, blk(i, strings.Join(words, " "), ""))
+	}
+	write(t, ix, db, bs[:300], nil)
+	write(t, ix, db, bs[300:], nil) // two segments
+	q := Query{Terms: []string{"f0", "f2"}, K: 10, MaxLevel: 0, Params: DefaultParams}
+	want := search(t, ix, db, q)
+
+	for _, chunk := range []int{warmChunk, 7} {
+		t.Run(fmt.Sprintf("chunk=%d", chunk), func(t *testing.T) {
+			defer func(n int) { warmChunk = n }(warmChunk)
+			warmChunk = chunk
+			warmFrequent(t, db, q, want, terms)
+		})
+	}
+}
+
+func warmFrequent(t *testing.T, db *sql.DB, q Query, want []Hit, terms int) {
+	ctx := context.Background()
+	cold, err := Load(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Room for f0's list (a fifth of the lists' bytes: a list may take a
+	// quarter of the cache) and not for every list.
+	var bytes int64
+	for _, s := range cold.segments {
+		bytes += s.bytes
+	}
+	cold.cache = newCache(bytes * 9 / 10)
+	n, err := cold.WarmFrequent(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantTerms []string
+	for f := 0; f < n; f++ {
+		wantTerms = append(wantTerms, fmt.Sprintf("f%d", f))
+	}
+	sort.Strings(wantTerms)
+	if n < 3 || n >= terms {
+		t.Errorf("warmed %d of %d terms, want the most frequent that fit", n, terms)
+	}
+	if diff := cmp.Diff(wantTerms, cachedTerms(cold)); diff != "" {
+		t.Errorf("cached terms (-the %d most frequent +got):\n%s", n, diff)
+	}
+	counted := &countingDB{DB: db}
+	var got []Hit
+	if err := cold.View(func() error {
+		var err error
+		got, err = cold.Search(ctx, counted, q)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("after WarmFrequent (-want +got):\n%s", diff)
+	}
+	if n := counted.postings.Load(); n != 0 {
+		t.Errorf("%d posting queries for warmed terms, want 0", n)
+	}
+}
