@@ -98,10 +98,11 @@ func (ix *Index) openWarm(ctx context.Context, gen string) (*state, error) {
 
 // openWarmFrom opens generation gen with the settings of old, the live
 // state (a generation of another embedding model, a re-embed's, adopts its
-// own), and warms it as old is: its vectors, public ids, hits'
-// documents and the posting lists old has cached are read now, not by the first search after the switch or
-// rollback (Lucene's IndexReaderWarmer). The caller holds writeMu; the
-// state returned has one reference, the caller's.
+// own), and warms it as old is: its vectors, public ids, hits' documents
+// and the posting lists old has cached are read now, not by the first
+// search after the switch or rollback (Lucene's IndexReaderWarmer). The
+// caller holds writeMu; the state returned has one reference, the
+// caller's.
 func (ix *Index) openWarmFrom(ctx context.Context, old *state, gen string) (*state, error) {
 	// DuckDB would create a missing file: a generation to switch to exists.
 	if _, err := os.Stat(layout.GenerationPath(ix.dir, gen)); err != nil {

@@ -128,17 +128,18 @@ func (c *cache) clear() {
 	c.bytes = 0
 }
 
-// maxWarmTerms bounds the terms WarmFrom reads: the IN list of its one
-// query costs about 10 µs a term (at 100,000 passages: 10,000 terms 0.15
-// s, 50,000 0.47 s, 200,000 2.0 s; a scan of every list 1.0 s), and the
-// switch waits for it with writes held back.
+// maxWarmTerms bounds the terms a warm-up reads: an IN list of term ids
+// costs about 10 µs a term (at 100,000 passages, in one query: 10,000
+// terms 0.15 s, 50,000 0.47 s, 200,000 2.0 s; a scan of every list 1.0
+// s), and a switch waits for WarmFrom with writes held back.
 var maxWarmTerms = 20000 // a variable for tests
 
 // WarmFrom fills ix's posting-list cache with the lists of the terms
-// old's cache holds, the most recently used first, until they fill ix's
-// cache or maxWarmTerms (20,000) are read: the warm-up of a generation about to replace old (Lucene's
-// IndexReaderWarmer), so that its first searches read the hot lists from
-// memory as they did on old instead of all reading fts_postings at once.
+// old's cache holds, the most recently used first, while they fit and
+// up to maxWarmTerms (20,000): the warm-up of a generation about to
+// replace old (Lucene's IndexReaderWarmer), so that its first searches
+// read the hot lists from memory as they did on old instead of all
+// reading fts_postings at once.
 // Terms are matched by their text (a rebuild may number them
 // differently); terms ix lacks are skipped. It reads db by chunks of term
 // ids (fill), each under ix's read lock; old is only read. Errors are the
@@ -166,8 +167,9 @@ func (ix *Index) WarmFrom(ctx context.Context, db Querier, old *Index) error {
 // size from the segments' bytes per posting, and maxWarmTerms at most:
 // the warm-up of an index opened to serve many searches (escurel serve).
 // It reads db by chunks of term ids (fill), each under ix's read lock.
-// It returns how many terms it left cached (the estimate may overshoot,
-// and the least frequent are then evicted); errors are the query's.
+// It returns how many of those terms are cached when it ends (the
+// estimate may overshoot: the least frequent are then left out, and
+// nothing cached is evicted); errors are the query's.
 func (ix *Index) WarmFrequent(ctx context.Context, db Querier) (int, error) {
 	var order []int32
 	ix.View(func() error {
