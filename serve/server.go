@@ -310,9 +310,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	go s.prewarm()
+	warmed := make(chan struct{})
+	go func() { s.prewarm(); close(warmed) }()
+	defer func() { <-warmed }() // s.stop cancels it
 	select {
 	case err := <-errc:
+		s.stop()
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
@@ -343,8 +346,10 @@ func (s *Server) ServeStdio(ctx context.Context, c Caller, in io.ReadCloser, out
 	if err := index.CheckSensitivity(c.Clearance); err != nil {
 		return err
 	}
-	defer s.Close()
-	go s.prewarm()
+	warmed := make(chan struct{})
+	go func() { s.prewarm(); close(warmed) }()
+	defer func() { <-warmed }()
+	defer s.Close() // cancels the prewarm first
 	ctx = context.WithValue(ctx, callerKey{}, c)
 	err := s.MCPServer(c).Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
 	if err != nil && ctx.Err() != nil {

@@ -70,6 +70,9 @@ const overheadPasses = 3
 // queries run again in-process only and over HTTP only, each profiled:
 // FILE.local and FILE.http (their difference is the server's cost).
 func serveBench(dir string) error {
+	if *switchOnly && (*overheadOnly || *noSwitch) {
+		return fmt.Errorf("-switch-only runs step 3 alone: it does not go with -overhead-only or -no-switch")
+	}
 	edir, e, qs, err := hybridIndex(dir)
 	if err != nil {
 		return err
@@ -305,12 +308,15 @@ func switchStep(ix *index.Index, edir string, qs, modes []string, clientSearch f
 	sum, err := rebuild.Run(context.Background(), rebuild.Options{Dir: edir, Blobs: ix.Blobs(), Live: ix})
 	rebuildEnd := time.Now()
 	if *cpuProfile != "" {
-		if f, err := os.Create(*cpuProfile + ".after"); err == nil {
-			if err := pprof.StartCPUProfile(f); err == nil {
-				defer f.Close()
-				defer pprof.StopCPUProfile()
-			}
+		f, err := os.Create(*cpuProfile + ".after")
+		if err != nil {
+			return err
 		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("profile %s: %w", f.Name(), err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	time.Sleep(window)
 	stop.Store(true)

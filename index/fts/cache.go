@@ -59,7 +59,8 @@ func (c *cache) get(term int32) ([]segList, bool) {
 }
 
 // putIfRoom caches lists for term if they fit beside what is cached,
-// evicting nothing; false when they do not fit.
+// evicting nothing; false when the cache is full. A list over a quarter
+// of the cache, which put refuses too, is skipped (true).
 func (c *cache) putIfRoom(term int32, lists []segList) bool {
 	var n int64
 	for _, l := range lists {
@@ -70,7 +71,10 @@ func (c *cache) putIfRoom(term int32, lists []segList) bool {
 	if _, ok := c.m[term]; ok {
 		return true // a search cached it meanwhile
 	}
-	if n > c.max/4 || c.bytes+n > c.max {
+	if n > c.max/4 {
+		return true // put would refuse it too: skip it, not the terms after it
+	}
+	if c.bytes+n > c.max {
 		return false
 	}
 	c.m[term] = c.lru.PushBack(&entry{term: term, lists: lists, bytes: n})
