@@ -104,14 +104,15 @@ const DefaultMemoryLimit = "256MB"
 const defaultMemoryBytes = 256_000_000
 
 // The automatic memory_limit. DuckDB's ART indexes stay in its pool while
-// the file is open, pinned: about 14 MB per 100k passages, 140 MB at 1M,
-// where a fixed 128MB failed a build's full-text merge ("failed to pin
-// block", 122 of 122 MiB used) and 256MB passed. Everything else a write
+// the file is open and grow with it: 14-17 MB at 100k passages, 37-44 MB
+// at 300k, so about 140 MB at 1M, where a fixed 128MB failed a build's
+// full-text merge ("failed to pin block", 122 of 122 MiB used) and 256MB
+// passed. Everything else a write
 // needs (a merge's term range sorted, a batch's rows, the appenders) fits
 // in autoMemoryHeadroom: a 100k build passed at 64MB. The rest of the pool
 // (rows not yet checkpointed, cached blocks) is what a lower limit takes
-// from the process's RSS: at 100k passages a build peaked at 524-541 MB
-// at 256MB, 407-413 MB at 128MB. Variables for tests.
+// from the process's RSS: at 100k passages a build peaked at 526-553 MB
+// at 256MB, 407-425 MB at 128MB. Variables for tests.
 var (
 	autoMemoryFloor    int64 = 128 << 20
 	autoMemoryHeadroom int64 = 112 << 20
