@@ -109,7 +109,9 @@ const defaultMemoryBytes = 256_000_000
 // full-text merge ("failed to pin block", 122 of 122 MiB used) and 256MB
 // passed. Everything else a write
 // needs (a merge's term range sorted, a batch's rows, the appenders) fits
-// in autoMemoryHeadroom: a 100k build passed at 64MB. The rest of the pool
+// in autoMemoryHeadroom: a 100k build passed at 64MB (ART 14 MB), a 300k
+// build at 128MB (ART 44 MB) but not at 96MB (its last merge failed with
+// ART 41 MB). The rest of the pool
 // (rows not yet checkpointed, cached blocks) is what a lower limit takes
 // from the process's RSS: at 100k passages a build peaked at 526-553 MB
 // at 256MB, 407-425 MB at 128MB. Variables for tests.
