@@ -78,8 +78,11 @@ type Options struct {
 	// GOMAXPROCS. Not recorded: it changes speed, never rows.
 	Workers int
 	// MemoryLimit caps DuckDB's buffer pool, in DuckDB's notation ("512MB",
-	// "4GB"). Default DefaultMemoryLimit; DuckDB's own default is 80% of
-	// the machine's memory, which an embedded library should not claim.
+	// "4GB"), fixed. Default: automatic, a file is opened (its write-ahead
+	// log replayed) at DefaultMemoryLimit, then the pool follows what the
+	// file's indexes pin (see DefaultMemoryLimit). DuckDB's own default is
+	// 80% of the machine's memory, which an embedded library should not
+	// claim.
 	MemoryLimit string
 	// Extract bounds each extraction: its time limit and how many bytes a
 	// compressed container (a DOCX) may decompress to. The zero value means
@@ -88,11 +91,35 @@ type Options struct {
 	Extract extract.Limits
 }
 
-// DefaultMemoryLimit is the default Options.MemoryLimit. What DuckDB does
-// not hold within it spills to the generation's .tmp directory; a
-// 1M-passage build runs within it (full-text merges read their segments
-// in bounded term ranges).
+// DefaultMemoryLimit is the memory_limit a file is opened with when
+// Options.MemoryLimit is empty (and that of the opens that read a file
+// without an Index). Once the file is open the limit is automatic
+// (state.fitMemory): autoMemoryFloor, or what DuckDB's ART indexes (the
+// tables' keys, fts_postings' term_id) take plus autoMemoryHeadroom when
+// that is more. What DuckDB does not hold within its limit spills to the
+// generation's .tmp directory.
 const DefaultMemoryLimit = "256MB"
+
+// defaultMemoryBytes is DefaultMemoryLimit in bytes (DuckDB's MB is 10^6).
+const defaultMemoryBytes = 256_000_000
+
+// The automatic memory_limit. DuckDB's ART indexes stay in its pool while
+// the file is open and grow with it: 14-17 MB at 100k passages, 37-44 MB
+// at 300k, so about 140 MB at 1M, where a fixed 128MB failed a build's
+// full-text merge ("failed to pin block", 122 of 122 MiB used) and 256MB
+// passed. Everything else a write
+// needs (a merge's term range sorted, a batch's rows, the appenders) fits
+// in autoMemoryHeadroom: a 100k build passed at 64MB (ART 14 MB), a 300k
+// build at 128MB (ART 44 MB) but not at 96MB (its last merge failed with
+// ART 41 MB). The rest of the pool
+// (rows not yet checkpointed, cached blocks) is what a lower limit takes
+// from the process's RSS: at 100k passages a build peaked at 526-553 MB
+// at 256MB, 407-425 MB at 128MB. Variables for tests.
+var (
+	autoMemoryFloor    int64 = 128 << 20
+	autoMemoryHeadroom int64 = 112 << 20
+	autoMemoryStep     int64 = 16 << 20 // the limit moves in steps of this
+)
 
 // ErrClosed is returned, possibly wrapped, by a call on a closed Index.
 var ErrClosed = errors.New("index: closed")
@@ -154,7 +181,8 @@ type Index struct {
 
 // config is what every state of an Index shares.
 type config struct {
-	memLimit string // DuckDB memory_limit
+	memLimit string // DuckDB memory_limit at open
+	memAuto  bool   // Options.MemoryLimit empty: state.fitMemory sets it after
 	workers  int    // Options.Workers, resolved
 	limits   extract.Limits
 	now      func() time.Time
@@ -193,6 +221,11 @@ type state struct {
 	langMu  sync.RWMutex
 	langs   map[string][3]int // documents per language and sensitivity level: how a caller's queries are analyzed
 	meta    metaCache         // the documents' metadata for filters (metastore.go)
+	// memAuto: the memory_limit is automatic (fitMemory); memLimit is
+	// its value in bytes once fitMemory set it.
+	memAuto  bool
+	memLimit atomic.Int64
+
 	// wrote is set by every commit of documents' rows in this process
 	// (ingest, replace, delete, a metadata update): only then may Close
 	// spend time rewriting the file (index/compact.go).
@@ -299,7 +332,7 @@ func openIndex(ctx context.Context, d *layout.Dir, gen string, opts *Options, re
 	}
 	dir := d.Path()
 	ix := &Index{dir: dir, layout: d, blobs: opts.Blobs,
-		cfg: config{memLimit: want.memoryLimit, workers: opts.Workers, limits: opts.Extract, now: time.Now}}
+		cfg: config{memLimit: want.memoryLimit, memAuto: opts.MemoryLimit == "", workers: opts.Workers, limits: opts.Extract, now: time.Now}}
 	if ix.cfg.workers <= 0 {
 		ix.cfg.workers = runtime.GOMAXPROCS(0)
 	}
@@ -366,7 +399,7 @@ func openIndex(ctx context.Context, d *layout.Dir, gen string, opts *Options, re
 // with one reference, the caller's.
 func (ix *Index) openState(ctx context.Context, gen string, want settings) (_ *state, err error) {
 	s := &state{dir: ix.dir, gen: gen, path: layout.GenerationPath(ix.dir, gen), blobs: ix.blobs,
-		workers: ix.cfg.workers, limits: ix.cfg.limits, now: ix.cfg.now}
+		workers: ix.cfg.workers, limits: ix.cfg.limits, now: ix.cfg.now, memAuto: ix.cfg.memAuto}
 	_, statErr := os.Stat(s.path)
 	if s.db, err = sql.Open("duckdb", dsn(s.path)+"&memory_limit="+ix.cfg.memLimit); err == nil {
 		err = s.db.PingContext(ctx)
@@ -383,6 +416,13 @@ func (ix *Index) openState(ctx context.Context, gen string, want settings) (_ *s
 		return nil, fmt.Errorf("open index %s: %v: %w", s.path, err, ErrDamaged)
 	}
 	if err := s.init(ctx, want); err != nil {
+		s.db.Close()
+		return nil, err
+	}
+	if s.memAuto {
+		s.memLimit.Store(defaultMemoryBytes)
+	}
+	if err := s.fitMemory(ctx, 1, true); err != nil {
 		s.db.Close()
 		return nil, err
 	}
@@ -541,7 +581,7 @@ func (ix *Index) Close() error {
 		// A batch's merges, not run yet: the index is left merged, as
 		// the batch would have left it.
 		ix.mergePending = false
-		if err := s.fts.Maintain(context.Background(), s.db, 0); err != nil {
+		if err := s.maintain(context.Background()); err != nil {
 			ix.mergeErr = err
 		}
 	}
@@ -624,4 +664,45 @@ func fileSize(path string) int64 {
 		return fi.Size()
 	}
 	return 0
+}
+
+// maintain runs the full-text merges a write calls for
+// (fts.Index.Maintain), with the automatic memory_limit first fitted to
+// the indexes the write grew.
+func (s *state) maintain(ctx context.Context) error {
+	if err := s.fitMemory(ctx, 1, false); err != nil {
+		return err
+	}
+	return s.fts.Maintain(ctx, s.db, 0)
+}
+
+// fitMemory sets an automatic memory_limit (Options.MemoryLimit empty;
+// otherwise it does nothing) to what DuckDB's ART indexes take now, times
+// copies (2 while a rewrite builds a copy's), plus autoMemoryHeadroom; at
+// least autoMemoryFloor, rounded up to autoMemoryStep. It raises the
+// limit; with lower (after an open, at DefaultMemoryLimit) it may lower
+// it too, and where DuckDB cannot release what it holds, the higher limit
+// stays. Errors: reading DuckDB's memory, or raising the limit.
+func (s *state) fitMemory(ctx context.Context, copies int64, lower bool) error {
+	if !s.memAuto {
+		return nil
+	}
+	var art int64
+	if err := s.db.QueryRowContext(ctx, `SELECT coalesce(sum(memory_usage_bytes), 0)::BIGINT FROM duckdb_memory() WHERE tag = 'ART_INDEX'`).Scan(&art); err != nil {
+		return fmt.Errorf("memory limit of %s: %w", s.path, err)
+	}
+	want := max(autoMemoryFloor, copies*art+autoMemoryHeadroom)
+	want = (want + autoMemoryStep - 1) / autoMemoryStep * autoMemoryStep
+	cur := s.memLimit.Load()
+	if want == cur || (want < cur && !lower) {
+		return nil
+	}
+	if _, err := s.db.ExecContext(ctx, fmt.Sprintf(`SET memory_limit = '%dKiB'`, want>>10)); err != nil {
+		if want < cur {
+			return nil // DuckDB holds more than want: the limit it has stays
+		}
+		return fmt.Errorf("memory limit of %s: raise to %d MiB: %w", s.path, want>>20, err)
+	}
+	s.memLimit.Store(want)
+	return nil
 }

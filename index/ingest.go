@@ -307,7 +307,7 @@ func (ix *Index) ingest(ctx context.Context, ins []input) (res []Result, errs []
 func (ix *Index) mergeAfter(s *state) error {
 	if err := ix.mergeErr; err != nil {
 		ix.mergeErr = nil
-		if err := s.fts.Maintain(context.Background(), s.db, 0); err != nil {
+		if err := s.maintain(context.Background()); err != nil {
 			return fmt.Errorf("ingest: committed, then merging the full-text segments: %w", err)
 		}
 		return nil
@@ -327,7 +327,7 @@ func (ix *Index) mergeAfter(s *state) error {
 			return
 		}
 		ix.mergePending = false
-		ix.mergeErr = s.fts.Maintain(context.Background(), s.db, 0)
+		ix.mergeErr = s.maintain(context.Background())
 	}()
 	return nil
 }
@@ -351,7 +351,7 @@ func (ix *Index) WaitForMerges(ctx context.Context) error {
 	}
 	if ix.mergePending {
 		ix.mergePending = false
-		if err := s.fts.Maintain(ctx, s.db, 0); err != nil {
+		if err := s.maintain(ctx); err != nil {
 			return fmt.Errorf("merging the full-text segments: %w", err)
 		}
 	}

@@ -282,6 +282,9 @@ func (ix *state) eraseDerived(ctx context.Context) error {
 // dst: schema, sequences and data, none of the old file's free pages or
 // log. The caller holds writeMu.
 func (ix *state) rewriteTo(ctx context.Context, dst string) error {
+	if err := ix.fitMemory(ctx, 2, false); err != nil { // the copy's indexes are built beside the live ones
+		return fmt.Errorf("purge: %w", err)
+	}
 	conn, err := ix.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("purge: %w", err)

@@ -783,7 +783,7 @@ func (ix *state) deleteCommit(ctx context.Context, tx *duck.Tx, docIDs []any, do
 	}, rm); err != nil {
 		return err
 	}
-	return ix.fts.Maintain(context.WithoutCancel(ctx), ix.db, 0)
+	return ix.maintain(context.WithoutCancel(ctx))
 }
 
 // errNoDocument is wrapped by a delete's error for names that match no

@@ -16,9 +16,10 @@
 // 16's targets gets a verdict line. See the README's benchmark section.
 //
 // Environment of a build child: BENCH_MEMTRACE=1 prints each new peak of
-// its RSS with the Go runtime's share (memtrace.go); BENCH_MEMPROFILE=FILE
-// writes a heap profile after the build; BENCH_MEMLIMIT=SIZE gives escurel
-// that Options.MemoryLimit.
+// its RSS with the Go runtime's share, the DuckDB files' sizes and the
+// batch it was in (memtrace.go), BENCH_MEMTRACE=all a line every half
+// second; BENCH_MEMPROFILE=FILE writes a heap profile after the build;
+// BENCH_MEMLIMIT=SIZE gives escurel that Options.MemoryLimit (fixed).
 package main
 
 import (
@@ -132,11 +133,17 @@ func build(name, dir string) error {
 		defer pprof.StopCPUProfile()
 	}
 	if os.Getenv("BENCH_MEMTRACE") != "" {
-		stop := memTrace()
+		stop := memTrace(dir)
 		defer stop()
 	}
 	start := time.Now()
-	if err := readCorpusFile(*corpusF, batchSize, e.Add); err != nil {
+	batches := 0
+	add := func(ps []Passage) error {
+		batches++
+		setPhase(fmt.Sprintf("batch %d", batches))
+		return e.Add(ps)
+	}
+	if err := readCorpusFile(*corpusF, batchSize, add); err != nil {
 		return err
 	}
 	secs := time.Since(start).Seconds()
@@ -153,6 +160,7 @@ func build(name, dir string) error {
 	// (escurel: the last batch's merges, the file's rewrite) is part of
 	// it, so the seconds count it too.
 	closeStart := time.Now()
+	setPhase("close")
 	if err := e.Close(); err != nil {
 		return err
 	}

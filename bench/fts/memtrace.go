@@ -3,19 +3,33 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/metrics"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
-// memTrace samples, every second until stop, the process's resident set
-// (VmRSS, kB from /proc/self/status) and the Go runtime's share of it (its
-// mapped memory less what it released to the OS), and prints a line to
-// stderr whenever the resident set reaches a new peak: RSS, Go heap live
-// and in spans, Go total resident, and the rest (C allocations: DuckDB).
-// On with BENCH_MEMTRACE=1 in a build child.
-func memTrace() (stop func()) {
+// memPhase names what a build child is doing, for memTrace's lines: the
+// batch it is writing ("batch 37") or "close".
+var memPhase atomic.Pointer[string]
+
+// setPhase sets memPhase.
+func setPhase(s string) { memPhase.Store(&s) }
+
+// memTrace samples, every half second until stop, the process's resident
+// set (VmRSS, MB, from /proc/self/status) and the Go runtime's share of it
+// (its mapped memory less what it released to the OS), and prints a line
+// to stderr: with BENCH_MEMTRACE=1 whenever the resident set reaches a new
+// peak, with BENCH_MEMTRACE=all at every sample. A line has the RSS, the
+// Go heap's objects and live bytes (as of the last GC), the Go runtime's
+// resident total, the rest (C allocations: DuckDB's buffer pool, its
+// allocations outside it, the allocator's caches), the sizes of the
+// DuckDB write-ahead logs and database files under dir (MB; a checkpoint
+// shows as the log shrinking) and the phase (memPhase).
+func memTrace(dir string) (stop func()) {
+	all := os.Getenv("BENCH_MEMTRACE") == "all"
 	done := make(chan struct{})
 	ended := make(chan struct{})
 	samples := []metrics.Sample{
@@ -28,7 +42,7 @@ func memTrace() (stop func()) {
 	go func() {
 		defer close(ended)
 		peak := 0.0
-		t := time.NewTicker(time.Second)
+		t := time.NewTicker(500 * time.Millisecond)
 		defer t.Stop()
 		for {
 			select {
@@ -37,17 +51,45 @@ func memTrace() (stop func()) {
 			case <-t.C:
 			}
 			rss := vmRSS()
+			if !all && rss <= peak+10 {
+				continue
+			}
+			peak = max(peak, rss)
 			metrics.Read(samples)
 			mb := func(i int) float64 { return float64(samples[i].Value.Uint64()) / (1 << 20) }
 			goRes := mb(0) - mb(1)
-			if rss > peak+10 {
-				peak = rss
-				fmt.Fprintf(os.Stderr, "memtrace %6.0fs rss %5.0f MB go %5.0f (objects %5.0f, live %5.0f) other %5.0f\n",
-					time.Since(start).Seconds(), rss, goRes, mb(2), mb(3), rss-goRes)
+			wal, db := duckFiles(dir)
+			phase := ""
+			if p := memPhase.Load(); p != nil {
+				phase = *p
 			}
+			fmt.Fprintf(os.Stderr, "memtrace %6.1fs rss %5.0f MB go %5.0f (objects %5.0f, live %5.0f) other %5.0f wal %5.0f db %5.0f %s\n",
+				time.Since(start).Seconds(), rss, goRes, mb(2), mb(3), rss-goRes, wal, db, phase)
 		}
 	}()
 	return func() { close(done); <-ended }
+}
+
+// duckFiles sums the sizes, in MB, of the DuckDB write-ahead logs (*.wal)
+// and database files (*.duckdb) anywhere under dir.
+func duckFiles(dir string) (wal, db float64) {
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		switch {
+		case strings.HasSuffix(p, ".wal"):
+			if fi, err := d.Info(); err == nil {
+				wal += float64(fi.Size()) / (1 << 20)
+			}
+		case strings.HasSuffix(p, ".duckdb"):
+			if fi, err := d.Info(); err == nil {
+				db += float64(fi.Size()) / (1 << 20)
+			}
+		}
+		return nil
+	})
+	return wal, db
 }
 
 // vmRSS is the process's resident set in MB, 0 if unreadable.

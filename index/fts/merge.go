@@ -30,9 +30,14 @@ const (
 // in segments) past which Maintain compacts.
 const DefaultDeadRatio = 0.2
 
-// flushBytes is how much merged posting data a merge holds before
-// appending it.
-const flushBytes = 8 << 20
+// flushBytes and flushRows bound the merged posting lists a merge holds
+// before appending them: their encoded bytes (in one buffer, reused) and
+// their count (each row costs 24 bytes more; a segment of short lists
+// holds millions). Variables for tests.
+var (
+	flushBytes = 8 << 20
+	flushRows  = 1 << 16
+)
 
 // mergeChunkBytes bounds the stored posting data one query of a merge
 // reads: DuckDB sorts what it reads by term, and a sort of whole segments
@@ -141,29 +146,32 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 	// Stream the old lists in term order over a second connection (the
 	// writer lock keeps them unchanged; the new rows appended on tx stay
 	// invisible to it), merge each term's lists, and append the merged rows
-	// in slices of about flushBytes, so memory holds one term's postings and
-	// one slice.
+	// in slices of about flushBytes (or flushRows), so memory holds one
+	// term's postings and one slice. A slice's lists are encoded one after
+	// another into buf, each row keeping where its list ends.
 	type row struct {
 		term int32
 		d    df
-		data []byte
+		end  int // its list is buf[previous row's end:end]
 	}
 	var out []row
-	outBytes := 0
+	var buf []byte
 	appendOut := func() error {
 		if len(out) == 0 {
 			return nil
 		}
 		err := duck.Append(ctx, tx.Conn, "fts_postings", []string{"term_id", "segment_id", "df", "df_body", "df_context", "data"},
 			func(add func(...driver.Value) error) error {
+				start := 0
 				for _, r := range out {
-					if err := add(r.term, newID, r.d[0], r.d[1], r.d[2], r.data); err != nil {
+					if err := add(r.term, newID, r.d[0], r.d[1], r.d[2], buf[start:r.end]); err != nil {
 						return err
 					}
+					start = r.end
 				}
 				return nil
 			})
-		out, outBytes = out[:0], 0
+		out, buf = out[:0], buf[:0]
 		return err
 	}
 	var ps []Posting
@@ -192,10 +200,12 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 			blocks[(p.Block-lo)/64] |= 1 << ((p.Block - lo) % 64)
 			seg.min, seg.max = min(seg.min, p.Block), max(seg.max, p.Block)
 		}
-		r.data = encode(nil, ps)
-		seg.bytes += int64(len(r.data))
+		start := len(buf)
+		buf = encode(buf, ps)
+		r.end = len(buf)
+		seg.bytes += int64(r.end - start)
 		out = append(out, r)
-		if outBytes += len(r.data); outBytes >= flushBytes {
+		if len(buf) >= flushBytes || len(out) >= flushRows {
 			return appendOut()
 		}
 		return nil

@@ -11,8 +11,10 @@ import (
 )
 
 // A merge that reads its segments in many term ranges (a small
-// mergeChunkBytes) writes the same rows as one that reads them at once:
-// the merged posting lists, the segment's counts, and the results.
+// mergeChunkBytes) and appends them in many slices (small flushBytes and
+// flushRows, each the trigger of some) writes the same rows as one that
+// reads and appends them at once: the merged posting lists, the segment's
+// counts, and the results.
 func TestMergeInTermRanges(t *testing.T) {
 	ctx := context.Background()
 	type built struct {
@@ -46,9 +48,9 @@ func TestMergeInTermRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	saved := mergeChunkBytes
-	mergeChunkBytes = 512
-	defer func() { mergeChunkBytes = saved }()
+	saved, savedBytes, savedRows := mergeChunkBytes, flushBytes, flushRows
+	mergeChunkBytes, flushBytes, flushRows = 512, 200, 7
+	defer func() { mergeChunkBytes, flushBytes, flushRows = saved, savedBytes, savedRows }()
 	var stored int64
 	for _, s := range ranged.ix.segments {
 		stored += s.bytes

@@ -1,0 +1,81 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// The automatic memory_limit follows DuckDB's ART indexes: with a floor
+// of 1 MiB and a headroom of 48 MiB, ingesting raises it to what the indexes take plus
+// the headroom (a fixed limit would leave the merges no room at 1M
+// passages), never lowers it during writes, and a fixed
+// Options.MemoryLimit stays as given.
+func TestAutoMemoryLimit(t *testing.T) {
+	saved := [3]int64{autoMemoryFloor, autoMemoryHeadroom, autoMemoryStep}
+	autoMemoryFloor, autoMemoryHeadroom, autoMemoryStep = 1<<20, 48<<20, 1<<20
+	defer func() { autoMemoryFloor, autoMemoryHeadroom, autoMemoryStep = saved[0], saved[1], saved[2] }()
+	ctx := context.Background()
+	for _, fixed := range []string{"", "64MB"} {
+		ix, err := Open(ctx, t.TempDir(), &Options{BlobURL: "mem://", MemoryLimit: fixed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		setting := func() string {
+			var v string
+			if err := ix.cur.Load().db.QueryRow(`SELECT current_setting('memory_limit')`).Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		opened, openLimit := setting(), ix.cur.Load().memLimit.Load()
+		var limits []int64
+		for b := range 4 {
+			ins := make([]Input, 300)
+			for i := range ins {
+				ins[i] = Input{Source: fmt.Sprintf("mem://doc-%d-%d", b, i), MediaType: "text/plain",
+					Data: []byte(fmt.Sprintf("passage %d of batch %d about %s", i, b, strings.Repeat(fmt.Sprintf("w%d ", i*7+b), 3)))}
+			}
+			if _, errs, err := ix.IngestBatch(ctx, ins); err != nil || errs[0] != nil {
+				t.Fatal(err, errs[0])
+			}
+			if err := ix.WaitForMerges(ctx); err != nil {
+				t.Fatal(err)
+			}
+			limits = append(limits, ix.cur.Load().memLimit.Load())
+		}
+		var art int64
+		if err := ix.cur.Load().db.QueryRow(`SELECT coalesce(sum(memory_usage_bytes), 0)::BIGINT FROM duckdb_memory() WHERE tag = 'ART_INDEX'`).Scan(&art); err != nil {
+			t.Fatal(err)
+		}
+		final := setting()
+		ix.Close()
+		if fixed != "" {
+			if opened != "61.0 MiB" || final != opened || limits[3] != 0 {
+				t.Errorf("MemoryLimit %s: memory_limit %q after the open, %q after the writes (automatic %d); want 61.0 MiB throughout", fixed, opened, final, limits[3])
+			}
+			continue
+		}
+		if mib := func(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }; openLimit < autoMemoryHeadroom || opened != mib(openLimit) {
+			t.Errorf("memory_limit after the open of an empty index: %q (%d bytes), want the headroom and the empty tables' indexes", opened, openLimit)
+		}
+		if limits[3] <= openLimit {
+			t.Errorf("limits %v: not raised above the open's %d by the ART indexes", limits, openLimit)
+		}
+		if art == 0 {
+			t.Fatal("no ART index memory: the test measures nothing")
+		}
+		for i := 1; i < len(limits); i++ {
+			if limits[i] < limits[i-1] {
+				t.Errorf("limit lowered during writes: %v", limits)
+			}
+		}
+		if last := limits[3]; last < art+autoMemoryHeadroom || last > art+autoMemoryHeadroom+autoMemoryStep+(1<<20) {
+			t.Errorf("limit %d bytes for ART indexes of %d (headroom %d): want about their sum", last, art, autoMemoryHeadroom)
+		}
+		if want := fmt.Sprintf("%.1f MiB", float64(limits[3])/(1<<20)); final != want {
+			t.Errorf("DuckDB's memory_limit %q, want %q", final, want)
+		}
+	}
+}
