@@ -202,7 +202,7 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 	}
 	read := func(r *sql.Rows) error {
 		var id int32
-		var data []byte
+		var data sql.RawBytes // decoded below, before the next row
 		if err := r.Scan(&id, &data); err != nil {
 			return err
 		}
