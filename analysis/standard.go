@@ -333,10 +333,28 @@ func (StandardV1) Terms(dst []string, text, lang string) []string {
 			dst = append(dst, t)
 		}
 	}
+	// emitASCII is emit for a word of ASCII text as written: segmentation
+	// does not depend on case (ascii.go), so the text is not lower-cased
+	// as a whole; the cache maps the word as written to its term, and a
+	// word it does not hold is lower-cased alone. A key holding an upper
+	// case ASCII letter comes only from here (folding lower-cases them),
+	// and a lower-case key means the same word on both paths.
+	emitASCII := func(w string) {
+		t, ok := words[w]
+		if !ok {
+			t = term(strings.ToLower(w)) // no copy when w has no upper case
+			if words != nil {
+				t = words.add(w, t)
+			}
+		}
+		if t != "" {
+			dst = append(dst, t)
+		}
+	}
 	if isASCII(text) {
 		// For ASCII, NFKC changes nothing, folding is lower-casing and there
 		// is no CJK: segment with the equivalent ASCII rules (ascii.go).
-		asciiWords(strings.ToLower(text), emit)
+		asciiWords(text, emitASCII)
 		return dst
 	}
 	// Mostly ASCII text with a few other characters (a Greek letter, a
@@ -344,7 +362,7 @@ func (StandardV1) Terms(dst []string, text, lang string) []string {
 	// pieces holding other characters the full one (pieces).
 	pieces(text, func(piece string, ascii bool) {
 		if ascii {
-			asciiWords(strings.ToLower(piece), emit)
+			asciiWords(piece, emitASCII)
 		} else {
 			unicodeWords(piece, emit)
 		}
