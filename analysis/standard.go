@@ -158,6 +158,16 @@ func (c wordCache) add(w, t string) string {
 	return t
 }
 
+// addKey is add for a term t that shares no bytes with the text
+// analyzed: only the word is cloned.
+func (c wordCache) addKey(w, t string) string {
+	if len(c) >= maxLocalWords {
+		clear(c)
+	}
+	c[strings.Clone(w)] = t
+	return t
+}
+
 // maxLocalWords bounds each pooled wordCache (about 1.5 MB; there are
 // about as many as goroutines analyzing at once).
 const maxLocalWords = 20_000
@@ -342,9 +352,16 @@ func (StandardV1) Terms(dst []string, text, lang string) []string {
 	emitASCII := func(w string) {
 		t, ok := words[w]
 		if !ok {
-			t = term(strings.ToLower(w)) // no copy when w has no upper case
+			lw := strings.ToLower(w) // no copy when w has no upper case
+			t = term(lw)
 			if words != nil {
-				t = words.add(w, t)
+				if lw == w {
+					t = words.add(w, t)
+				} else {
+					// t is lw's or its own bytes, never the text's: only
+					// the key needs a copy.
+					t = words.addKey(w, t)
+				}
 			}
 		}
 		if t != "" {
