@@ -158,6 +158,16 @@ func (c wordCache) add(w, t string) string {
 	return t
 }
 
+// addKey is add for a term t that shares no bytes with the text
+// analyzed: only the word is cloned.
+func (c wordCache) addKey(w, t string) string {
+	if len(c) >= maxLocalWords {
+		clear(c)
+	}
+	c[strings.Clone(w)] = t
+	return t
+}
+
 // maxLocalWords bounds each pooled wordCache (about 1.5 MB; there are
 // about as many as goroutines analyzing at once).
 const maxLocalWords = 20_000
@@ -333,10 +343,35 @@ func (StandardV1) Terms(dst []string, text, lang string) []string {
 			dst = append(dst, t)
 		}
 	}
+	// emitASCII is emit for a word of ASCII text as written: segmentation
+	// does not depend on case (ascii.go), so the text is not lower-cased
+	// as a whole; the cache maps the word as written to its term, and a
+	// word it does not hold is lower-cased alone. A key holding an upper
+	// case ASCII letter comes only from here (folding lower-cases them),
+	// and a lower-case key means the same word on both paths.
+	emitASCII := func(w string) {
+		t, ok := words[w]
+		if !ok {
+			lw := strings.ToLower(w) // no copy when w has no upper case
+			t = term(lw)
+			if words != nil {
+				if lw == w {
+					t = words.add(w, t)
+				} else {
+					// t is lw's or its own bytes, never the text's: only
+					// the key needs a copy.
+					t = words.addKey(w, t)
+				}
+			}
+		}
+		if t != "" {
+			dst = append(dst, t)
+		}
+	}
 	if isASCII(text) {
 		// For ASCII, NFKC changes nothing, folding is lower-casing and there
 		// is no CJK: segment with the equivalent ASCII rules (ascii.go).
-		asciiWords(strings.ToLower(text), emit)
+		asciiWords(text, emitASCII)
 		return dst
 	}
 	// Mostly ASCII text with a few other characters (a Greek letter, a
@@ -344,7 +379,7 @@ func (StandardV1) Terms(dst []string, text, lang string) []string {
 	// pieces holding other characters the full one (pieces).
 	pieces(text, func(piece string, ascii bool) {
 		if ascii {
-			asciiWords(strings.ToLower(piece), emit)
+			asciiWords(piece, emitASCII)
 		} else {
 			unicodeWords(piece, emit)
 		}

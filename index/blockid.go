@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 )
 
 // Block ids. A block has two numbers: blocks.block_id, the internal dense
@@ -34,9 +35,11 @@ var ErrBadBlockID = errors.New("not a block id (16 lowercase hex digits, as sear
 // so its blocks get new ids and an old id never names other text.
 // sql/0010_block_ids.sql computes the same for rows of older files.
 func blockID(docID, blobID string, start, end int64, body string) string {
-	h := sha256.New()
-	buf := make([]byte, 0, len(docID)+len(blobID)+48)
-	buf = append(buf, docID...)
+	// One buffer holds the whole input, so that the body is not copied
+	// once more for the hash (h.Write takes bytes, not a string); the
+	// buffers are pooled, but not one that a very long body grew.
+	bp := idInputs.Get().(*[]byte)
+	buf := append((*bp)[:0], docID...)
 	buf = append(buf, ' ')
 	buf = append(buf, blobID...)
 	buf = append(buf, ' ')
@@ -44,11 +47,20 @@ func blockID(docID, blobID string, start, end int64, body string) string {
 	buf = append(buf, ' ')
 	buf = strconv.AppendInt(buf, end, 10)
 	buf = append(buf, ' ')
-	h.Write(buf)
-	h.Write([]byte(body))
-	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0])[:BlockIDLen/2])
+	buf = append(buf, body...)
+	sum := sha256.Sum256(buf)
+	if cap(buf) <= maxPooledIDInput {
+		*bp = buf[:0]
+		idInputs.Put(bp)
+	}
+	return hex.EncodeToString(sum[:BlockIDLen/2])
 }
+
+// idInputs pools blockID's input buffers.
+var idInputs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledIDInput is the largest buffer idInputs keeps.
+const maxPooledIDInput = 64 << 10
 
 // blockIDOf is blockID; tests replace it to make collisions.
 var blockIDOf = blockID

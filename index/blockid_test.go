@@ -10,14 +10,19 @@ import (
 // The formula is part of the format: a stored citation names its block by
 // it. These values come from `printf '…' | sha256sum`, not from blockID.
 func TestBlockIDFormula(t *testing.T) {
-	for _, tc := range []struct {
+	cases := []struct {
 		doc, blob  string
 		start, end int64
 		body, want string
 	}{
 		{"0123456789abcdef0123456789abcdef", "sha256:" + strings.Repeat("0", 64), 0, 8, "old body", "4dc200b25077a976"},
 		{"fedcba9876543210fedcba9876543210", "sha256:ab", 12, 3456, "héllo wörld", "82dff67c1078897c"},
-	} {
+		// Longer than a pooled input buffer may be.
+		{"0123456789abcdef0123456789abcdef", "sha256:ab", 0, 70000, strings.Repeat("x", 70000), "a7a494e8a1d9cf81"},
+	}
+	// Twice over, long after short and short after long: blockID's input
+	// buffers are pooled.
+	for _, tc := range append(cases, cases...) {
 		if got := blockID(tc.doc, tc.blob, tc.start, tc.end, tc.body); got != tc.want {
 			t.Errorf("blockID(%q, %q, %d, %d, %q) = %s, want %s", tc.doc, tc.blob, tc.start, tc.end, tc.body, got, tc.want)
 		}

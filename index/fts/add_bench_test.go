@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/escurel/escurel/internal/duck"
@@ -81,5 +82,57 @@ func BenchmarkInvert(b *testing.B) {
 		if _, err := ix.Invert(blocks); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkMerge is a merge of the lowest tier: MergeFactor segments of
+// zipfBlocks' batch (1,000 blocks each, ascending block ids) into one, in
+// its own transaction; building them is not timed.
+func BenchmarkMerge(b *testing.B) {
+	ctx := context.Background()
+	blocks := zipfBlocks()
+	for range b.N {
+		b.StopTimer()
+		db, err := sql.Open("duckdb", b.TempDir()+"/fts.duckdb")
+		if err != nil {
+			b.Fatal(err)
+		}
+		ms, err := schemasql.Migrations()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, m := range ms {
+			if _, err := db.Exec(m.SQL); err != nil {
+				b.Fatal(err)
+			}
+		}
+		ix, err := Load(ctx, db)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for s := range MergeFactor {
+			bs := slices.Clone(blocks)
+			for i := range bs {
+				bs[i].ID = int64(s*len(blocks) + i)
+			}
+			tx, err := duck.Begin(ctx, db)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ch, err := ix.Add(ctx, tx, bs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := ix.Commit(ctx, tx, ch); err != nil {
+				b.Fatal(err)
+			}
+		}
+		segs := slices.Clone(ix.segments)
+		b.StartTimer()
+		if err := ix.merge(ctx, db, segs, false); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		db.Close()
 	}
 }

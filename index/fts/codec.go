@@ -3,6 +3,8 @@ package fts
 import (
 	"encoding/binary"
 	"errors"
+	"math/bits"
+	"slices"
 )
 
 // Posting is one block's occurrences of a term.
@@ -20,8 +22,10 @@ type Posting struct {
 // where gap is the block id minus the previous posting's (the first
 // posting's gap is its block id).
 
-// encode appends the encoding of ps (ascending block ids) to dst.
+// encode appends the encoding of ps (ascending block ids) to dst, which
+// grows at most once (by encodedLen).
 func encode(dst []byte, ps []Posting) []byte {
+	dst = slices.Grow(dst, encodedLen(ps))
 	dst = binary.AppendUvarint(dst, uint64(len(ps)))
 	prev := int64(0)
 	for _, p := range ps {
@@ -32,6 +36,27 @@ func encode(dst []byte, ps []Posting) []byte {
 		prev = p.Block
 	}
 	return dst
+}
+
+// encodedLen is the length of encode's output for ps (ascending block ids):
+// one pass over the postings, so that a list is allocated once at its size
+// instead of growing by doubling (merges and Invert encode every list).
+func encodedLen(ps []Posting) int {
+	n := uvarintLen(uint64(len(ps)))
+	prev := int64(0)
+	for _, p := range ps {
+		n += uvarintLen(uint64(p.Block - prev))
+		for _, tf := range p.TF {
+			n += uvarintLen(uint64(tf))
+		}
+		prev = p.Block
+	}
+	return n
+}
+
+// uvarintLen is the length of binary.AppendUvarint's encoding of v.
+func uvarintLen(v uint64) int {
+	return (bits.Len64(v|1) + 6) / 7
 }
 
 var errCorrupt = errors.New("fts: corrupt posting list")

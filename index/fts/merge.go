@@ -210,9 +210,13 @@ func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact 
 		}
 		return nil
 	}
+	// Scanned into once allocated, not once a row (Scan's pointers
+	// escape).
+	var (
+		id   int32
+		data sql.RawBytes // decoded below, before the next row
+	)
 	read := func(r *sql.Rows) error {
-		var id int32
-		var data []byte
 		if err := r.Scan(&id, &data); err != nil {
 			return err
 		}

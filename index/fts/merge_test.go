@@ -1,10 +1,12 @@
 package fts
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -144,5 +146,105 @@ func TestMergeRefusesDamagedSegmentRange(t *testing.T) {
 	}
 	if err := ix.Compact(ctx, db); !errors.Is(err, errCorrupt) {
 		t.Fatalf("compact over a damaged segment range: %v, want errCorrupt", err)
+	}
+}
+
+// A merge writes each term's list as encode writes the sorted union of its
+// segments' postings, with its counts, whether the segments' blocks
+// ascend with their ids or a later segment holds older blocks (re-encoded
+// as they come, or sorted first), and a compaction drops the dead blocks'
+// postings the same way.
+func TestMergeListsEqualSortedUnion(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		firsts  []int64 // each segment's first block id, in the order written
+		compact bool
+	}{
+		{"ascending", []int64{1, 101, 201, 301}, false},
+		{"older blocks later", []int64{201, 1, 301, 101}, false},
+		{"compact, older blocks later", []int64{101, 1, 201}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := newDB(t)
+			ix, err := Load(ctx, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(5, 6))
+			want := map[string][]Posting{}
+			var all []Block
+			for _, first := range tc.firsts {
+				bs := randomCorpus(rng, first, 60+rng.IntN(30))
+				write(t, ix, db, bs, nil)
+				all = append(all, bs...)
+			}
+			dead := map[int64]bool{}
+			if tc.compact {
+				var removed []Block
+				for i := 0; i < len(all); i += 4 {
+					removed = append(removed, all[i])
+					dead[all[i].ID] = true
+				}
+				write(t, ix, db, nil, removed)
+			}
+			for _, b := range all {
+				if dead[b.ID] {
+					continue
+				}
+				tf := map[string][NumFields]uint32{}
+				for f := range b.Terms {
+					for _, w := range b.Terms[f] {
+						c := tf[w]
+						c[f]++
+						tf[w] = c
+					}
+				}
+				for w, c := range tf {
+					want[w] = append(want[w], Posting{Block: b.ID, TF: c})
+				}
+			}
+			if tc.compact {
+				err = ix.Compact(ctx, db)
+			} else {
+				err = ix.merge(ctx, db, append([]segment(nil), ix.segments...), false)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ix.segments) != 1 {
+				t.Fatalf("%d segments after the merge, want 1", len(ix.segments))
+			}
+			rows, err := db.Query(`SELECT t.term, p.df, p.df_body, p.df_context, p.data FROM fts_postings p JOIN fts_terms t USING (term_id)`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			seen := 0
+			for rows.Next() {
+				var term string
+				var d df
+				var data []byte
+				if err := rows.Scan(&term, &d[0], &d[1], &d[2], &data); err != nil {
+					t.Fatal(err)
+				}
+				ps := want[term]
+				slices.SortFunc(ps, func(a, b Posting) int { return int(a.Block - b.Block) })
+				if wd := listDF(ps); d != wd {
+					t.Errorf("term %s: counts %v, want %v", term, d, wd)
+				}
+				if w := encode(nil, ps); !bytes.Equal(data, w) {
+					got, _ := decodeAll(nil, data)
+					t.Fatalf("term %s: list %x, want %x (postings %v, want %v)", term, data, w, got, ps)
+				}
+				seen++
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if seen != len(want) || seen < 100 {
+				t.Fatalf("%d lists stored, %d terms written", seen, len(want))
+			}
+		})
 	}
 }

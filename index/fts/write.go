@@ -82,12 +82,14 @@ func (ix *Index) Invert(blocks []Block) (*Inverted, error) {
 	// the terms it touched. Each block's postings (local number, counts)
 	// go to occ, and are then laid out by term in one array (two passes:
 	// no posting list grows by doubling).
-	local := make(map[string]int32, ix.invertHint.Load())
+	hint := int(ix.invertHint.Load())
+	local := make(map[string]int32, hint)
 	var (
-		names   []string
-		counts  []int32 // postings per local number
-		tf      [][NumFields]uint32
-		last    []int // the block (index in blocks) that last touched a term
+		// By local number, sized as the map: they seldom grow either.
+		names   = make([]string, 0, hint)
+		counts  = make([]int32, 0, hint) // postings per local number
+		tf      = make([][NumFields]uint32, 0, hint)
+		last    = make([]int, 0, hint) // the block (index in blocks) that last touched a term
 		touched []int32
 		occ     []occurrence
 		ends    = make([]int, len(blocks)) // blocks[i]'s postings end at occ[ends[i]]
