@@ -65,6 +65,8 @@ const overheadPasses = 3
 //     switch.go). Issue 13's target: p95 in the switch window ≤ 2× idle
 //     p95.
 //
+// -overhead-only stops after step 1, -no-switch after step 2;
+// -switch-only runs step 3 alone, after one warm-up pass of the queries.
 // With -work DIR an index already built there by an earlier run is
 // reused (hybridIndex). With -cpuprofile FILE, after step 1 the same
 // queries run again in-process only and over HTTP only, each profiled:
