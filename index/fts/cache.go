@@ -4,12 +4,9 @@ import (
 	"container/heap"
 	"container/list"
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 )
 
@@ -62,10 +59,7 @@ func (c *cache) get(term int32) ([]segList, bool) {
 // evicting nothing; false when the cache is full. A list over a quarter
 // of the cache, which put refuses too, is skipped (true).
 func (c *cache) putIfRoom(term int32, lists []segList) bool {
-	var n int64
-	for _, l := range lists {
-		n += int64(len(l.data)) + 16
-	}
+	n := listBytes(lists)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.m[term]; ok {
@@ -82,11 +76,18 @@ func (c *cache) putIfRoom(term int32, lists []segList) bool {
 	return true
 }
 
-func (c *cache) put(term int32, lists []segList) {
-	e := &entry{term: term, lists: lists}
+// listBytes is what lists count against the cache: their data and 16
+// bytes each.
+func listBytes(lists []segList) int64 {
+	var n int64
 	for _, l := range lists {
-		e.bytes += int64(len(l.data)) + 16
+		n += int64(len(l.data)) + 16
 	}
+	return n
+}
+
+func (c *cache) put(term int32, lists []segList) {
+	e := &entry{term: term, lists: lists, bytes: listBytes(lists)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e.bytes > c.max/4 {
@@ -253,9 +254,8 @@ var warmChunk = 2500 // a variable for tests
 
 // fill reads the posting lists of the terms in order (the most wanted
 // first) and caches them while the cache has room, evicting nothing: by
-// chunks of warmChunk terms, each read with its term-id range (DuckDB
-// skips the row groups outside it: a segment's rows are in term order)
-// and cached under the read lock it was read under, so that no commit or
+// chunks of warmChunk terms, each read in one query (readLists) and
+// cached under the read lock it was read under, so that no commit or
 // merge falls between. The caller must not hold ix's lock.
 func (ix *Index) fill(ctx context.Context, db Querier, order []int32) error {
 	full := false
@@ -266,34 +266,14 @@ func (ix *Index) fill(ctx context.Context, db Querier, order []int32) error {
 	for len(order) > 0 {
 		chunk := slices.Clone(order[:min(warmChunk, len(order))])
 		order = order[len(chunk):]
-		slices.Sort(chunk)
-		var in strings.Builder
-		for i, id := range chunk {
-			if i > 0 {
-				in.WriteByte(',')
-			}
-			in.WriteString(strconv.Itoa(int(id)))
-		}
-		q := fmt.Sprintf(`SELECT term_id, segment_id, data FROM fts_postings WHERE term_id BETWEEN %d AND %d AND term_id IN (%s)`,
-			chunk[0], chunk[len(chunk)-1], in.String())
 		err := ix.View(func() error {
-			lists := make(map[int32][]segList, len(chunk))
-			err := scan(ctx, db, q, func(r *sql.Rows) error {
-				var id, seg int32
-				var data []byte
-				if err := r.Scan(&id, &seg, &data); err != nil {
-					return err
-				}
-				lists[id] = append(lists[id], segList{seg, data, &skips{}})
-				return nil
-			})
+			lists, err := readLists(ctx, db, chunk)
 			if err != nil {
 				return err
 			}
 			slices.SortFunc(chunk, func(a, b int32) int { return rank[a] - rank[b] }) // most wanted first
 			for _, id := range chunk {
 				if ls := lists[id]; len(ls) > 0 { // none: the term left the index meanwhile
-					sort.Slice(ls, func(a, b int) bool { return ls[a].seg < ls[b].seg })
 					if !ix.cache.putIfRoom(id, ls) {
 						full = true
 						return nil

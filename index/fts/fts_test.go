@@ -57,7 +57,7 @@ func write(t *testing.T, ix *Index, db *sql.DB, add, remove []Block) {
 	}
 }
 
-func search(t *testing.T, ix *Index, db *sql.DB, q Query) []Hit {
+func search(t *testing.T, ix *Index, db Querier, q Query) []Hit {
 	t.Helper()
 	var hits []Hit
 	err := ix.View(func() error {

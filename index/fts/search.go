@@ -3,6 +3,7 @@ package fts
 import (
 	"container/heap"
 	"context"
+	"database/sql"
 	"fmt"
 	"math"
 	"sort"
@@ -130,8 +131,7 @@ func (ix *Index) search(ctx context.Context, db Querier, q Query, exhaustive boo
 	}
 	// Posting lists: from the cache, the others in one query.
 	var lists []plist
-	var missing strings.Builder
-	fetched := map[int32][]segList{}
+	var missing []int32
 	for i, id := range terms {
 		if ls, ok := ix.cache.get(id); ok {
 			for _, l := range ls {
@@ -139,34 +139,18 @@ func (ix *Index) search(ctx context.Context, db Querier, q Query, exhaustive boo
 			}
 			continue
 		}
-		if missing.Len() > 0 {
-			missing.WriteByte(',')
-		}
-		missing.WriteString(strconv.Itoa(int(id)))
-		fetched[id] = nil
+		missing = append(missing, id)
 	}
-	if missing.Len() > 0 {
-		rows, err := db.QueryContext(ctx, `SELECT term_id, segment_id, data FROM fts_postings WHERE term_id IN (`+missing.String()+`)`)
+	if len(missing) > 0 {
+		fetched, err := readLists(ctx, db, missing)
 		if err != nil {
 			return nil, st, fmt.Errorf("fts: read postings: %w", err)
 		}
-		for rows.Next() {
-			var id, seg int32
-			var data []byte
-			if err := rows.Scan(&id, &seg, &data); err != nil {
-				rows.Close()
-				return nil, st, fmt.Errorf("fts: read postings: %w", err)
+		for _, id := range missing {
+			ls := fetched[id] // none: cached as such, the term has no list
+			for _, l := range ls {
+				lists = append(lists, plist{pos[id], l.seg, l.data, l.sk})
 			}
-			sk := &skips{}
-			lists = append(lists, plist{pos[id], seg, data, sk})
-			fetched[id] = append(fetched[id], segList{seg, data, sk})
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, st, fmt.Errorf("fts: read postings: %w", err)
-		}
-		for id, ls := range fetched {
-			sort.Slice(ls, func(i, j int) bool { return ls[i].seg < ls[j].seg })
 			ix.cache.put(id, ls)
 		}
 	}
@@ -397,4 +381,39 @@ func bm25f(tf, blen *[NumFields]uint32, idf float64, p Params, avg [NumFields]fl
 		t += p.Weight[f] * float64(tf[f]) / nf
 	}
 	return idf * t * (p.K1 + 1) / (p.K1 + t)
+}
+
+// readLists reads the posting lists of the term ids (in any order) from
+// fts_postings in one query, each term's lists in segment order, each with
+// a skip table to build on first use. The query bounds term_id by the ids'
+// range too, which lets DuckDB skip the row groups outside it (a segment's
+// rows are in term order). Terms with no list are absent from the map.
+func readLists(ctx context.Context, db Querier, ids []int32) (map[int32][]segList, error) {
+	var in strings.Builder
+	lo, hi := ids[0], ids[0]
+	for i, id := range ids {
+		if i > 0 {
+			in.WriteByte(',')
+		}
+		in.WriteString(strconv.Itoa(int(id)))
+		lo, hi = min(lo, id), max(hi, id)
+	}
+	lists := make(map[int32][]segList, len(ids))
+	err := scan(ctx, db, fmt.Sprintf(`SELECT term_id, segment_id, data FROM fts_postings WHERE term_id BETWEEN %d AND %d AND term_id IN (%s)`, lo, hi, in.String()),
+		func(r *sql.Rows) error {
+			var id, seg int32
+			var data []byte
+			if err := r.Scan(&id, &seg, &data); err != nil {
+				return err
+			}
+			lists[id] = append(lists[id], segList{seg, data, &skips{}})
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	for _, ls := range lists {
+		sort.Slice(ls, func(i, j int) bool { return ls[i].seg < ls[j].seg })
+	}
+	return lists, nil
 }

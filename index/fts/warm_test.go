@@ -101,16 +101,7 @@ func TestWarmFromCopiesHotLists(t *testing.T) {
 	}
 	warmQueries := counted.postings.Load()
 	for i, q := range queries {
-		var hits []Hit
-		err := next.View(func() error {
-			var err error
-			hits, err = next.Search(ctx, counted, q)
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(want[i], hits); diff != "" {
+		if diff := cmp.Diff(want[i], search(t, next, counted, q)); diff != "" {
 			t.Errorf("query %v after warming (-cold +warm):\n%s", q.Terms, diff)
 		}
 	}
@@ -254,15 +245,7 @@ func warmFrequent(t *testing.T, db *sql.DB, q Query, want []Hit, terms int) {
 		t.Errorf("cached terms (-the %d most frequent +got):\n%s", n, diff)
 	}
 	counted := &countingDB{DB: db}
-	var got []Hit
-	if err := cold.View(func() error {
-		var err error
-		got, err = cold.Search(ctx, counted, q)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, search(t, cold, counted, q)); diff != "" {
 		t.Errorf("after WarmFrequent (-want +got):\n%s", diff)
 	}
 	if n := counted.postings.Load(); n != 0 {
