@@ -310,9 +310,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	warmed := make(chan struct{})
-	go func() { s.prewarm(); close(warmed) }()
-	defer func() { <-warmed }() // s.stop cancels it
+	defer s.startPrewarm()() // s.stop cancels it
 	select {
 	case err := <-errc:
 		s.stop()
@@ -346,9 +344,7 @@ func (s *Server) ServeStdio(ctx context.Context, c Caller, in io.ReadCloser, out
 	if err := index.CheckSensitivity(c.Clearance); err != nil {
 		return err
 	}
-	warmed := make(chan struct{})
-	go func() { s.prewarm(); close(warmed) }()
-	defer func() { <-warmed }()
+	defer s.startPrewarm()()
 	defer s.Close() // cancels the prewarm first
 	ctx = context.WithValue(ctx, callerKey{}, c)
 	err := s.MCPServer(c).Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
@@ -362,6 +358,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = jsonEncode(w, v)
+}
+
+// startPrewarm runs prewarm on its own goroutine and returns a function
+// that waits for it to end.
+func (s *Server) startPrewarm() (wait func()) {
+	done := make(chan struct{})
+	go func() { s.prewarm(); close(done) }()
+	return func() { <-done }
 }
 
 // prewarm reads the hot part of the full-text index into memory
