@@ -213,6 +213,32 @@ type state struct {
 	// closeErr is close's error: its checkpoint's or the database's; set
 	// before closed runs, read after the Index's states.Wait.
 	closeErr error
+
+	// retired is closed once the state stops being the Index's live one
+	// (a switch, a rollback, a replica's update, Close: publish), so that
+	// work done for the live state alone (Prewarm) stops.
+	retired    chan struct{}
+	retireOnce sync.Once
+}
+
+// retire closes s.retired, once.
+func (s *state) retire() {
+	s.retireOnce.Do(func() {
+		if s.retired != nil {
+			close(s.retired)
+		}
+	})
+}
+
+// publish makes n the live state (nil: none, at Close) and retires the
+// one it replaces, which it returns (nil if none). The caller gives back
+// the Index's reference to the old state (unref) when it is done with it.
+func (ix *Index) publish(n *state) *state {
+	old := ix.cur.Swap(n)
+	if old != nil {
+		old.retire()
+	}
+	return old
 }
 
 // acquire returns the live state with a reference the caller gives back
@@ -369,7 +395,7 @@ func openIndex(ctx context.Context, d *layout.Dir, gen string, opts *Options, re
 			return nil, fmt.Errorf("open index %s: %w", dir, err)
 		}
 	}
-	ix.cur.Store(s)
+	ix.publish(s)
 	return ix, nil
 }
 
@@ -378,7 +404,8 @@ func openIndex(ctx context.Context, d *layout.Dir, gen string, opts *Options, re
 // with one reference, the caller's.
 func (ix *Index) openState(ctx context.Context, gen string, want settings) (_ *state, err error) {
 	s := &state{dir: ix.dir, gen: gen, path: layout.GenerationPath(ix.dir, gen), blobs: ix.blobs,
-		workers: ix.cfg.workers, limits: ix.cfg.limits, now: ix.cfg.now, memAuto: ix.cfg.memAuto}
+		workers: ix.cfg.workers, limits: ix.cfg.limits, now: ix.cfg.now, memAuto: ix.cfg.memAuto,
+		retired: make(chan struct{})}
 	_, statErr := os.Stat(s.path)
 	if s.db, err = sql.Open("duckdb", dsn(s.path)+"&memory_limit="+ix.cfg.memLimit); err == nil {
 		err = s.db.PingContext(ctx)
@@ -577,7 +604,7 @@ func (ix *Index) Close() error {
 		rerr = errors.Join(rerr, fmt.Errorf("close: the writes are committed and durable, but merging the full-text segments failed (the next write merges again): %w", ix.mergeErr))
 		ix.mergeErr = nil
 	}
-	s := ix.cur.Swap(nil)
+	s := ix.publish(nil)
 	// Not held while readers leave: an ingest that prepared on s waits
 	// for writeMu, then sees cur changed and gives up with ErrClosed.
 	ix.writeMu.Unlock()

@@ -256,7 +256,7 @@ func (ix *Index) adopt(ctx context.Context, fill func(path string) error, info R
 		ix.layout.Abandon(gen)
 		return err
 	}
-	ix.cur.Store(n)
+	ix.publish(n)
 	old.unref()
 	prev := ix.replica.Load()
 	info.ServingSince = ix.cfg.now()

@@ -69,7 +69,7 @@ func (ix *Index) Rollback(ctx context.Context, opts *RollbackOptions) (from, to 
 			return "", "", fmt.Errorf("rollback %s to %s: %w", ix.dir, to, err)
 		}
 	}
-	ix.cur.Store(n)
+	ix.publish(n)
 	old.unref()
 	return from, to, nil
 }

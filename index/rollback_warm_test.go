@@ -100,3 +100,54 @@ func TestPrewarm(t *testing.T) {
 		t.Errorf("Prewarm says %d terms, the cache holds %d: want the same, > 0", n, cached())
 	}
 }
+
+// Prewarm stops warming a generation once a switch replaced it: a state
+// retired by Reload warms nothing (its posting cache stays empty), and a
+// state still live warms as before.
+func TestPrewarmStopsOnceReplaced(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix, err := Open(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []string{"/a.md", "/b.md", "/c.md"} {
+		if _, err := ix.Ingest(ctx, Input{Source: src, Data: []byte("# T\n\napples and pears " + src + "\n")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ix, err = Open(ctx, dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	old, err := ix.acquire() // cold: nothing searched since the open
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.unref()
+	gen, err := ix.layout.NewGeneration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.snapshot(ctx, ix.layout.GenerationPath(gen)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.layout.Publish(gen); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Reload(ctx); err != nil || ix.Generation() != gen {
+		t.Fatalf("reload to %s: serving %s, %v", gen, ix.Generation(), err)
+	}
+	if n, err := old.prewarm(ctx); n != 0 || err != nil {
+		t.Errorf("prewarm of the replaced generation: %d terms, %v; want 0, nil", n, err)
+	}
+	if terms, _ := old.fts.CacheStats(); terms != 0 {
+		t.Errorf("the replaced generation's posting cache holds %d terms after its prewarm: want none (it was retired)", terms)
+	}
+	if n, err := ix.Prewarm(ctx); n == 0 || err != nil {
+		t.Errorf("prewarm of the live generation: %d terms, %v; want some", n, err)
+	}
+}

@@ -174,7 +174,8 @@ func (ix *Index) WarmFrom(ctx context.Context, db Querier, old *Index) error {
 // It reads db by chunks of term ids (fill), each under ix's read lock.
 // It returns how many of those terms are cached when it ends (the
 // estimate may overshoot: the least frequent are then left out, and
-// nothing cached is evicted); errors are the query's.
+// nothing cached is evicted), with an error as well: the query's (ctx's
+// when it is cancelled, which stops the warm-up between or within chunks).
 func (ix *Index) WarmFrequent(ctx context.Context, db Querier) (int, error) {
 	var order []int32
 	ix.View(func() error {
@@ -217,9 +218,7 @@ func (ix *Index) WarmFrequent(ctx context.Context, db Querier) (int, error) {
 		}
 		return nil
 	})
-	if err := ix.fill(ctx, db, order); err != nil {
-		return 0, err
-	}
+	err := ix.fill(ctx, db, order)
 	ix.cache.mu.Lock()
 	defer ix.cache.mu.Unlock()
 	n := 0
@@ -228,7 +227,7 @@ func (ix *Index) WarmFrequent(ctx context.Context, db Querier) (int, error) {
 			n++
 		}
 	}
-	return n, nil
+	return n, err
 }
 
 // dfHeap is a min-heap of term ids by document frequency.
