@@ -783,7 +783,11 @@ func (ix *state) deleteCommit(ctx context.Context, tx *duck.Tx, docIDs []any, do
 	}, rm); err != nil {
 		return err
 	}
-	return ix.maintain(context.WithoutCancel(ctx))
+	// The full-text merges only: a delete grows none of DuckDB's ART
+	// indexes, so the automatic memory_limit fitted at open or by the last
+	// write that grew them (state.maintain) still holds, and reading their
+	// size (duckdb_memory(), about 1 ms) is not on a delete's path.
+	return ix.fts.Maintain(context.WithoutCancel(ctx), ix.db, 0)
 }
 
 // errNoDocument is wrapped by a delete's error for names that match no
