@@ -2,12 +2,15 @@ package index
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -218,4 +221,140 @@ func copyTree(src, dst string) error {
 		}
 		return out.Close()
 	})
+}
+
+// TestDeleteStatementsUseKeys checks, within its transaction, every
+// statement with which a delete and a replace delete rows (seeDelete),
+// and fails when one would read its table other than by its key. DuckDB
+// chooses an ART lookup as the scan starts, so the plan to read is
+// EXPLAIN ANALYZE's, of a SELECT of the row ids with the statement's
+// table and condition (the DELETE's scan; running the DELETE itself would
+// take its rows): every scan must be an ART lookup (Index Scan), or a
+// sequential scan with a block_id range pushed into it (zone maps skip
+// the other row groups; blocks and vectors are in block_id order). It
+// covers documents by doc id (one and two), blocks and vectors by one
+// block id and by ranges, and document_text by doc id, so a delete's
+// cost does not grow with the index (issue 16). The doc-id scan that a
+// row without a block range falls back to is not on these paths.
+func TestDeleteStatementsUseKeys(t *testing.T) {
+	ctx := context.Background()
+	ix, err := Open(ctx, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	var ins []Input
+	for i := range 6 {
+		ins = append(ins, Input{Source: fmt.Sprintf("/m%d.md", i), Data: []byte(fmt.Sprintf(
+			"# Doc %d\n\napples %d\n\n## Part\n\npears %d\n", i, i, i))})
+	}
+	ins = append(ins, Input{Source: "/one.md", Data: []byte("plums\n")},
+		Input{Source: "/h.html", Data: []byte("<html><body><p>guavas</p></body></html>")})
+	if _, errs, err := ix.IngestBatch(ctx, ins); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	defer func() { seeDelete = nil }()
+	seeDelete = func(ctx context.Context, tx *duck.Tx, query string, args []any) {
+		rest, ok := strings.CutPrefix(query, "DELETE FROM ")
+		table, cond, ok2 := strings.Cut(rest, " WHERE ")
+		if !ok || !ok2 {
+			t.Errorf("not a DELETE … WHERE: %s", query)
+			return
+		}
+		if i := strings.Index(cond, "RETURNING "); i >= 0 {
+			cond = cond[:i]
+		}
+		kind := table
+		switch {
+		case strings.Contains(cond, "block_id = "):
+			kind += " ="
+		case strings.Contains(cond, "BETWEEN"):
+			kind += " BETWEEN"
+		case strings.Count(cond, "?") > 1:
+			kind += " IN list"
+		}
+		seen[kind] = true
+		rows, err := tx.QueryContext(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) SELECT rowid FROM "+table+" WHERE "+cond, args...)
+		if err != nil {
+			t.Errorf("explain %s: %v", query, err)
+			return
+		}
+		defer rows.Close()
+		var plan strings.Builder
+		for rows.Next() {
+			var kind, text string
+			if err := rows.Scan(&kind, &text); err != nil {
+				t.Error(err)
+			}
+			plan.WriteString(text)
+		}
+		if bad := scanProblem(plan.String()); bad != "" {
+			t.Errorf("%s: %s:\n%s", query, bad, plan.String())
+		}
+	}
+	del := func(names ...string) {
+		t.Helper()
+		if _, err := ix.Delete(ctx, names...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del("/m0.md")           // a range of blocks
+	del("/one.md")          // one block
+	del("/m2.md", "/m4.md") // two documents, two ranges
+	del("/h.html")          // document_text
+	if _, _, err := ix.IngestBatch(ctx, []Input{{Source: "/m1.md", Data: []byte("# Doc 1\n\nchanged\n\n## Part\n\nagain\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"documents", "documents IN list", "blocks =", "blocks BETWEEN", "vectors_1 =", "vectors_1 BETWEEN", "document_text"} {
+		if !seen[want] {
+			t.Errorf("no statement on %s checked; seen %v", want, seen)
+		}
+	}
+}
+
+// scanProblem returns why plan (EXPLAIN (ANALYZE, FORMAT JSON)) reads
+// a table other than by its key, or "".
+func scanProblem(plan string) string {
+	type node struct {
+		Type     string            `json:"operator_type"`
+		Extra    map[string]string `json:"extra_info"`
+		Scanned  int64             `json:"operator_rows_scanned"`
+		Children []node            `json:"children"`
+	}
+	var root node
+	if err := json.Unmarshal([]byte(plan), &root); err != nil {
+		return "plan: " + err.Error()
+	}
+	scans, empty := 0, false // empty: DuckDB knew from statistics that nothing matches
+	var problem string
+	var walk func(n node)
+	walk = func(n node) {
+		empty = empty || n.Type == "EMPTY_RESULT"
+		if n.Type == "TABLE_SCAN" {
+			scans++
+			f := n.Extra["Filters"]
+			switch typ := n.Extra["Type"]; {
+			case typ == "Index Scan":
+			case typ == "Sequential Scan" && strings.Contains(f, "block_id>=") && strings.Contains(f, "block_id<="):
+			default:
+				problem = fmt.Sprintf("%s of %s (filters %q, %d rows scanned): neither an ART lookup nor a block_id range",
+					typ, n.Extra["Table"], f, n.Scanned)
+			}
+		}
+		for _, c := range n.Children {
+			walk(c)
+		}
+	}
+	walk(root)
+	if problem == "" && scans == 0 && !empty {
+		return "no table scan"
+	}
+	return problem
 }

@@ -371,7 +371,7 @@ func (ix *state) deleteDocRows(ctx context.Context, tx *duck.Tx, docIDs []any, d
 	const returning = ` RETURNING block_id, doc_id, body, context`
 	spans, byID := blockSpans(docs)
 	for _, sp := range spans {
-		if err := scan(tx.QueryContext(ctx, `DELETE FROM blocks WHERE `+rangeWhere(sp[0], sp[1])+returning)); err != nil {
+		if err := scan(deleteQuery(ctx, tx, `DELETE FROM blocks WHERE `+rangeWhere(sp[0], sp[1])+returning)); err != nil {
 			return deletedRows{}, fmt.Errorf("delete replaced blocks: %w", err)
 		}
 	}
@@ -390,7 +390,7 @@ func (ix *state) deleteDocRows(ctx context.Context, tx *duck.Tx, docIDs []any, d
 	}
 	if len(byID) > 0 {
 		q := `DELETE FROM blocks WHERE doc_id IN (` + placeholders(len(byID)) + `)` + returning
-		if err := scan(tx.QueryContext(ctx, q, byID...)); err != nil {
+		if err := scan(deleteQuery(ctx, tx, q, byID...)); err != nil {
 			return deletedRows{}, fmt.Errorf("delete replaced blocks: %w", err)
 		}
 	}
@@ -405,7 +405,7 @@ func (ix *state) deleteDocRows(ctx context.Context, tx *duck.Tx, docIDs []any, d
 		return deletedRows{}, err
 	}
 	if texts > 0 {
-		res, err := tx.ExecContext(ctx, `DELETE FROM document_text WHERE doc_id IN (`+placeholders(len(docIDs))+`)`, docIDs...)
+		res, err := deleteExec(ctx, tx, `DELETE FROM document_text WHERE doc_id IN (`+placeholders(len(docIDs))+`)`, docIDs...)
 		if err == nil {
 			texts, err = res.RowsAffected()
 		}
@@ -414,6 +414,28 @@ func (ix *state) deleteDocRows(ctx context.Context, tx *duck.Tx, docIDs []any, d
 		}
 	}
 	return deletedRows{out, gone, deleted, texts}, nil
+}
+
+// seeDelete, when not nil (tests), is shown each statement that deletes
+// rows of a delete or a replace, with its arguments, within its
+// transaction before it runs: TestDeleteStatementsUseKeys explains them.
+var seeDelete func(ctx context.Context, tx *duck.Tx, query string, args []any)
+
+// deleteQuery runs query, a statement that deletes rows and returns
+// some, within tx.
+func deleteQuery(ctx context.Context, tx *duck.Tx, query string, args ...any) (*sql.Rows, error) {
+	if seeDelete != nil {
+		seeDelete(ctx, tx, query, args)
+	}
+	return tx.QueryContext(ctx, query, args...)
+}
+
+// deleteExec runs query, a statement that deletes rows, within tx.
+func deleteExec(ctx context.Context, tx *duck.Tx, query string, args ...any) (sql.Result, error) {
+	if seeDelete != nil {
+		seeDelete(ctx, tx, query, args)
+	}
+	return tx.ExecContext(ctx, query, args...)
 }
 
 // restoreBlocks inserts again, within tx, the rows of the blocks ids that
@@ -473,11 +495,11 @@ func (ix *state) deleteVectors(ctx context.Context, tx *duck.Tx, blocks []fts.Bl
 		runs = append(runs, [2]int64{b.ID, b.ID})
 	}
 	if len(runs) > maxRanges {
-		_, err := tx.ExecContext(ctx, `DELETE FROM `+ix.vec.table+` WHERE block_id IN (SELECT unnest(?::BIGINT[]))`, blockIDs(blocks))
+		_, err := deleteExec(ctx, tx, `DELETE FROM `+ix.vec.table+` WHERE block_id IN (SELECT unnest(?::BIGINT[]))`, blockIDs(blocks))
 		return err
 	}
 	for _, r := range runs {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM `+ix.vec.table+` WHERE `+rangeWhere(r[0], r[1])); err != nil {
+		if _, err := deleteExec(ctx, tx, `DELETE FROM `+ix.vec.table+` WHERE `+rangeWhere(r[0], r[1])); err != nil {
 			return err
 		}
 	}
@@ -497,7 +519,7 @@ type docRange struct {
 // exist, by doc id (the primary key), and returns what a delete needs of
 // each (docRange), read by the same statement.
 func deleteDocuments(ctx context.Context, tx *duck.Tx, docIDs []any) (map[string]*docRange, error) {
-	rows, err := tx.QueryContext(ctx, `DELETE FROM documents WHERE doc_id IN (`+placeholders(len(docIDs))+`)
+	rows, err := deleteQuery(ctx, tx, `DELETE FROM documents WHERE doc_id IN (`+placeholders(len(docIDs))+`)
 		RETURNING doc_id, source, language, sensitivity, first_block, block_count`, docIDs...)
 	if err != nil {
 		return nil, err
@@ -783,7 +805,11 @@ func (ix *state) deleteCommit(ctx context.Context, tx *duck.Tx, docIDs []any, do
 	}, rm); err != nil {
 		return err
 	}
-	return ix.maintain(context.WithoutCancel(ctx))
+	// The full-text merges only: a delete grows none of DuckDB's ART
+	// indexes, so the automatic memory_limit fitted at open or by the last
+	// write that grew them (state.maintain) still holds, and reading their
+	// size (duckdb_memory(), about 1 ms) is not on a delete's path.
+	return ix.fts.Maintain(context.WithoutCancel(ctx), ix.db, 0)
 }
 
 // errNoDocument is wrapped by a delete's error for names that match no
