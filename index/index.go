@@ -84,6 +84,13 @@ type Options struct {
 	// 80% of the machine's memory, which an embedded library should not
 	// claim.
 	MemoryLimit string
+	// DuckDBThreads is how many threads DuckDB runs each statement on. 0
+	// means 1 (see defaultDuckDBThreads in dsn.go for why and what it was
+	// measured against); more gives DuckDB's parallel scans to verify,
+	// export and rebuild on a machine with many cores, at a cost to each
+	// small statement (a delete, a commit). Not recorded: it changes
+	// speed, never rows. Negative is an error.
+	DuckDBThreads int
 	// Extract bounds each extraction: its time limit and how many bytes a
 	// compressed container (a DOCX) may decompress to. The zero value means
 	// extract's defaults (1 min, 256 MiB). A document past a limit is
@@ -161,6 +168,7 @@ type Index struct {
 // config is what every state of an Index shares.
 type config struct {
 	memLimit string // DuckDB memory_limit at open
+	threads  int    // Options.DuckDBThreads, resolved
 	memAuto  bool   // Options.MemoryLimit empty: state.fitMemory sets it after
 	workers  int    // Options.Workers, resolved
 	limits   extract.Limits
@@ -337,9 +345,12 @@ func openIndex(ctx context.Context, d *layout.Dir, gen string, opts *Options, re
 	}
 	dir := d.Path()
 	ix := &Index{dir: dir, layout: d, blobs: opts.Blobs,
-		cfg: config{memLimit: want.memoryLimit, memAuto: opts.MemoryLimit == "", workers: opts.Workers, limits: opts.Extract, now: time.Now}}
+		cfg: config{memLimit: want.memoryLimit, memAuto: opts.MemoryLimit == "", workers: opts.Workers, threads: opts.DuckDBThreads, limits: opts.Extract, now: time.Now}}
 	if ix.cfg.workers <= 0 {
 		ix.cfg.workers = runtime.GOMAXPROCS(0)
+	}
+	if ix.cfg.threads == 0 {
+		ix.cfg.threads = defaultDuckDBThreads
 	}
 	defer func() {
 		if err != nil && ix.ownBlobs {
@@ -407,7 +418,7 @@ func (ix *Index) openState(ctx context.Context, gen string, want settings) (_ *s
 		workers: ix.cfg.workers, limits: ix.cfg.limits, now: ix.cfg.now, memAuto: ix.cfg.memAuto,
 		retired: make(chan struct{})}
 	_, statErr := os.Stat(s.path)
-	if s.db, err = sql.Open("duckdb", dsn(s.path)+"&memory_limit="+ix.cfg.memLimit); err == nil {
+	if s.db, err = sql.Open("duckdb", dsn(s.path, ix.cfg.threads)+"&memory_limit="+ix.cfg.memLimit); err == nil {
 		err = s.db.PingContext(ctx)
 	}
 	if err == nil && errors.Is(statErr, fs.ErrNotExist) {

@@ -113,6 +113,9 @@ func parseOptions(opts *Options) (settings, error) {
 		}
 		s.memoryLimit = opts.MemoryLimit
 	}
+	if opts.DuckDBThreads < 0 {
+		return s, fmt.Errorf("DuckDB threads %d: want 0 (the default, 1) or more", opts.DuckDBThreads)
+	}
 	if !opts.Embedder.IsZero() {
 		spec, err := embed.ParseSpec(opts.Embedder.String())
 		if err != nil {
