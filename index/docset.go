@@ -15,13 +15,11 @@ import (
 // so it may say "maybe" for a document the index does not hold (the
 // database then answers), never "no" for one it holds.
 //
-// It is read by the ninth batch of more than docSetMinBatch documents
-// (docSetLoadAfter; smaller ones, and the first eight, look their ids up
-// in the database: reading every doc id cost 10-30 times as much as one
-// batch's lookup at 100,000 documents, so a process that writes a few
-// batches, after searching, never pays it, and one that writes many pays
-// at most about twice what the set would have cost from the start, as in
-// renting skis until their price is spent), under fts.View (no commit meanwhile, so the rows
+// It is read by the second batch of more than docSetMinBatch documents
+// (docSetLoadAfter; smaller ones, and the first, look their ids up in the
+// database: reading every doc id cost 10-30 times as much as one batch's
+// lookup at 100,000 documents, which a process that writes once, after
+// searching, should not pay), under fts.View (no commit meanwhile, so the rows
 // read are those the in-memory indexes describe) and kept in step by every
 // write's commit, under the full-text write lock, as publicIDs is.
 type docSet struct {
@@ -70,10 +68,9 @@ func (s *docSet) apply(added, removed []string) {
 var docSetMinBatch = 64
 
 // docSetLoadAfter is how many lookups of more than docSetMinBatch ids go
-// to the database before one loads the set: a batch makes two
-// (prepareBatch's, and unchangedSince's under writeMu), so 16 is eight
-// batches.
-var docSetLoadAfter = 16
+// to the database before one loads the set: a batch's two (prepareBatch's,
+// and unchangedSince's under writeMu), so that the second batch loads it.
+var docSetLoadAfter = 2
 
 // candidates returns those of ids that the generation may hold, in order;
 // the others it does not hold.
