@@ -15,18 +15,14 @@ import (
 // so it may say "maybe" for a document the index does not hold (the
 // database then answers), never "no" for one it holds.
 //
-// It is read by the second batch of more than docSetMinBatch documents
-// (docSetLoadAfter; smaller ones, and the first, look their ids up in the
-// database: reading every doc id cost 10-30 times as much as one batch's
-// lookup at 100,000 documents, which a process that writes once, after
-// searching, should not pay), under fts.View (no commit meanwhile, so the rows
+// It is read by the first batch of more than docSetMinBatch documents
+// (smaller ones look their ids up by key), under fts.View (no commit meanwhile, so the rows
 // read are those the in-memory indexes describe) and kept in step by every
 // write's commit, under the full-text write lock, as publicIDs is.
 type docSet struct {
 	mu     sync.Mutex
 	loaded bool
 	n      map[uint64]int32 // doc id prefix → documents with it
-	large  int              // lookups of more than docSetMinBatch ids made without the set
 }
 
 // docKey is the set's key of a doc id, and false for a string that is not
@@ -67,11 +63,6 @@ func (s *docSet) apply(added, removed []string) {
 // ingest of one file would otherwise read them all).
 var docSetMinBatch = 64
 
-// docSetLoadAfter is how many lookups of more than docSetMinBatch ids go
-// to the database before one loads the set: a batch's two (prepareBatch's,
-// and unchangedSince's under writeMu), so that the second batch loads it.
-var docSetLoadAfter = 2
-
 // candidates returns those of ids that the generation may hold, in order;
 // the others it does not hold.
 func (ix *state) candidates(ctx context.Context, ids []string) ([]string, error) {
@@ -80,13 +71,9 @@ func (ix *state) candidates(ctx context.Context, ids []string) ([]string, error)
 	}
 	s := &ix.docs
 	s.mu.Lock()
-	loaded, early := s.loaded, false
-	if !loaded && len(ids) > docSetMinBatch && s.large < docSetLoadAfter {
-		s.large++
-		early = true
-	}
+	loaded := s.loaded
 	s.mu.Unlock()
-	if !loaded && (len(ids) <= docSetMinBatch || early) {
+	if !loaded && len(ids) <= docSetMinBatch {
 		return ids, nil
 	}
 	if !loaded {
