@@ -1,7 +1,9 @@
 package index
 
-// An ingest batch: prepared without the writer lock (derive, embed, upload
-// blobs), committed under it (records, then the transaction).
+// An ingest batch: prepared without the writer lock (derive, embed, then
+// upload its blobs and flush its records in the background), committed
+// under it (the transaction's rows appended while the upload finishes;
+// records published once it has; then the commit).
 
 import (
 	"context"
@@ -36,12 +38,32 @@ type batch struct {
 	// (same bytes, other Input.Meta): stored, then copied into their
 	// rows, with nothing derived or embedded again.
 	meta []*blobstore.Record
+	// stored delivers the outcome of storing the batch's blobs (durable
+	// and in place) and flushing its records (durable temporary files,
+	// in recs), which prepareBatch starts in the background; nil when it
+	// did not start. waitStored reads it once.
+	stored    chan error
+	storeErr  error
+	storeDone bool
+}
+
+// waitStored waits for the batch's blobs to be stored and its records
+// flushed (prepareBatch started it), and returns the error, if any:
+// after one, nothing of the batch was published (the blobs that were are
+// orphans at worst: content-addressed).
+func (b *batch) waitStored() error {
+	if b.stored != nil && !b.storeDone {
+		b.storeErr, b.storeDone = <-b.stored, true
+	}
+	return b.storeErr
 }
 
 // prepareBatch reads the batch's documents from the index, derives and
-// embeds what changed and stores the blobs, taking no lock: nothing it
-// stores is referenced until commitBatch. A model error fails the batch
-// with nothing stored.
+// embeds what changed and starts storing the blobs and flushing the
+// records in the background (batch.waitStored), taking no lock: nothing
+// it stores is referenced until commitBatch, which appends the rows
+// meanwhile and commits once they are durable. A model error fails the
+// batch with nothing stored.
 func (ix *state) prepareBatch(ctx context.Context, ins []input) (*batch, error) {
 	b := &batch{res: make([]Result, len(ins)), errs: make([]error, len(ins)), ids: make([]string, len(ins))}
 	for i, in := range ins {
@@ -156,16 +178,28 @@ func (ix *state) prepareBatch(ctx context.Context, ins []input) (*batch, error) 
 	if err := ix.embedAll(ctx, b.writes); err != nil {
 		return b, fmt.Errorf("ingest: embed: %w", err)
 	}
-	// The blobs and the records are staged at once (a stat per blob; a
-	// record encoded, checked and compared with the stored one), written
-	// to temporary files (the two directories at once) and flushed
-	// together; the blobs are then renamed into place (content-addressed:
-	// an orphan at worst), the records only at commit, under writeMu.
-	up := ix.blobs.NewBatch()
-	defer up.Abort() // a no-op once synced
+	if len(blobs) == 0 && len(b.records) == 0 {
+		return b, nil
+	}
 	if len(b.records) > 0 {
 		b.recs = ix.blobs.NewBatch()
 	}
+	b.stored = make(chan error, 1)
+	go func() { b.stored <- storeBatch(ctx, ix.blobs, blobs, b.records, b.recs) }()
+	return b, nil
+}
+
+// storeBatch stores blobs and flushes records into recs (nil when there
+// are none). The blobs and the records are staged at once (a lookup per
+// blob; a record encoded and checked), written to temporary files (a
+// pack each) and flushed together; the blobs are then renamed into place
+// (content-addressed: an orphan at worst), the records only at commit,
+// under writeMu (commitBatch). It runs beside the caller's transaction,
+// touching nothing the transaction reads; recs is the caller's again once
+// it returns.
+func storeBatch(ctx context.Context, store *blobstore.Store, blobs [][]byte, records []*blobstore.Record, recs *blobstore.Batch) error {
+	up := store.NewBatch()
+	defer up.Abort() // a no-op once synced
 	var g errgroup.Group
 	g.Go(func() error {
 		for _, data := range blobs {
@@ -175,12 +209,12 @@ func (ix *state) prepareBatch(ctx context.Context, ins []input) (*batch, error) 
 		}
 		return nil
 	})
-	if b.recs != nil {
+	if recs != nil {
 		g.Go(func() error {
-			for _, rec := range b.records {
+			for _, rec := range records {
 				// Always written: staged without the lock, "already
 				// stored" could be stale at commit.
-				if err := b.recs.StageRecord(ctx, rec); err != nil {
+				if err := recs.StageRecord(ctx, rec); err != nil {
 					return err
 				}
 			}
@@ -188,24 +222,19 @@ func (ix *state) prepareBatch(ctx context.Context, ins []input) (*batch, error) 
 		})
 	}
 	if err := g.Wait(); err != nil {
-		b.drop()
-		return b, fmt.Errorf("ingest: %w", err)
+		return err
 	}
-	if err := blobstore.FlushBatches(ctx, up, b.recs); err != nil {
-		b.drop()
-		return b, fmt.Errorf("ingest: %w", err)
+	if err := blobstore.FlushBatches(ctx, up, recs); err != nil {
+		return err
 	}
-	if err := up.Sync(ctx); err != nil {
-		b.drop()
-		return b, fmt.Errorf("ingest: %w", err)
-	}
-	return b, nil
+	return up.Sync(ctx)
 }
 
 // drop releases what the batch flushed and did not publish (its records'
-// temporary files); call it when the batch is not committed. It may be
-// called more than once.
+// temporary files), once its background store has finished; call it when
+// the batch is not committed. It may be called more than once.
 func (b *batch) drop() {
+	b.waitStored()
 	if b.recs != nil {
 		b.recs.Abort()
 		b.recs = nil
@@ -245,6 +274,13 @@ func (ix *state) unchangedSince(ctx context.Context, b *batch) (bool, error) {
 // (restoreRecords), so the blob store still describes what the index
 // serves.
 func (ix *state) commitBatch(ctx context.Context, b *batch) error {
+	if len(b.ensure) > 0 || len(b.meta) > 0 || len(b.writes) == 0 {
+		// Unchanged documents, and metadata updates, rely on blobs the
+		// batch stores again (a repair, when one was lost): stored first.
+		if err := b.waitStored(); err != nil {
+			return fmt.Errorf("ingest: %w", err)
+		}
+	}
 	for _, rec := range b.ensure {
 		if err := ix.ensureRecord(ctx, rec); err != nil {
 			return err
@@ -263,34 +299,31 @@ func (ix *state) commitBatch(ctx context.Context, b *batch) error {
 		}
 		return err
 	}
-	// Source of truth first: records are durable before the transaction
-	// that derives from them commits (the blobs already are; the records'
-	// temporary files too, flushed by prepareBatch). Sync renames them
-	// into place while the transaction writes the rows; the commit waits
-	// for it.
-	published := func() error { return nil }
-	if b.recs != nil {
-		defer b.drop() // a no-op once synced
-		done := make(chan error, 1)
-		go func(recs *blobstore.Batch) { done <- recs.Sync(ctx) }(b.recs)
-		var err error
-		waited := false
-		published = func() error {
-			if !waited {
-				err, waited = <-done, true
-			}
+	// Source of truth first: the blobs and then the records are durable
+	// before the transaction that derives from them commits. The blobs
+	// are stored, and the records' temporary files flushed, in the
+	// background (prepareBatch) while the transaction appends the rows;
+	// once it has appended them all, Sync renames the records into place,
+	// and then it commits. A failure to store, or a transaction that
+	// fails before, publishes no record: nothing to take back then.
+	publishing := false // the records' Sync began: on failure, take them back
+	published := func() error {
+		if err := b.waitStored(); err != nil || b.recs == nil {
 			return err
 		}
+		publishing = true
+		return b.recs.Sync(ctx)
 	}
 	committed, err := ix.write(ctx, b.writes, published)
-	if perr := published(); perr != nil && err == nil {
-		err = perr // not reached: write commits only once the records are published
-	}
+	b.drop() // a no-op once synced
 	if err != nil {
 		if committed {
 			// The rows are in, and the records describe them: nothing to
 			// take back.
 			return fmt.Errorf("ingest: committed, then: %w", err)
+		}
+		if !publishing {
+			return fmt.Errorf("ingest: %w", err)
 		}
 		return undo(err)
 	}
