@@ -1,0 +1,132 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/escurel/escurel/embed"
+)
+
+// idRanges partitions every string in order: each id falls in exactly one
+// range, and the ranges follow each other.
+func TestIDRanges(t *testing.T) {
+	ctx := context.Background()
+	ix, err := Open(ctx, t.TempDir(), &Options{BlobURL: "mem://"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	db := ix.cur.Load().db
+	saved := readChunkBytes
+	defer func() { readChunkBytes = saved }()
+	readChunkBytes = 10
+	for _, c := range []struct {
+		size int64
+		n    int
+	}{{0, 1}, {10, 1}, {11, 2}, {95, 10}, {1 << 40, maxIDRanges}} {
+		rs, err := idRanges(ctx, db, fmt.Sprintf(`SELECT %d::BIGINT`, c.size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != c.n || rs[0].lo != "" || rs[len(rs)-1].hi != "" {
+			t.Fatalf("size %d: %d ranges, first %+v, last %+v; want %d, open at both ends", c.size, len(rs), rs[0], rs[len(rs)-1], c.n)
+		}
+		ids := []string{"", "0", "00000000", "0000000000000000000000000000000", "7fffffff", "80000000", "ffffffff", "fffffffff", "g", "zz", "\u00e9"}
+		for range 200 {
+			ids = append(ids, fmt.Sprintf("%032x", rand.Uint64()))
+		}
+		for _, id := range ids {
+			in := 0
+			for i, r := range rs {
+				if (r.lo == "" || id >= r.lo) && (r.hi == "" || id < r.hi) {
+					in++
+				}
+				if i > 0 && (r.lo != rs[i-1].hi || r.lo <= rs[i-1].lo) {
+					t.Fatalf("ranges %d and %d do not follow each other: %+v %+v", i-1, i, rs[i-1], r)
+				}
+			}
+			if in != 1 {
+				t.Errorf("size %d: id %q in %d ranges", c.size, id, in)
+			}
+		}
+	}
+}
+
+// Verify reads each table in ranges of doc ids: at a memory_limit below
+// the blocks' text, where one sorted read of them fails (DuckDB out of
+// memory), it passes, with the digest of a verify at the default limit.
+// Without vectors: their pass (1.5 KiB a row at 384 dimensions) needs
+// more than this tiny limit; it passed at 100k passages at 128 MiB.
+func TestVerifyBoundedMemory(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix, err := Open(ctx, dir, &Options{BlobURL: "file://" + t.TempDir(), Embedder: embed.None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	word := func() string { return fmt.Sprintf("w%xabcdefghijklmnopqrstuvwxyz", r.IntN(5000)) }
+	var ins []Input
+	for i := range 320 {
+		var b strings.Builder
+		for p := range 100 {
+			for range 30 {
+				b.WriteString(word() + " ")
+			}
+			fmt.Fprintf(&b, "end of passage %d.\n\n", p)
+		}
+		ins = append(ins, Input{Source: fmt.Sprintf("mem://doc-%d.txt", i), MediaType: "text/plain", Data: []byte(b.String())})
+	}
+	if _, errs, err := ix.IngestBatch(ctx, ins); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, e := range errs {
+			if e != nil {
+				t.Fatal(e)
+			}
+		}
+	}
+	want, err := ix.Verify(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !want.OK() {
+		t.Fatalf("verify at the default limit: %+v", want)
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var text int64
+	saved := [4]int64{autoMemoryFloor, autoMemoryHeadroom, autoMemoryStep, readChunkBytes}
+	defer func() {
+		autoMemoryFloor, autoMemoryHeadroom, autoMemoryStep, readChunkBytes = saved[0], saved[1], saved[2], saved[3]
+	}()
+	autoMemoryFloor, autoMemoryHeadroom, autoMemoryStep = 1<<20, 20<<20, 1<<20
+	ix, err = Open(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	s := ix.cur.Load()
+	if err := s.db.QueryRow(`SELECT sum(strlen(body) + strlen(window_text))::BIGINT FROM blocks`).Scan(&text); err != nil {
+		t.Fatal(err)
+	}
+	if limit := s.memLimit.Load(); text < limit {
+		t.Fatalf("blocks' text %d bytes, memory_limit %d: the test needs the text well past the limit", text, limit)
+	}
+	readChunkBytes = 1 << 40 // one query a table
+	if _, err := ix.Verify(ctx, nil); err == nil || !strings.Contains(err.Error(), "Out of Memory") {
+		t.Errorf("verify in one query a table at memory_limit %d MiB (blocks' text %d MiB): %v; want DuckDB out of memory (else this test proves nothing)", s.memLimit.Load()>>20, text>>20, err)
+	}
+	readChunkBytes = 1 << 20
+	got, err := ix.Verify(ctx, nil)
+	if err != nil {
+		t.Fatalf("verify in ranges at memory_limit %d MiB (blocks' text %d MiB): %v", s.memLimit.Load()>>20, text>>20, err)
+	}
+	if got.Digest != want.Digest || got.Blocks != want.Blocks || got.Documents != want.Documents || !got.OK() {
+		t.Errorf("verify in ranges: digest %s, %d documents, %d blocks; want %s, %d, %d", got.Digest, got.Documents, got.Blocks, want.Digest, want.Documents, want.Blocks)
+	}
+}
