@@ -2,8 +2,11 @@ package index
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -62,6 +65,10 @@ func TestIDRanges(t *testing.T) {
 // more than this tiny limit; it passed at 100k passages at 128 MiB.
 func TestVerifyBoundedMemory(t *testing.T) {
 	ctx := context.Background()
+	saved := [4]int64{autoMemoryFloor, autoMemoryHeadroom, autoMemoryStep, readChunkBytes}
+	defer func() {
+		autoMemoryFloor, autoMemoryHeadroom, autoMemoryStep, readChunkBytes = saved[0], saved[1], saved[2], saved[3]
+	}()
 	dir := t.TempDir()
 	ix, err := Open(ctx, dir, &Options{BlobURL: "file://" + t.TempDir(), Embedder: embed.None})
 	if err != nil {
@@ -96,14 +103,35 @@ func TestVerifyBoundedMemory(t *testing.T) {
 	if !want.OK() {
 		t.Fatalf("verify at the default limit: %+v", want)
 	}
+	walk := func() ([]string, error) {
+		var ids []string
+		err := ix.ForEachBlock(ctx, Restricted, func(h Hit) error {
+			ids = append(ids, h.DocID+" "+h.BlockID)
+			return nil
+		})
+		return ids, err
+	}
+	exported := t.TempDir()
+	if _, err := ix.Export(ctx, exported, &ExportOptions{Clearance: Restricted}); err != nil {
+		t.Fatal(err)
+	}
+	// Export in ranges writes the same files (at the default limit: a
+	// Parquet writer needs more than the tiny one below).
+	chunked := t.TempDir()
+	readChunkBytes = 1 << 20
+	_, err = ix.Export(ctx, chunked, &ExportOptions{Clearance: Restricted})
+	readChunkBytes = saved[3]
+	if err != nil {
+		t.Fatalf("export in ranges: %v", err)
+	}
+	wantIDs, err := walk()
+	if err != nil || int64(len(wantIDs)) != want.Blocks {
+		t.Fatalf("ForEachBlock at the default limit: %d blocks, %v; want %d", len(wantIDs), err, want.Blocks)
+	}
 	if err := ix.Close(); err != nil {
 		t.Fatal(err)
 	}
 	var text int64
-	saved := [4]int64{autoMemoryFloor, autoMemoryHeadroom, autoMemoryStep, readChunkBytes}
-	defer func() {
-		autoMemoryFloor, autoMemoryHeadroom, autoMemoryStep, readChunkBytes = saved[0], saved[1], saved[2], saved[3]
-	}()
 	autoMemoryFloor, autoMemoryHeadroom, autoMemoryStep = 1<<20, 20<<20, 1<<20
 	ix, err = Open(ctx, dir, nil)
 	if err != nil {
@@ -128,5 +156,32 @@ func TestVerifyBoundedMemory(t *testing.T) {
 	}
 	if got.Digest != want.Digest || got.Blocks != want.Blocks || got.Documents != want.Documents || !got.OK() {
 		t.Errorf("verify in ranges: digest %s, %d documents, %d blocks; want %s, %d, %d", got.Digest, got.Documents, got.Blocks, want.Digest, want.Documents, want.Blocks)
+	}
+	if ids, err := walk(); err != nil || !slices.Equal(ids, wantIDs) {
+		t.Errorf("ForEachBlock in ranges: %d blocks, %v; want the %d of the default limit, in the same order", len(ids), err, len(wantIDs))
+	}
+	mem, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	for _, c := range []struct{ file, cols string }{
+		{ExportDocumentsFile, `doc_id || ':' || source || ':' || block_count`},
+		{ExportBlocksFile, `block_id || ':' || doc_id || ':' || ordinal || ':' || body`},
+	} {
+		var sums [2]string
+		var n [2]int64
+		for i, dir := range []string{exported, chunked} {
+			if err := mem.QueryRow(`SELECT md5(string_agg(`+c.cols+`, '|' ORDER BY file_row_number)), count(*) FROM read_parquet(?, file_row_number = true)`,
+				filepath.Join(dir, c.file)).Scan(&sums[i], &n[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if sums[0] != sums[1] || n[0] == 0 {
+			t.Errorf("%s in ranges: %d rows, md5 %s; want the %d rows of one query, md5 %s", c.file, n[1], sums[1], n[0], sums[0])
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(chunked, ".export-*")); len(left) > 0 {
+		t.Errorf("export left %v", left)
 	}
 }
