@@ -185,3 +185,47 @@ func TestVerifyBoundedMemory(t *testing.T) {
 		t.Errorf("export left %v", left)
 	}
 }
+
+// embedMissing reads the blocks without vectors in pages: with pages of
+// 3 blocks it gives back every vector deleted, as they were.
+func TestEmbedMissingPages(t *testing.T) {
+	ctx := context.Background()
+	ix, err := Open(ctx, t.TempDir(), &Options{BlobURL: "mem://"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	var ins []Input
+	for i := range 12 {
+		ins = append(ins, Input{Source: fmt.Sprintf("mem://d%d.md", i), MediaType: "text/markdown",
+			Data: []byte(fmt.Sprintf("# Doc %d\n\nfirst part %d\n\n## Two\n\nsecond part %d\n", i, i, i))})
+	}
+	if _, _, err := ix.IngestBatch(ctx, ins); err != nil {
+		t.Fatal(err)
+	}
+	want, err := ix.Verify(ctx, nil)
+	if err != nil || !want.OK() || want.Vectors < 20 {
+		t.Fatalf("verify: %+v, %v; want OK with vectors", want, err)
+	}
+	s := ix.cur.Load()
+	r, err := s.db.Exec(`DELETE FROM ` + s.vec.table + ` WHERE block_id % 3 <> 0`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := r.RowsAffected(); n < 10 {
+		t.Fatalf("deleted %d vectors: the test needs several pages", n)
+	}
+	saved := embedPage
+	embedPage = 3
+	defer func() { embedPage = saved }()
+	ix.writeMu.Lock()
+	err = s.embedMissing(ctx)
+	ix.writeMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ix.Verify(ctx, nil)
+	if err != nil || got.Digest != want.Digest || got.Vectors != want.Vectors {
+		t.Errorf("after embedMissing in pages: %d vectors, digest %s, %v; want %d, %s", got.Vectors, got.Digest, err, want.Vectors, want.Digest)
+	}
+}
