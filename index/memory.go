@@ -22,13 +22,16 @@ const defaultMemoryBytes = 256_000_000
 // ART 41 MB). The rest of the pool
 // (rows not yet checkpointed, cached blocks) is what a lower limit takes
 // from the process's RSS: at 100k passages a build peaked at 526-553 MB
-// at 256MB, 407-425 MB at 128MB. But reads need room too: with a floor of
-// 128 MiB, a live rebuild of 100k passages failed its verify ("failed to
-// pin block", 143.8 of 144.0 MiB used, the digest's pass over blocks), so
-// the floor is 256 MiB, about the fixed default it replaced, until every
-// reading path is measured at the lower one. Variables for tests.
+// at 256MB, 407-425 MB at 128MB. Reads need room too, and got it by
+// reading in bounded pieces (chunks.go): with the floor at 128 MiB, a
+// live rebuild of 100k passages failed its verify ("failed to pin
+// block", 143.8 of 144.0 MiB used): one sorted read of every block's
+// text, which failed at 144 MiB with nothing else in the pool. Verify,
+// export, ForEachBlock and embedMissing now read in ranges of doc ids or
+// pages of block ids; a rebuild of 100k passages, its verify included,
+// passed at 128 MiB. Variables for tests.
 var (
-	autoMemoryFloor    int64 = 256 << 20
+	autoMemoryFloor    int64 = 128 << 20
 	autoMemoryHeadroom int64 = 112 << 20
 	autoMemoryStep     int64 = 16 << 20 // the limit moves in steps of this
 )
