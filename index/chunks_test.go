@@ -228,4 +228,27 @@ func TestEmbedMissingPages(t *testing.T) {
 	if err != nil || got.Digest != want.Digest || got.Vectors != want.Vectors {
 		t.Errorf("after embedMissing in pages: %d vectors, digest %s, %v; want %d, %s", got.Vectors, got.Digest, err, want.Vectors, want.Digest)
 	}
+	// Export's vectors in ranges: the same file.
+	var sums []string
+	savedChunk := readChunkBytes
+	defer func() { readChunkBytes = savedChunk }()
+	for _, chunk := range []int64{1 << 40, 64} {
+		readChunkBytes = chunk
+		dir := t.TempDir()
+		_, err := ix.Export(ctx, dir, &ExportOptions{Clearance: Restricted})
+		readChunkBytes = savedChunk
+		if err != nil {
+			t.Fatalf("export, readChunkBytes %d: %v", chunk, err)
+		}
+		var sum string
+		var n int64
+		if err := s.db.QueryRow(`SELECT md5(string_agg(block_id || ':' || vector::VARCHAR, '|' ORDER BY file_row_number)), count(*) FROM read_parquet(?, file_row_number = true)`,
+			filepath.Join(dir, ExportVectorsFile)).Scan(&sum, &n); err != nil || n != want.Vectors {
+			t.Fatalf("vectors file: %d rows, %v; want %d", n, err, want.Vectors)
+		}
+		sums = append(sums, sum)
+	}
+	if sums[0] != sums[1] {
+		t.Errorf("vectors exported in ranges differ from one query's")
+	}
 }

@@ -107,6 +107,7 @@ func (ix *Index) Export(ctx context.Context, dir string, opts *ExportOptions) (*
 	// at 100k passages.
 	type file struct {
 		name, query, size string
+		col               string // the doc id column the ranges bound
 		n                 *int64
 		dim               int // vectors: the stored BLOBs are written as FLOAT[dim]
 	}
@@ -115,19 +116,19 @@ func (ix *Index) Export(ctx context.Context, dir string, opts *ExportOptions) (*
 				d.status, d.reason, d.extractor, d.pages, d.bytes, d.blob_id, d.ingested_at, d.meta, d.meta_given,
 				(SELECT count(*) FROM blocks b WHERE b.doc_id = d.doc_id) AS block_count
 			FROM documents d WHERE d.sensitivity IN ` + in + ` AND %[1]s ORDER BY d.doc_id`,
-			`SELECT coalesce(sum(strlen(source) + strlen(title) + strlen(reason) + strlen(meta) + strlen(meta_given) + 200), 0)::BIGINT FROM documents`, &res.Documents, 0},
+			`SELECT coalesce(sum(strlen(source) + strlen(title) + strlen(reason) + strlen(meta) + strlen(meta_given) + 200), 0)::BIGINT FROM documents`, "d.doc_id", &res.Documents, 0},
 		{ExportBlocksFile, `SELECT b.public_id AS block_id, b.doc_id, b.ord AS ordinal, b.body, b.context,
 				b.heading_path, b.page, b.byte_start, b.byte_end
 			FROM blocks b JOIN documents d ON d.doc_id = b.doc_id
 			WHERE d.sensitivity IN ` + in + ` AND %[1]s ORDER BY b.doc_id, b.ord`,
-			`SELECT coalesce(sum(strlen(public_id) + strlen(body) + strlen(context) + strlen(heading_path) + 100), 0)::BIGINT FROM blocks`, &res.Blocks, 0},
+			`SELECT coalesce(sum(strlen(public_id) + strlen(body) + strlen(context) + strlen(heading_path) + 100), 0)::BIGINT FROM blocks`, "b.doc_id", &res.Blocks, 0},
 	}
 	if v := s.vec; v != nil {
 		res.EmbeddingSet, res.Dim = v.spec.Identity().String(), v.spec.Dim
 		files = append(files, file{ExportVectorsFile, `SELECT b.public_id AS block_id, ` + sqlString(res.EmbeddingSet) + ` AS embedding_set, v.vector
 			FROM ` + v.table + ` v JOIN blocks b ON b.block_id = v.block_id JOIN documents d ON d.doc_id = b.doc_id
 			WHERE d.sensitivity IN ` + in + ` AND %[1]s ORDER BY b.doc_id, b.ord`,
-			fmt.Sprintf(`SELECT count(*)::BIGINT * %d FROM `+v.table, 4*v.spec.Dim+100), &res.Vectors, v.spec.Dim})
+			fmt.Sprintf(`SELECT count(*)::BIGINT * %d FROM `+v.table, 4*v.spec.Dim+100), "b.doc_id", &res.Vectors, v.spec.Dim})
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -158,10 +159,10 @@ func (ix *Index) Export(ctx context.Context, dir string, opts *ExportOptions) (*
 			return nil, fmt.Errorf("export %s: %w", f.name, err)
 		}
 		if f.dim > 0 {
-			if *f.n, err = exportVectors(ctx, tx, ranges, f.query, tmp, f.dim, priv); err != nil {
+			if *f.n, err = exportVectors(ctx, tx, ranges, f.query, f.col, tmp, f.dim, priv); err != nil {
 				return nil, fmt.Errorf("export %s: %w", f.name, err)
 			}
-		} else if *f.n, err = copyRanges(ctx, tx, ranges, f.query, tmp, priv); err != nil {
+		} else if *f.n, err = copyRanges(ctx, tx, ranges, f.query, f.col, tmp, priv); err != nil {
 			return nil, fmt.Errorf("export %s: %w", f.name, err)
 		}
 		if exportCopied != nil {
@@ -205,7 +206,7 @@ var exportCopied func(name string) error
 // decoded here and appended, as they stream from tx, to a private
 // in-memory DuckDB database (at most exportMemoryLimit, spilling into the
 // private directory spill), which writes the file in their order.
-func exportVectors(ctx context.Context, tx *sql.Tx, ranges []idRange, query, path string, dim int, spill string) (int64, error) {
+func exportVectors(ctx context.Context, tx *sql.Tx, ranges []idRange, query, col, path string, dim int, spill string) (int64, error) {
 	mem, err := sql.Open("duckdb", "")
 	if err != nil {
 		return 0, err
@@ -226,7 +227,7 @@ func exportVectors(ctx context.Context, tx *sql.Tx, ranges []idRange, query, pat
 	}
 	var n int64
 	err = duck.Append(ctx, conn, "v", []string{"block_id", "embedding_set", "vector"}, func(add func(...driver.Value) error) error {
-		return eachInRanges(ctx, tx, ranges, query, "b.doc_id", nil, func(scan func(...any) error) error {
+		return eachInRanges(ctx, tx, ranges, query, col, nil, func(scan func(...any) error) error {
 			var id, set string
 			var b []byte
 			if err := scan(&id, &set, &b); err != nil {
@@ -252,18 +253,14 @@ func exportVectors(ctx context.Context, tx *sql.Tx, ranges []idRange, query, pat
 	return n, nil
 }
 
-// copyRanges writes the rows of query (its %[1]s the condition on
-// b.doc_id, or d.doc_id for the documents) to the Parquet file path,
+// copyRanges writes the rows of query (its %[1]s the condition on col)
+// to the Parquet file path,
 // range after range, and returns how many it wrote. One range is one
 // COPY; more are each copied to a part file in the private directory
 // priv, then the parts, read in order, to path (DuckDB keeps the order of
 // the files and of their rows). COPY takes no parameters: the ranges'
 // bounds are hex strings of ours, quoted.
-func copyRanges(ctx context.Context, tx *sql.Tx, ranges []idRange, query, path, priv string) (int64, error) {
-	col := "b.doc_id"
-	if !strings.Contains(query, "JOIN documents d") {
-		col = "d.doc_id"
-	}
+func copyRanges(ctx context.Context, tx *sql.Tx, ranges []idRange, query, col, path, priv string) (int64, error) {
 	// A Parquet writer holds a row group in memory: DuckDB's default,
 	// 122,880 rows, is all of 100k passages' blocks.
 	const format = ` (FORMAT parquet, COMPRESSION zstd, USE_TMP_FILE false, ROW_GROUP_SIZE 8192)`
