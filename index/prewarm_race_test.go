@@ -66,19 +66,7 @@ func TestPrewarmRacesWritesSwitchClose(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i == 75 {
-			gen, err := ix.layout.NewGeneration()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := ix.snapshot(ctx, ix.layout.GenerationPath(gen)); err != nil {
-				t.Fatal(err)
-			}
-			if err := ix.layout.Publish(gen); err != nil {
-				t.Fatal(err)
-			}
-			if err := ix.Reload(ctx); err != nil {
-				t.Fatal(err)
-			}
+			reloadCopy(t, ix)
 		}
 	}
 	done := make(chan error, 1)

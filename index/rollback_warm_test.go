@@ -25,20 +25,7 @@ func TestRollbackWarms(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A second generation, a copy of the first, made live by Reload.
-	gen, err := ix.layout.NewGeneration()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ix.snapshot(ctx, ix.layout.GenerationPath(gen)); err != nil {
-		t.Fatal(err)
-	}
-	if err := ix.layout.Publish(gen); err != nil {
-		t.Fatal(err)
-	}
-	if err := ix.Reload(ctx); err != nil || ix.Generation() != gen {
-		t.Fatalf("reload to %s: serving %s, %v", gen, ix.Generation(), err)
-	}
+	reloadCopy(t, ix)
 	loaded := func() [4]bool {
 		s, err := ix.acquire()
 		if err != nil {
@@ -63,22 +50,7 @@ func TestRollbackWarms(t *testing.T) {
 // Prewarm fills a cold generation's posting cache.
 func TestPrewarm(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	ix, err := Open(ctx, dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, src := range []string{"/a.md", "/b.md", "/c.md"} {
-		if _, err := ix.Ingest(ctx, Input{Source: src, Data: []byte("# T\n\napples and pears " + src + "\n")}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := ix.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if ix, err = Open(ctx, dir, nil); err != nil {
-		t.Fatal(err)
-	}
+	ix := openCold(t)
 	defer ix.Close()
 	cached := func() int {
 		s, err := ix.acquire()
@@ -106,6 +78,30 @@ func TestPrewarm(t *testing.T) {
 // state still live warms as before.
 func TestPrewarmStopsOnceReplaced(t *testing.T) {
 	ctx := context.Background()
+	ix := openCold(t)
+	defer ix.Close()
+	old, err := ix.acquire() // cold: nothing searched since the open
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.unref()
+	reloadCopy(t, ix)
+	if n, err := old.prewarm(ctx); n != 0 || err != nil {
+		t.Errorf("prewarm of the replaced generation: %d terms, %v; want 0, nil", n, err)
+	}
+	if terms, _ := old.fts.CacheStats(); terms != 0 {
+		t.Errorf("the replaced generation's posting cache holds %d terms after its prewarm: want none (it was retired)", terms)
+	}
+	if n, err := ix.Prewarm(ctx); n == 0 || err != nil {
+		t.Errorf("prewarm of the live generation: %d terms, %v; want some", n, err)
+	}
+}
+
+// openCold returns an index of three small documents, closed and opened
+// again: nothing searched, so its posting cache is empty.
+func openCold(t *testing.T) *Index {
+	t.Helper()
+	ctx := context.Background()
 	dir := t.TempDir()
 	ix, err := Open(ctx, dir, nil)
 	if err != nil {
@@ -122,12 +118,14 @@ func TestPrewarmStopsOnceReplaced(t *testing.T) {
 	if ix, err = Open(ctx, dir, nil); err != nil {
 		t.Fatal(err)
 	}
-	defer ix.Close()
-	old, err := ix.acquire() // cold: nothing searched since the open
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer old.unref()
+	return ix
+}
+
+// reloadCopy makes a second generation, a copy of the live one, live by
+// Reload.
+func reloadCopy(t *testing.T, ix *Index) {
+	t.Helper()
+	ctx := context.Background()
 	gen, err := ix.layout.NewGeneration()
 	if err != nil {
 		t.Fatal(err)
@@ -140,14 +138,5 @@ func TestPrewarmStopsOnceReplaced(t *testing.T) {
 	}
 	if err := ix.Reload(ctx); err != nil || ix.Generation() != gen {
 		t.Fatalf("reload to %s: serving %s, %v", gen, ix.Generation(), err)
-	}
-	if n, err := old.prewarm(ctx); n != 0 || err != nil {
-		t.Errorf("prewarm of the replaced generation: %d terms, %v; want 0, nil", n, err)
-	}
-	if terms, _ := old.fts.CacheStats(); terms != 0 {
-		t.Errorf("the replaced generation's posting cache holds %d terms after its prewarm: want none (it was retired)", terms)
-	}
-	if n, err := ix.Prewarm(ctx); n == 0 || err != nil {
-		t.Errorf("prewarm of the live generation: %d terms, %v; want some", n, err)
 	}
 }
