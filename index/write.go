@@ -723,27 +723,41 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string
 		}
 		return nil, fmt.Errorf("delete: %w %s", errNoDocument, strings.Join(missing, ", "))
 	}
+	// From here on, a failure before the commit leaves the rows of
+	// rowIDs served: their records are put back (undo).
+	undo := func(err error) error {
+		tx.Rollback()
+		if uerr := ix.restoreRemoved(context.WithoutCancel(ctx), rowIDs); uerr != nil {
+			err = fmt.Errorf("%w; and the records could not be put back (escurel verify lists them): %v", err, uerr)
+		}
+		return err
+	}
 	docs := held
 	if len(rowIDs) < len(held) && len(rowIDs) > 0 {
 		// Rows deleted whose records stay (a removal failed before
 		// them): delete only the others, in a new transaction. writeMu
 		// is held: nothing wrote meanwhile.
 		tx.Rollback()
-		if tx, err = duck.Begin(ctx, ix.db); err != nil {
+		again, err := duck.Begin(ctx, ix.db)
+		if err != nil {
 			<-ix.syncRemovals()
-			return nil, err
+			return nil, undo(err) // tx has ended: its Rollback is a no-op
 		}
+		tx = again
 		if docs, err = deleteDocuments(ctx, tx, rowIDs); err != nil {
 			<-ix.syncRemovals()
-			return nil, fmt.Errorf("delete documents: %w", err)
+			return nil, undo(fmt.Errorf("delete documents: %w", err))
 		}
 	}
 	// The removals become durable while the rows are deleted; the commit
 	// waits for them (the source of truth first).
 	synced := ix.syncRemovals()
 	if len(rowIDs) > 0 {
-		if err := ix.deleteCommit(ctx, tx, rowIDs, docs, synced); err != nil {
-			return nil, err
+		if committed, err := ix.deleteCommit(ctx, tx, rowIDs, docs, synced); err != nil {
+			if committed {
+				return nil, fmt.Errorf("delete: committed, then: %w", err)
+			}
+			return nil, undo(err)
 		}
 	} else if err := <-synced; err != nil {
 		return nil, err
@@ -757,6 +771,32 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string
 	return done, nil
 }
 
+// restoreRemoved puts back the records of docIDs that a delete removed
+// when its transaction then failed: each document whose rows are still
+// committed gets its record again, as the index's copy (currentDocs, what
+// restoreRecords puts back for a failed ingest), durably. A document
+// without rows keeps its record removed.
+func (ix *state) restoreRemoved(ctx context.Context, docIDs []any) error {
+	if len(docIDs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(docIDs))
+	for i, id := range docIDs {
+		ids[i] = id.(string)
+	}
+	current, err := ix.currentDocs(ctx, ids)
+	if err != nil {
+		return err
+	}
+	kept := ids[:0]
+	for _, id := range ids {
+		if current[id] != nil {
+			kept = append(kept, id)
+		}
+	}
+	return ix.restoreRecords(ctx, kept, current)
+}
+
 // syncRemovals makes the blob store's record removals durable in the
 // background; the channel gives the result.
 func (ix *state) syncRemovals() <-chan error {
@@ -768,8 +808,9 @@ func (ix *state) syncRemovals() <-chan error {
 // deleteCommit deletes the rows of the documents docIDs (whose rows are
 // docs) within tx and commits, once synced says their records' removal is
 // durable; then lets the full-text index merge as its policy says. It
-// waits for synced whatever happens.
-func (ix *state) deleteCommit(ctx context.Context, tx *duck.Tx, docIDs []any, docs map[string]*docRange, synced <-chan error) error {
+// waits for synced whatever happens. committed reports whether the
+// transaction committed (an error after it is the merge's).
+func (ix *state) deleteCommit(ctx context.Context, tx *duck.Tx, docIDs []any, docs map[string]*docRange, synced <-chan error) (committed bool, err error) {
 	waited := false
 	wait := func() error {
 		waited = true
@@ -782,15 +823,15 @@ func (ix *state) deleteCommit(ctx context.Context, tx *duck.Tx, docIDs []any, do
 	}()
 	del, err := ix.deleteDocRows(ctx, tx, docIDs, docs)
 	if err != nil {
-		return err
+		return false, err
 	}
 	removed, deleted := del.blocks, del.docs
 	rm, err := ix.fts.Remove(ctx, tx, removed)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := wait(); err != nil {
-		return err
+		return false, err
 	}
 	gone := blockIDs(removed)
 	if err := ix.fts.CommitWith(ctx, tx, func() {
@@ -803,13 +844,13 @@ func (ix *state) deleteCommit(ctx context.Context, tx *duck.Tx, docIDs []any, do
 		ix.docs.apply(nil, deleted)
 		ix.hitDocs.apply(nil, deleted)
 	}, rm); err != nil {
-		return err
+		return false, err
 	}
 	// The full-text merges only: a delete grows none of DuckDB's ART
 	// indexes, so the automatic memory_limit fitted at open or by the last
 	// write that grew them (state.maintain) still holds, and reading their
 	// size (duckdb_memory(), about 1 ms) is not on a delete's path.
-	return ix.fts.Maintain(context.WithoutCancel(ctx), ix.db, 0)
+	return true, ix.fts.Maintain(context.WithoutCancel(ctx), ix.db, 0)
 }
 
 // errNoDocument is wrapped by a delete's error for names that match no
