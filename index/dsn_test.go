@@ -2,6 +2,9 @@ package index
 
 import (
 	"context"
+	"database/sql"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -35,5 +38,65 @@ func TestDuckDBThreads(t *testing.T) {
 	_, err := Open(ctx, t.TempDir(), &Options{DuckDBThreads: -1})
 	if err == nil || !strings.Contains(err.Error(), "DuckDB threads -1") {
 		t.Errorf("DuckDBThreads -1: %v, want an error naming the setting", err)
+	}
+}
+
+// A rewrite raises DuckDB's threads to GOMAXPROCS for its copy and puts
+// them back to the configured count after, whether the copy succeeded or
+// not.
+func TestRewriteRaisesThreads(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
+	ctx := context.Background()
+	ix, err := Open(ctx, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if _, err := ix.Ingest(ctx, Input{Source: "/a.md", Data: []byte("# A\n\nsome text\n")}); err != nil {
+		t.Fatal(err)
+	}
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	s, err := ix.live()
+	if err != nil {
+		t.Fatal(err)
+	}
+	threads := func(conn *sql.Conn) int {
+		var n int
+		if err := conn.QueryRowContext(ctx, `SELECT current_setting('threads')::INTEGER`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	restore, err := s.raiseThreads(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := threads(conn); n != 3 {
+		t.Errorf("during a rewrite DuckDB runs %d threads, want GOMAXPROCS 3", n)
+	}
+	if err := restore(); err != nil {
+		t.Fatal(err)
+	}
+	if n := threads(conn); n != 1 {
+		t.Errorf("after a rewrite DuckDB runs %d threads, want the configured 1", n)
+	}
+	// A rewrite that fails (its destination cannot be created) puts them back too.
+	if err := s.rewriteTo(ctx, filepath.Join(t.TempDir(), "missing", "x.duckdb")); err == nil {
+		t.Fatal("a rewrite into a missing directory succeeded")
+	}
+	if n := threads(conn); n != 1 {
+		t.Errorf("after a failed rewrite DuckDB runs %d threads, want the configured 1", n)
+	}
+	if err := s.rewriteTo(ctx, filepath.Join(t.TempDir(), "copy.duckdb")); err != nil {
+		t.Fatal(err)
+	}
+	if n := threads(conn); n != 1 {
+		t.Errorf("after a rewrite DuckDB runs %d threads, want the configured 1", n)
 	}
 }

@@ -188,6 +188,7 @@ type state struct {
 	db      *sql.DB
 	blobs   *blobstore.Store
 	workers int
+	threads int // DuckDB's threads (config.threads); a rewrite raises them for its copy
 	limits  extract.Limits
 	now     func() time.Time
 
@@ -415,7 +416,7 @@ func openIndex(ctx context.Context, d *layout.Dir, gen string, opts *Options, re
 // with one reference, the caller's.
 func (ix *Index) openState(ctx context.Context, gen string, want settings) (_ *state, err error) {
 	s := &state{dir: ix.dir, gen: gen, path: layout.GenerationPath(ix.dir, gen), blobs: ix.blobs,
-		workers: ix.cfg.workers, limits: ix.cfg.limits, now: ix.cfg.now, memAuto: ix.cfg.memAuto,
+		workers: ix.cfg.workers, threads: ix.cfg.threads, limits: ix.cfg.limits, now: ix.cfg.now, memAuto: ix.cfg.memAuto,
 		retired: make(chan struct{})}
 	_, statErr := os.Stat(s.path)
 	if s.db, err = sql.Open("duckdb", dsn(s.path, ix.cfg.threads)+"&memory_limit="+ix.cfg.memLimit); err == nil {

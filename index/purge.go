@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -281,7 +283,7 @@ func (ix *state) eraseDerived(ctx context.Context) error {
 // rewriteTo writes the generation's live rows into a new DuckDB file at
 // dst: schema, sequences and data, none of the old file's free pages or
 // log. The caller holds writeMu.
-func (ix *state) rewriteTo(ctx context.Context, dst string) error {
+func (ix *state) rewriteTo(ctx context.Context, dst string) (err error) {
 	if err := ix.fitMemory(ctx, 2, false); err != nil { // the copy's indexes are built beside the live ones
 		return fmt.Errorf("purge: %w", err)
 	}
@@ -294,6 +296,15 @@ func (ix *state) rewriteTo(ctx context.Context, dst string) error {
 	if err := conn.QueryRowContext(ctx, `SELECT current_database()`).Scan(&catalog); err != nil {
 		return fmt.Errorf("purge: %w", err)
 	}
+	restore, err := ix.raiseThreads(ctx, conn)
+	if err != nil {
+		return fmt.Errorf("purge: %w", err)
+	}
+	defer func() {
+		if rerr := restore(); err == nil && rerr != nil {
+			err = fmt.Errorf("purge: %w", rerr)
+		}
+	}()
 	const alias = "escurel_purge"
 	stmts := []string{
 		`ATTACH '` + strings.ReplaceAll(dst, "'", "''") + `' AS ` + alias,
@@ -319,6 +330,32 @@ func (ix *state) rewriteTo(ctx context.Context, dst string) error {
 		return fmt.Errorf("purge: write %s: a write-ahead log stayed after the copy", dst)
 	}
 	return syncFile(dst)
+}
+
+// raiseThreads sets DuckDB's threads to GOMAXPROCS for one big statement
+// (rewriteTo's COPY FROM DATABASE) when that is more than the index's
+// configured threads, and returns what puts them back. The setting is the
+// database's, not the connection's: searches that run meanwhile may use
+// the extra threads too. One thread suits escurel's point lookups and
+// appends (defaultDuckDBThreads), but a copy of every table is one
+// statement that DuckDB runs in parallel: with 2 threads on 2 cores a 100k
+// index (300 MB) copied in 4.16-4.42 s against 4.79-5.70 s with one
+// (alternating, load 1-2). The caller holds writeMu, so two raises never
+// overlap.
+func (ix *state) raiseThreads(ctx context.Context, conn *sql.Conn) (restore func() error, err error) {
+	n := runtime.GOMAXPROCS(0)
+	if n <= ix.threads {
+		return func() error { return nil }, nil
+	}
+	if _, err := conn.ExecContext(ctx, `SET threads = `+strconv.Itoa(n)); err != nil {
+		return nil, fmt.Errorf("raise DuckDB's threads to %d: %w", n, err)
+	}
+	return func() error {
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), `SET threads = `+strconv.Itoa(ix.threads)); err != nil {
+			return fmt.Errorf("put DuckDB's threads back to %d: %w", ix.threads, err)
+		}
+		return nil
+	}, nil
 }
 
 func syncFile(path string) error {
