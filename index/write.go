@@ -703,7 +703,7 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string
 	// What the rows hold comes from memory when the table is loaded (a
 	// server that has searched): the documents rows are then deleted by
 	// key once the records are removed. Else the first statement deletes
-	// them and returns it.
+	// them and reads it back (RETURNING).
 	var tx *duck.Tx
 	defer func() {
 		if tx != nil {
