@@ -31,7 +31,10 @@ import (
 // CPU time per delete (the process's, all threads: steadier than the
 // wall time on a loaded machine), and reports the p50s as metrics. It
 // measures once whatever b.N is (run it with -benchtime 1x), and skips
-// without ESCUREL_DELETE_DIR.
+// without ESCUREL_DELETE_DIR. It searches once first, as a server has
+// (its hits' table of documents is then loaded, and a delete reads it
+// rather than the rows); ESCUREL_DELETE_COLD=1 leaves that out (a CLI
+// delete).
 func BenchmarkDeleteOne(b *testing.B) {
 	t := b
 	src := os.Getenv("ESCUREL_DELETE_DIR")
@@ -57,6 +60,14 @@ func BenchmarkDeleteOne(b *testing.B) {
 		t.Fatal(err)
 	}
 	defer ix.Close()
+	if os.Getenv("ESCUREL_DELETE_COLD") != "1" {
+		if hits, err := ix.Search(ctx, "file", nil); err != nil || len(hits) == 0 {
+			t.Fatal(hits, err)
+		}
+		if s := ix.cur.Load(); !s.hitDocs.isLoaded() {
+			t.Fatal("the search did not load the table of documents")
+		}
+	}
 	// Passages p0 … p(n-1) are documents bench://pN; take them spread out,
 	// away from the ones bench-fts -writes deletes (n/2 + round + 1).
 	next := 0
@@ -114,7 +125,12 @@ func BenchmarkDeleteOne(b *testing.B) {
 			t.Fatal(err)
 		}
 		lap(0)
-		docs, err := deleteDocuments(ctx, tx, []any{id})
+		docs, known := s.hitDocs.docRanges([]any{id})
+		if known {
+			err = deleteDocumentRows(ctx, tx, []any{id}, len(docs))
+		} else {
+			docs, err = deleteDocuments(ctx, tx, []any{id})
+		}
 		if err != nil || len(docs) != 1 {
 			t.Fatal(len(docs), err)
 		}
@@ -235,8 +251,18 @@ func copyTree(src, dst string) error {
 // covers documents by doc id (one and two), blocks and vectors by one
 // block id and by ranges, and document_text by doc id, so a delete's
 // cost does not grow with the index (issue 16). The doc-id scan that a
-// row without a block range falls back to is not on these paths.
+// row without a block range falls back to is not on these paths. It runs
+// cold (the documents rows read as they are deleted, RETURNING) and warm
+// (a search loaded the in-memory table: the documents rows deleted by key,
+// nothing read back), and checks after each delete that no row of the
+// documents is left in any table and that the table equals the rows.
 func TestDeleteStatementsUseKeys(t *testing.T) {
+	for _, warm := range []bool{false, true} {
+		t.Run(map[bool]string{false: "cold", true: "warm"}[warm], func(t *testing.T) { testDeleteStatementsUseKeys(t, warm) })
+	}
+}
+
+func testDeleteStatementsUseKeys(t *testing.T, warm bool) {
 	ctx := context.Background()
 	ix, err := Open(ctx, t.TempDir(), nil)
 	if err != nil {
@@ -259,6 +285,11 @@ func TestDeleteStatementsUseKeys(t *testing.T) {
 			}
 		}
 	}
+	if warm {
+		if _, err := ix.Search(ctx, "apples", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	seen := map[string]bool{}
 	defer func() { seeDelete = nil }()
 	seeDelete = func(ctx context.Context, tx *duck.Tx, query string, args []any) {
@@ -270,6 +301,11 @@ func TestDeleteStatementsUseKeys(t *testing.T) {
 		}
 		if i := strings.Index(cond, "RETURNING "); i >= 0 {
 			cond = cond[:i]
+			if table == "documents" && warm {
+				t.Errorf("warm: the documents rows read back: %s", query)
+			}
+		} else if table == "documents" && !warm {
+			t.Errorf("cold: the documents rows not read back: %s", query)
 		}
 		kind := table
 		switch {
@@ -299,11 +335,37 @@ func TestDeleteStatementsUseKeys(t *testing.T) {
 			t.Errorf("%s: %s:\n%s", query, bad, plan.String())
 		}
 	}
+	left := func(names ...string) {
+		t.Helper()
+		s, err := ix.acquire()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.unref()
+		for _, name := range names {
+			id := blobstore.DocID(name)
+			var n int
+			if err := s.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM documents WHERE doc_id = $1) + (SELECT count(*) FROM blocks WHERE doc_id = $1)
+				+ (SELECT count(*) FROM document_text WHERE doc_id = $1)
+				+ (SELECT count(*) FROM vectors_1 WHERE block_id NOT IN (SELECT block_id FROM blocks))`, id).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != 0 {
+				t.Errorf("%s: %d rows left after its delete", name, n)
+			}
+		}
+		if warm {
+			if err := CheckDocTable(ctx, ix); err != nil {
+				t.Error(err)
+			}
+		}
+	}
 	del := func(names ...string) {
 		t.Helper()
 		if _, err := ix.Delete(ctx, names...); err != nil {
 			t.Fatal(err)
 		}
+		left(names...)
 	}
 	del("/m0.md")           // a range of blocks
 	del("/one.md")          // one block
@@ -312,6 +374,12 @@ func TestDeleteStatementsUseKeys(t *testing.T) {
 	if _, _, err := ix.IngestBatch(ctx, []Input{{Source: "/m1.md", Data: []byte("# Doc 1\n\nchanged\n\n## Part\n\nagain\n")}}); err != nil {
 		t.Fatal(err)
 	}
+	if warm {
+		if err := CheckDocTable(ctx, ix); err != nil {
+			t.Error(err)
+		}
+	}
+	del("/m1.md") // the replaced document's new rows
 	for _, want := range []string{"documents", "documents IN list", "blocks =", "blocks BETWEEN", "vectors_1 =", "vectors_1 BETWEEN", "document_text"} {
 		if !seen[want] {
 			t.Errorf("no statement on %s checked; seen %v", want, seen)

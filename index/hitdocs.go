@@ -13,8 +13,13 @@ import (
 // document (source, title, sensitivity, the two metadata columns), so that
 // a search reads only the hits' block rows: joining them with documents
 // scanned every doc id (the read took twice as long at 100k documents).
-// It costs about 100 bytes a document besides its source, title and
-// metadata.
+// It also holds what a delete reads of a document's row (its language
+// and block range; docRanges), so that a delete, once the table is
+// loaded, deletes the documents row by its key without reading it back
+// (a RETURNING cost 0.4-0.5 ms at 1M). An entry is 96 bytes besides its
+// source, title and metadata, 16 of them the delete's fields; at 1M
+// documents the map holds about 2 slots a document: 252 MB, 33.5 of them
+// the delete's fields (TestHitDocMemory).
 //
 // It is read on first use from the snapshot of a search (inside fts.View,
 // so no write commits meanwhile) and kept in step by every write's commit
@@ -30,6 +35,10 @@ type hitDocs struct {
 	mu     sync.RWMutex
 	loaded bool
 	docs   map[[16]byte]hitDoc
+	// langs are the languages the entries name (hitDoc.lang indexes it),
+	// langIx their indexes; both only grow, under mu.
+	langs  []string
+	langIx map[string]uint16
 	// stmt is hitBlocksSQL prepared on the state's database (blocksStmt),
 	// closed with it.
 	stmt atomic.Pointer[sql.Stmt]
@@ -52,11 +61,37 @@ func (h *hitDocs) blocksStmt(ctx context.Context, db *sql.DB) (*sql.Stmt, error)
 	return st, nil
 }
 
-// hitDoc is a document's fields that hits carry, as stored.
+// hitDoc is a document's fields that hits carry, and those a delete
+// reads (docRange), as stored.
 type hitDoc struct {
 	source, title string
 	sensitivity   string // as stored; interned for the known levels
 	meta, given   string // documents.meta and meta_given; "" for "{}"
+	first         int64  // documents.first_block
+	count         int32  // documents.block_count
+	lang          uint16 // documents.language: hitDocs.langs[lang]; noLang: not held
+}
+
+// noLang is hitDoc.lang of an entry whose language the table could not
+// number (more than 65,535 languages): a delete of it reads its row.
+const noLang = 1<<16 - 1
+
+// langOf returns the number of the language lang, numbering it if new,
+// or noLang when the numbers are spent. Call it with mu held for writing.
+func (h *hitDocs) langOf(lang string) uint16 {
+	if n, ok := h.langIx[lang]; ok {
+		return n
+	}
+	if len(h.langs) >= noLang {
+		return noLang
+	}
+	if h.langIx == nil {
+		h.langIx = map[string]uint16{}
+	}
+	n := uint16(len(h.langs))
+	h.langs = append(h.langs, lang)
+	h.langIx[lang] = n
+	return n
 }
 
 // hitDocKey is the table's key of a doc id, and false for a string that
@@ -106,10 +141,12 @@ func (d *hitDoc) metaColumns() (meta, given string) {
 	return meta, given
 }
 
-// hitDocUpdate is a committed write's document: its id and entry.
+// hitDocUpdate is a committed write's document: its id, entry and
+// language (numbered as the entry is stored).
 type hitDocUpdate struct {
-	id  string
-	doc hitDoc
+	id   string
+	doc  hitDoc
+	lang string
 }
 
 // apply forgets the documents a committed write removed, then adds those
@@ -129,7 +166,9 @@ func (h *hitDocs) apply(added []hitDocUpdate, removed []string) {
 	}
 	for _, u := range added {
 		if k, ok := hitDocKey(u.id); ok {
-			h.docs[k] = u.doc
+			d := u.doc
+			d.lang = h.langOf(u.lang)
+			h.docs[k] = d
 		}
 	}
 }
@@ -180,18 +219,22 @@ func (h *hitDocs) load(ctx context.Context, q querier) error {
 		return fmt.Errorf("load documents for hits: %w", err)
 	}
 	docs := make(map[[16]byte]hitDoc, n)
-	rows, err := q.QueryContext(ctx, `SELECT doc_id, source, title, sensitivity, meta, meta_given FROM documents`)
+	rows, err := q.QueryContext(ctx, `SELECT doc_id, source, title, sensitivity, meta, meta_given, language, first_block, block_count FROM documents`)
 	if err != nil {
 		return fmt.Errorf("load documents for hits: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id, source, title, sens, meta, given string
-		if err := rows.Scan(&id, &source, &title, &sens, &meta, &given); err != nil {
+		var id, source, title, sens, meta, given, lang string
+		var first int64
+		var count int32
+		if err := rows.Scan(&id, &source, &title, &sens, &meta, &given, &lang, &first, &count); err != nil {
 			return fmt.Errorf("load documents for hits: %w", err)
 		}
 		if k, ok := hitDocKey(id); ok {
-			docs[k] = newHitDoc(source, title, sens, meta, given)
+			d := newHitDoc(source, title, sens, meta, given)
+			d.first, d.count, d.lang = first, count, h.langOf(lang)
+			docs[k] = d
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -226,12 +269,47 @@ func (h *hitDocs) lookup(ids []string) (map[string]hitDoc, bool) {
 }
 
 // hitDocUpdates are the entries of the documents a write stores, built
-// from the values it appends to their rows.
-func hitDocUpdates(docs []pending) []hitDocUpdate {
+// from the values it appends to their rows; ids are the block ids of
+// their blocks, in order (docBlockRange).
+func hitDocUpdates(docs []pending, ids []int64) []hitDocUpdate {
 	out := make([]hitDocUpdate, len(docs))
-	for i, d := range docs {
+	i := 0
+	for j, d := range docs {
 		r := d.rec
-		out[i] = hitDocUpdate{id: r.DocID, doc: newHitDoc(r.Source, r.Title, r.Sensitivity, metaJSON(d.meta), givenJSON(r.Meta))}
+		doc := newHitDoc(r.Source, r.Title, r.Sensitivity, metaJSON(d.meta), givenJSON(r.Meta))
+		doc.first, doc.count = docBlockRange(ids, i, len(d.blocks))
+		out[j] = hitDocUpdate{id: r.DocID, doc: doc, lang: r.Language}
+		i += len(d.blocks)
 	}
 	return out
+}
+
+// docRanges returns what a delete reads of the rows of the documents ids
+// (doc ids) that the generation holds (those it does not hold are left
+// out), from the table, and false when the table cannot tell: not loaded,
+// or an id or language it does not hold. The caller holds writeMu, so the
+// table describes the committed rows (every commit applies to it).
+func (h *hitDocs) docRanges(ids []any) (map[string]*docRange, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if !h.loaded {
+		return nil, false
+	}
+	out := make(map[string]*docRange, len(ids))
+	for _, v := range ids {
+		id, _ := v.(string)
+		k, ok := hitDocKey(id)
+		if !ok {
+			return nil, false
+		}
+		d, ok := h.docs[k]
+		if !ok {
+			continue
+		}
+		if d.lang == noLang {
+			return nil, false
+		}
+		out[id] = &docRange{source: d.source, lang: h.langs[d.lang], sens: d.sensitivity, first: d.first, count: d.count}
+	}
+	return out, true
 }

@@ -91,32 +91,8 @@ func TestHitDocsInStep(t *testing.T) {
 			}
 		}
 		// The table holds exactly the rows' fields.
-		s, err := ix.acquire()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.unref()
-		rows, err := s.db.QueryContext(ctx, `SELECT doc_id, source, title, sensitivity, meta, meta_given FROM documents`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		want := map[[16]byte]hitDoc{}
-		for rows.Next() {
-			var id, source, title, sens, meta, given string
-			if err := rows.Scan(&id, &source, &title, &sens, &meta, &given); err != nil {
-				t.Fatal(err)
-			}
-			k, _ := hitDocKey(id)
-			want[k] = newHitDoc(source, title, sens, meta, given)
-		}
-		s.hitDocs.mu.RLock()
-		defer s.hitDocs.mu.RUnlock()
-		if !s.hitDocs.loaded {
-			t.Fatalf("%s: table not loaded after a search", stage)
-		}
-		if !reflect.DeepEqual(s.hitDocs.docs, want) {
-			t.Errorf("%s: table\n%+v\nrows\n%+v", stage, s.hitDocs.docs, want)
+		if err := CheckDocTable(ctx, ix); err != nil {
+			t.Errorf("%s: %v", stage, err)
 		}
 	}
 	check("first ingest")

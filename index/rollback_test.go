@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -53,8 +54,19 @@ func TestFailedTransactionRestoresRecords(t *testing.T) {
 // served, so the blob store must still describe them, also for a store
 // opened afresh (the restore is durable); and a delete after that
 // succeeds. The failure is injected through seeDelete: an error inside
-// the transaction aborts it, and the blocks' DELETE then fails.
+// the transaction aborts it, and the documents' or the blocks' DELETE
+// then fails; cold (the documents rows read as they are deleted, before
+// the removal) and warm (a search loaded the in-memory table: the
+// documents rows deleted by key after the removal).
 func TestFailedDeleteRestoresRecord(t *testing.T) {
+	for _, warm := range []bool{false, true} {
+		for _, table := range []string{"documents", "blocks"} {
+			t.Run(fmt.Sprintf("warm=%v/%s", warm, table), func(t *testing.T) { testFailedDeleteRestoresRecord(t, warm, table) })
+		}
+	}
+}
+
+func testFailedDeleteRestoresRecord(t *testing.T, warm bool, table string) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	ix, err := Open(ctx, dir, nil)
@@ -70,9 +82,14 @@ func TestFailedDeleteRestoresRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if warm {
+		if _, err := ix.Search(ctx, "quokka", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	defer func() { seeDelete = nil }()
 	seeDelete = func(ctx context.Context, tx *duck.Tx, query string, args []any) {
-		if strings.HasPrefix(query, "DELETE FROM blocks") {
+		if strings.HasPrefix(query, "DELETE FROM "+table) {
 			tx.ExecContext(ctx, `SELECT error('injected failure')`)
 		}
 	}

@@ -114,13 +114,7 @@ func (ix *state) write(ctx context.Context, docs []pending, ready func() error) 
 			i := 0 // a document's blocks are numbered consecutively: ids[i:i+len(d.blocks)]
 			for _, d := range docs {
 				r := d.rec
-				first, count := int64(0), int32(len(d.blocks))
-				if n := len(d.blocks); n > 0 {
-					first = ids[i]
-					if ids[i+n-1]-first != int64(n-1) { // not consecutive: not a range
-						first, count = -1, -1
-					}
-				}
+				first, count := docBlockRange(ids, i, len(d.blocks))
 				if err := add(r.DocID, r.Source, r.MediaType, r.Title, titleFrom(r.TitleGiven), r.Sensitivity, r.BlobID, r.Language, r.IngestedAt,
 					d.status, d.reason(), d.extractor, int32(d.pages), r.Bytes, r.SourceMTime, metaJSON(d.meta), givenJSON(r.Meta), first, count); err != nil {
 					return err
@@ -209,7 +203,7 @@ func (ix *state) write(ctx context.Context, docs []pending, ready func() error) 
 		ix.wrote.Store(true)
 		ix.pub.apply(ids, public, gone)
 		ix.docs.apply(addedIDs, replacedIDs)
-		ix.hitDocs.apply(hitDocUpdates(docs), replacedIDs)
+		ix.hitDocs.apply(hitDocUpdates(docs, ids), replacedIDs)
 	}, rm, ad); err != nil {
 		return false, err
 	}
@@ -255,6 +249,20 @@ func (ix *state) collision(ctx context.Context, docs []pending) error {
 	return nil
 }
 
+// docBlockRange is the block range (documents.first_block, block_count)
+// of a document whose n blocks have the ids ids[i:i+n]: the first and the
+// count, 0 and 0 for none, -1 and -1 when they are not consecutive.
+func docBlockRange(ids []int64, i, n int) (first int64, count int32) {
+	if n == 0 {
+		return 0, 0
+	}
+	first = ids[i]
+	if ids[i+n-1]-first != int64(n-1) {
+		return -1, -1
+	}
+	return first, int32(n)
+}
+
 func blockIDs(bs []fts.Block) []int64 {
 	out := make([]int64, len(bs))
 	for i, b := range bs {
@@ -269,7 +277,13 @@ func (ix *state) deleteRows(ctx context.Context, tx *duck.Tx, docIDs []any) (del
 	if len(docIDs) == 0 {
 		return deletedRows{}, nil
 	}
-	docs, err := deleteDocuments(ctx, tx, docIDs)
+	docs, known := ix.hitDocs.docRanges(docIDs)
+	var err error
+	if known {
+		err = deleteDocumentRows(ctx, tx, docIDs, len(docs))
+	} else {
+		docs, err = deleteDocuments(ctx, tx, docIDs)
+	}
 	if err != nil {
 		return deletedRows{}, fmt.Errorf("delete replaced documents: %w", err)
 	}
@@ -515,6 +529,25 @@ type docRange struct {
 	count, seen        int32
 }
 
+// deleteDocumentRows deletes, within tx, the documents rows of docIDs by
+// doc id (the primary key), of which held exist (the in-memory table,
+// docRanges, says so); a count other than held is an error: the table
+// and the rows disagree, and the delete must not go on.
+func deleteDocumentRows(ctx context.Context, tx *duck.Tx, docIDs []any, held int) error {
+	res, err := deleteExec(ctx, tx, `DELETE FROM documents WHERE doc_id IN (`+placeholders(len(docIDs))+`)`, docIDs...)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n != int64(held) {
+		return fmt.Errorf("%d documents rows deleted, the in-memory table holds %d of them", n, held)
+	}
+	return nil
+}
+
 // deleteDocuments deletes, within tx, the documents rows of docIDs that
 // exist, by doc id (the primary key), and returns what a delete needs of
 // each (docRange), read by the same statement.
@@ -643,14 +676,18 @@ func (ix *Index) Delete(ctx context.Context, names ...string) ([]string, error) 
 
 // deleteDocs is Index.Delete on one generation.
 //
-// It deletes the documents' rows in one transaction, reading what it needs
-// of them (their sources, languages, sensitivities and block ranges) as it
-// deletes them, and removes their records from the blob store before that
-// transaction commits: the directory fsync that makes the removals
-// durable runs while the transaction deletes the other rows, and the
-// commit waits for it. When a record cannot be removed, the rows of the
-// documents named after it are left: the transaction starts again and
-// deletes only those whose records are gone.
+// It deletes the documents' rows in one transaction, and removes their
+// records from the blob store before that transaction commits: the
+// directory fsync that makes the removals durable runs while the
+// transaction deletes the rows, and the commit waits for it. What it
+// needs of the documents rows (their sources, languages, sensitivities
+// and block ranges) comes from the in-memory table of hits (hitDocs,
+// when a search has loaded it; the records are then removed first and
+// the rows deleted by key after), or else from the rows as the first
+// statement deletes them (DELETE … RETURNING). When a record cannot be
+// removed, the rows of the documents named after it are left: only
+// those whose records are gone are deleted (read from the rows: the
+// transaction starts again).
 func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string, err error) {
 	ids := make([]any, 0, len(names))
 	for _, name := range names {
@@ -663,14 +700,24 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	tx, err := duck.Begin(ctx, ix.db)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { tx.Rollback() }()
-	held, err := deleteDocuments(ctx, tx, ids)
-	if err != nil {
-		return nil, fmt.Errorf("delete documents: %w", err)
+	// What the rows hold comes from memory when the table is loaded (a
+	// server that has searched): the documents rows are then deleted by
+	// key once the records are removed. Else the first statement deletes
+	// them and reads it back (RETURNING).
+	var tx *duck.Tx
+	defer func() {
+		if tx != nil {
+			tx.Rollback()
+		}
+	}()
+	held, known := ix.hitDocs.docRanges(ids)
+	if !known {
+		if tx, err = duck.Begin(ctx, ix.db); err != nil {
+			return nil, err
+		}
+		if held, err = deleteDocuments(ctx, tx, ids); err != nil {
+			return nil, fmt.Errorf("delete documents: %w", err)
+		}
 	}
 	var missing []string
 	var rowIDs []any // documents with rows whose records are removed
@@ -726,13 +773,34 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string
 	// From here on, a failure before the commit leaves the rows of
 	// rowIDs served: their records are put back (undo).
 	undo := func(err error) error {
-		tx.Rollback()
+		if tx != nil {
+			tx.Rollback()
+		}
 		if uerr := ix.restoreRemoved(context.WithoutCancel(ctx), rowIDs); uerr != nil {
 			err = fmt.Errorf("%w; and the records could not be put back (escurel verify lists them): %v", err, uerr)
 		}
 		return err
 	}
 	docs := held
+	if known && len(rowIDs) > 0 {
+		// The removals become durable while the rows are deleted.
+		synced := ix.syncRemovals()
+		if len(rowIDs) < len(held) {
+			docs = make(map[string]*docRange, len(rowIDs))
+			for _, id := range rowIDs {
+				docs[id.(string)] = held[id.(string)]
+			}
+		}
+		if tx, err = duck.Begin(ctx, ix.db); err != nil {
+			<-synced
+			return nil, undo(err)
+		}
+		if err := deleteDocumentRows(ctx, tx, rowIDs, len(rowIDs)); err != nil {
+			<-synced
+			return nil, undo(fmt.Errorf("delete documents: %w", err))
+		}
+		return ix.deleteFinish(ctx, tx, rowIDs, docs, synced, done, failed, missing, undo)
+	}
 	if len(rowIDs) < len(held) && len(rowIDs) > 0 {
 		// Rows deleted whose records stay (a removal failed before
 		// them): delete only the others, in a new transaction. writeMu
@@ -751,7 +819,17 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string
 	}
 	// The removals become durable while the rows are deleted; the commit
 	// waits for them (the source of truth first).
-	synced := ix.syncRemovals()
+	return ix.deleteFinish(ctx, tx, rowIDs, docs, ix.syncRemovals(), done, failed, missing, undo)
+}
+
+// deleteFinish is the end of deleteDocs: the rows of rowIDs (docs)
+// deleted within tx, whose documents rows are, committed once synced says
+// the records' removal is durable (deleteCommit), or, without rows, the
+// wait for synced; then the error for names that failed (failed) or
+// matched nothing (missing). undo is deleteDocs' for a failure before the
+// commit.
+func (ix *state) deleteFinish(ctx context.Context, tx *duck.Tx, rowIDs []any, docs map[string]*docRange, synced <-chan error,
+	done []string, failed error, missing []string, undo func(error) error) ([]string, error) {
 	if len(rowIDs) > 0 {
 		if committed, err := ix.deleteCommit(ctx, tx, rowIDs, docs, synced); err != nil {
 			if committed {
