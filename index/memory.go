@@ -18,18 +18,23 @@ const defaultMemoryBytes = 256_000_000
 // passed. Everything else a write
 // needs (a merge's term range sorted, a batch's rows, the appenders) fits
 // in autoMemoryHeadroom: a 100k build passed at 64MB (ART 14 MB), a 300k
-// build at 128MB (ART 44 MB) but not at 96MB (its last merge failed with
-// ART 41 MB). The rest of the pool
+// build at 128MB (ART 44 MB: 84 MB besides) but not at 96MB (its last
+// merge failed with ART 41 MB: 55 MB besides). The rest of the pool
 // (rows not yet checkpointed, cached blocks) is what a lower limit takes
-// from the process's RSS: at 100k passages a build peaked at 526-553 MB
-// at 256MB, 407-425 MB at 128MB. But reads need room too: with a floor of
-// 128 MiB, a live rebuild of 100k passages failed its verify ("failed to
-// pin block", 143.8 of 144.0 MiB used, the digest's pass over blocks), so
-// the floor is 256 MiB, about the fixed default it replaced, until every
-// reading path is measured at the lower one. Variables for tests.
+// from the process's RSS: at 100k passages a build peaked at 451 MB over
+// bench-fts' baseline at a floor of 256 MiB, 331-336 MB at 128 MiB (a
+// headroom of 112 MB), 318 MB at 112 MiB (this headroom). Reads need
+// room too, and got it by reading in bounded pieces (chunks.go): with the
+// floor at 128 MiB, a live rebuild of 100k passages failed its verify
+// ("failed to pin block", 143.8 of 144.0 MiB used): one sorted read of
+// every block's text, which failed at 144 MiB with nothing else in the
+// pool. Verify, export, ForEachBlock and embedMissing now read in ranges
+// of doc ids or pages of block ids; at 100k passages and 112 MiB a
+// rebuild with its verify, verify and export passed. The floor only
+// matters below about 50k passages. Variables for tests.
 var (
-	autoMemoryFloor    int64 = 256 << 20
-	autoMemoryHeadroom int64 = 112 << 20
+	autoMemoryFloor    int64 = 96 << 20
+	autoMemoryHeadroom int64 = 88 << 20
 	autoMemoryStep     int64 = 16 << 20 // the limit moves in steps of this
 )
 

@@ -1,0 +1,100 @@
+package index
+
+// Reading every row of a table in doc-id order in bounded memory.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// readChunkBytes is about the most text one query of a read in doc-id
+// order (verify's digest, export, ForEachBlock) sorts and returns (a
+// variable for tests). duckdb-go materializes a query's whole result
+// before its first row is read, and DuckDB's sort of a large payload
+// does not spill far enough: sorting the blocks of 100k passages by
+// (doc_id, ord), 122 MiB of text, failed at a memory_limit of 128 and 144
+// MiB ("failed to pin block"), with the ART indexes not even loaded. So
+// such a read runs as several queries, each over a range of doc ids
+// holding about this much (idRanges). Each query scans the whole table
+// (at 100k passages about 0.6 s for the blocks), so the chunks are no
+// smaller than they need be: a quarter of the headroom the automatic
+// memory_limit keeps above the ART indexes.
+var readChunkBytes int64 = 24 << 20
+
+// maxIDRanges bounds the ranges of one read: 65,536 (each query a scan).
+const maxIDRanges = 1 << 16
+
+// idRange is a range of doc ids, lo ≤ doc_id < hi; lo "" has no lower
+// bound and hi "" no upper one. idRanges' ranges partition every string
+// in order, so rows read range after range, each range sorted, come in
+// the order of the whole table sorted.
+type idRange struct{ lo, hi string }
+
+// where is the condition that col (a doc id column, trusted SQL) lies in
+// r, and its arguments: "TRUE" for the whole key space.
+func (r idRange) where(col string) (string, []any) {
+	switch {
+	case r.lo == "" && r.hi == "":
+		return "TRUE", nil
+	case r.lo == "":
+		return col + " < ?", []any{r.hi}
+	case r.hi == "":
+		return col + " >= ?", []any{r.lo}
+	}
+	return col + " >= ? AND " + col + " < ?", []any{r.lo, r.hi}
+}
+
+// idRanges splits the doc-id key space into ranges that each hold about
+// readChunkBytes of what sizeQuery (one row, one BIGINT: the bytes the
+// read returns; trusted SQL) counts in the whole table. Doc ids are 32
+// hex digits of a hash (blobstore.DocID), evenly spread, so the ranges
+// are equal slices of the first 8 digits' space; any other id still falls
+// in exactly one range. Errors: sizeQuery's.
+func idRanges(ctx context.Context, q querier, sizeQuery string) ([]idRange, error) {
+	var size int64
+	if err := q.QueryRowContext(ctx, sizeQuery).Scan(&size); err != nil {
+		return nil, fmt.Errorf("size: %w", err)
+	}
+	n := int64(1)
+	if readChunkBytes > 0 && size > readChunkBytes {
+		n = min((size+readChunkBytes-1)/readChunkBytes, maxIDRanges)
+	}
+	rs := make([]idRange, n)
+	for i := range rs {
+		if i > 0 {
+			rs[i].lo = fmt.Sprintf("%08x", uint64(i)<<32/uint64(n))
+			rs[i-1].hi = rs[i].lo
+		}
+	}
+	return rs, nil
+}
+
+// eachInRanges runs query, in which each %[1]s is where's condition (on
+// col) for a range, over each of ranges in turn, and calls fn with each
+// row; args come before the range's (once for each condition). Errors: a
+// query's, a scan's, fn's.
+func eachInRanges(ctx context.Context, q querier, ranges []idRange, query, col string, args []any, fn func(scan func(...any) error) error) error {
+	for _, r := range ranges {
+		cond, rargs := r.where(col)
+		all := args[:len(args):len(args)]
+		for range strings.Count(query, "%[1]s") {
+			all = append(all, rargs...)
+		}
+		rows, err := q.QueryContext(ctx, fmt.Sprintf(query, cond), all...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			if err := fn(rows.Scan); err != nil {
+				rows.Close()
+				return err
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
