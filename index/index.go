@@ -212,6 +212,7 @@ type state struct {
 	// its value in bytes once fitMemory set it.
 	memAuto  bool
 	memLimit atomic.Int64
+	memMu    sync.Mutex // orders the changes of memLimit (setMemory)
 
 	// wrote is set by every commit of documents' rows in this process
 	// (ingest, replace, delete, a metadata update): only then may Close

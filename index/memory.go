@@ -5,7 +5,12 @@ package index
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/duckdb/duckdb-go/v2"
 )
 
 // defaultMemoryBytes is DefaultMemoryLimit in bytes (DuckDB's MB is 10^6).
@@ -45,25 +50,113 @@ func (s *state) maintain(ctx context.Context) error {
 	if err := s.fitMemory(ctx, 1, false); err != nil {
 		return err
 	}
-	return s.fts.Maintain(ctx, s.db, 0)
+	return s.merge(ctx)
+}
+
+// merge runs the full-text merges a write calls for, once more after
+// DuckDB ran out of memory and the automatic limit was raised
+// (outOfMemory): a merge that fails leaves its segments as they were.
+func (s *state) merge(ctx context.Context) error {
+	err := s.fts.Maintain(ctx, s.db, 0)
+	if s.outOfMemory(ctx, "merge", err) {
+		err = s.fts.Maintain(ctx, s.db, 0)
+	}
+	return err
+}
+
+// committedError is an error after a write committed: trying the write
+// again would repeat it, so outOfMemory does not.
+type committedError struct{ err error }
+
+func (e *committedError) Error() string { return e.err.Error() }
+func (e *committedError) Unwrap() error { return e.err }
+
+// committed marks err, if any, as one after a write committed.
+func committed(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &committedError{err}
+}
+
+// The ART indexes as stored, estimated from the rows of the tables that
+// have them. DuckDB loads an index lazily, a 256 KiB buffer at a time as
+// lookups and writes touch it, so right after an open duckdb_memory()
+// shows next to none of it (0.26 MB of 5.2 at 8k documents) while the
+// first searches, deletes and writes load it all. Measured on DuckDB 1.5
+// (300k keys inserted in ten batches): a BIGINT key (block ids, in
+// ingest order) takes 12 bytes, a VARCHAR key 50 (16 hex digits:
+// public ids) to 74 (32: doc ids); and each index at least one buffer
+// per node type it uses. With these figures the estimate of the 100k
+// and 1M bench-fts indexes (documents, blocks' two keys) is 16 and 154
+// MB against the 14-17 and about 140 MB their builds held loaded.
+const (
+	artKeyBytes     = 16        // a key of any type but VARCHAR
+	artVarcharBytes = 64        // a VARCHAR key
+	artBufferBytes  = 256 << 10 // DuckDB's ART buffer
+	artNodeTypes    = 9         // allocators of an ART: prefix, leaf, nodes 4 to 256, leaf nodes
+)
+
+// artEstimateQuery is the estimate of the ART indexes as stored, in bytes:
+// every PRIMARY KEY and UNIQUE constraint and every CREATE INDEX of the
+// file's own database, by the rows of its table.
+var artEstimateQuery = fmt.Sprintf(`
+WITH keyed AS (
+	SELECT t.estimated_size AS n,
+		coalesce((SELECT bool_or(col.data_type = 'VARCHAR') FROM duckdb_columns() col
+			WHERE col.database_name = c.database_name AND col.schema_name = c.schema_name
+			AND col.table_name = c.table_name AND list_contains(c.constraint_column_names, col.column_name)), true) AS varchar_key
+	FROM duckdb_constraints() c JOIN duckdb_tables() t USING (database_name, schema_name, table_name)
+	WHERE c.constraint_type IN ('PRIMARY KEY', 'UNIQUE') AND c.database_name = current_database()
+	UNION ALL
+	SELECT t.estimated_size, true FROM duckdb_indexes() i JOIN duckdb_tables() t USING (database_name, schema_name, table_name)
+	WHERE i.database_name = current_database()
+)
+SELECT coalesce(sum(n * CASE WHEN varchar_key THEN %d ELSE %d END + least(n, %d) * %d), 0)::BIGINT FROM keyed`,
+	artVarcharBytes, artKeyBytes, artNodeTypes, artBufferBytes)
+
+// artBytes is what DuckDB's ART indexes take: loaded, from duckdb_memory(),
+// and with stored, at least artEstimateQuery's estimate of them as stored.
+func (s *state) artBytes(ctx context.Context, stored bool) (int64, error) {
+	var art int64
+	if err := s.db.QueryRowContext(ctx, `SELECT coalesce(sum(memory_usage_bytes), 0)::BIGINT FROM duckdb_memory() WHERE tag = 'ART_INDEX'`).Scan(&art); err != nil {
+		return 0, err
+	}
+	if stored {
+		var est int64
+		if err := s.db.QueryRowContext(ctx, artEstimateQuery).Scan(&est); err != nil {
+			return 0, err
+		}
+		art = max(art, est)
+	}
+	return art, nil
 }
 
 // fitMemory sets an automatic memory_limit (Options.MemoryLimit empty;
-// otherwise it does nothing) to what DuckDB's ART indexes take now, times
+// otherwise it does nothing) to what DuckDB's ART indexes take, times
 // copies (2 while a rewrite builds a copy's), plus autoMemoryHeadroom; at
-// least autoMemoryFloor, rounded up to autoMemoryStep. It raises the
-// limit; with lower (after an open, at DefaultMemoryLimit) it may lower
-// it too, and where DuckDB cannot release what it holds, the higher limit
-// stays. Errors: reading DuckDB's memory, or raising the limit.
+// least autoMemoryFloor, rounded up to autoMemoryStep. The ART indexes
+// are those loaded now, or with lower (after an open, at
+// DefaultMemoryLimit) those stored (artBytes), which the open has not
+// loaded yet. It raises the limit; with lower it may lower it too, and
+// where DuckDB cannot release what it holds, the higher limit stays.
+// Errors: reading DuckDB's memory, or raising the limit.
 func (s *state) fitMemory(ctx context.Context, copies int64, lower bool) error {
 	if !s.memAuto {
 		return nil
 	}
-	var art int64
-	if err := s.db.QueryRowContext(ctx, `SELECT coalesce(sum(memory_usage_bytes), 0)::BIGINT FROM duckdb_memory() WHERE tag = 'ART_INDEX'`).Scan(&art); err != nil {
+	art, err := s.artBytes(ctx, lower)
+	if err != nil {
 		return fmt.Errorf("memory limit of %s: %w", s.path, err)
 	}
-	want := max(autoMemoryFloor, copies*art+autoMemoryHeadroom)
+	return s.setMemory(ctx, max(autoMemoryFloor, copies*art+autoMemoryHeadroom), lower)
+}
+
+// setMemory sets the automatic memory_limit to want rounded up to
+// autoMemoryStep, if that raises it or lower allows. Errors: raising it.
+func (s *state) setMemory(ctx context.Context, want int64, lower bool) error {
+	s.memMu.Lock()
+	defer s.memMu.Unlock()
 	want = (want + autoMemoryStep - 1) / autoMemoryStep * autoMemoryStep
 	cur := s.memLimit.Load()
 	if want == cur || (want < cur && !lower) {
@@ -77,4 +170,70 @@ func (s *state) fitMemory(ctx context.Context, copies int64, lower bool) error {
 	}
 	s.memLimit.Store(want)
 	return nil
+}
+
+// autoMemoryRaises bounds how far outOfMemory raises the automatic limit
+// beyond its fit: this many autoMemoryHeadroom.
+const autoMemoryRaises = 4
+
+// outOfMemory reports whether err is DuckDB's "Out of Memory Error"
+// under an automatic memory_limit, and if so raises the limit so that
+// the call that failed can be tried again: to the fit of the ART indexes
+// as stored and loaded, and at least one autoMemoryHeadroom above the
+// limit that failed (up to autoMemoryRaises of them above the fit; when
+// the ART indexes' size cannot be read, the floor stands for the fit). It
+// logs the error and the new limit (slog, Warn): a limit fitted too low
+// is a defect to see, not to hide. False for any other error, one after
+// a write committed (committed), a fixed
+// Options.MemoryLimit, a limit already at its bound, or a failure to
+// raise it (logged too).
+func (s *state) outOfMemory(ctx context.Context, op string, err error) bool {
+	var done *committedError
+	if err == nil || !s.memAuto || !isOutOfMemory(err) || errors.As(err, &done) {
+		return false
+	}
+	from := s.memLimit.Load()
+	art, aerr := s.artBytes(ctx, true)
+	if aerr != nil {
+		// The pool is too full even for the catalog's row counts: one
+		// headroom more, then the fit at the next write.
+		slog.Warn("index: DuckDB out of memory; its indexes' size unread", "index", s.path, "op", op, "err", aerr)
+		art = 0
+	}
+	fit := max(autoMemoryFloor, art+autoMemoryHeadroom)
+	want := min(max(fit, from+autoMemoryHeadroom), fit+autoMemoryRaises*autoMemoryHeadroom)
+	if want <= from {
+		slog.Warn("index: DuckDB out of memory at the automatic limit's bound; not retried", "index", s.path, "op", op, "limit_mib", from>>20, "art_mib", art>>20, "err", err)
+		return false
+	}
+	if serr := s.setMemory(context.WithoutCancel(ctx), want, false); serr != nil {
+		slog.Warn("index: DuckDB out of memory; raising the limit failed", "index", s.path, "op", op, "limit_mib", from>>20, "err", err, "raise_err", serr)
+		return false
+	}
+	slog.Warn("index: DuckDB out of memory; limit raised, trying once more", "index", s.path, "op", op, "from_mib", from>>20, "to_mib", s.memLimit.Load()>>20, "art_mib", art>>20, "err", err)
+	return true
+}
+
+// outOfMemory is state.outOfMemory on the live state; false when there
+// is none.
+func (ix *Index) outOfMemory(ctx context.Context, op string, err error) bool {
+	if err == nil {
+		return false
+	}
+	s, aerr := ix.acquire()
+	if aerr != nil {
+		return false
+	}
+	defer s.unref()
+	return s.outOfMemory(ctx, op, err)
+}
+
+// isOutOfMemory reports whether err is, or wraps, DuckDB's out-of-memory
+// error (some paths keep only its text).
+func isOutOfMemory(err error) bool {
+	var de *duckdb.Error
+	if errors.As(err, &de) && de.Type == duckdb.ErrorTypeOutOfMemory {
+		return true
+	}
+	return strings.Contains(err.Error(), "Out of Memory Error")
 }
