@@ -81,7 +81,7 @@ func eachInRanges(ctx context.Context, q querier, ranges []idRange, query, col s
 		for range strings.Count(query, "%[1]s") {
 			all = append(all, rargs...)
 		}
-		rows, err := q.QueryContext(ctx, fmt.Sprintf(query, cond), all...)
+		rows, err := q.QueryContext(ctx, withCondition(query, cond), all...)
 		if err != nil {
 			return err
 		}
@@ -97,4 +97,12 @@ func eachInRanges(ctx context.Context, q querier, ranges []idRange, query, col s
 		}
 	}
 	return nil
+}
+
+// withCondition is query with each %[1]s replaced by cond. Not
+// fmt.Sprintf: the query may hold other percent signs, as an embedding
+// set's name does ("query%3A+", review 7 M1), which Sprintf would read as
+// verbs.
+func withCondition(query, cond string) string {
+	return strings.ReplaceAll(query, "%[1]s", cond)
 }

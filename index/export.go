@@ -272,7 +272,7 @@ func copyRanges(ctx context.Context, tx *sql.Tx, ranges []idRange, query, col, p
 		return r.RowsAffected() // COPY answers the rows it wrote
 	}
 	if len(ranges) == 1 {
-		return cp(fmt.Sprintf(query, "TRUE"), path)
+		return cp(withCondition(query, "TRUE"), path)
 	}
 	parts := make([]string, len(ranges))
 	defer func() {
@@ -293,7 +293,7 @@ func copyRanges(ctx context.Context, tx *sql.Tx, ranges []idRange, query, col, p
 			cond = col + " < " + sqlString(r.hi)
 		}
 		parts[i] = filepath.Join(priv, fmt.Sprintf("part-%06d.parquet", i))
-		if _, err := cp(fmt.Sprintf(query, cond), parts[i]); err != nil {
+		if _, err := cp(withCondition(query, cond), parts[i]); err != nil {
 			return 0, err
 		}
 	}
