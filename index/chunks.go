@@ -8,19 +8,43 @@ import (
 	"strings"
 )
 
-// readChunkBytes is about the most text one query of a read in doc-id
-// order (verify's digest, export, ForEachBlock) sorts and returns (a
-// variable for tests). duckdb-go materializes a query's whole result
-// before its first row is read, and DuckDB's sort of a large payload
-// does not spill far enough: sorting the blocks of 100k passages by
-// (doc_id, ord), 122 MiB of text, failed at a memory_limit of 128 and 144
-// MiB ("failed to pin block"), with the ART indexes not even loaded. So
-// such a read runs as several queries, each over a range of doc ids
-// holding about this much (idRanges). Each query scans the whole table
-// (at 100k passages about 0.6 s for the blocks), so the chunks are no
-// smaller than they need be: a quarter of the headroom the automatic
-// memory_limit keeps above the ART indexes.
-var readChunkBytes int64 = 24 << 20
+// readChunkBytes, when above 0, fixes the chunk of a ranged read (tests);
+// 0 (the default) sizes it from the pool (state.readChunk).
+var readChunkBytes int64
+
+// A read in doc-id order (verify's digest, export, ForEachBlock) runs as
+// several queries, each over a range of doc ids holding about a chunk of
+// what it reads (idRanges). duckdb-go materializes a query's whole result
+// before its first row is read, and DuckDB's sort of a large payload does
+// not spill far enough: sorting the blocks of 100k passages by (doc_id,
+// ord), 122 MiB of text, failed at a memory_limit of 128 and 144 MiB
+// ("failed to pin block"), with the ART indexes not even loaded. A chunk
+// is a quarter of the pool the ART indexes leave (24 MiB under an
+// automatic limit: its headroom, 88 MB, less the indexes' estimate
+// rounding), at least minReadChunk; under a fixed limit of DuckDB's own
+// notation, the same share of it. Each query scans the whole table (doc
+// ids are hashes, so no zone map prunes a range: about 0.6 s for the
+// blocks at 100k passages), so the number of scans grows with the data
+// and each scan too: at 1M passages the blocks pass makes 50-125 of them.
+const (
+	readChunkShare = 4
+	minReadChunk   = 256 << 10
+)
+
+// readChunk is the chunk of a ranged read on s now: readChunkBytes if
+// set, else a readChunkShare-th of the memory_limit less the ART indexes
+// as stored (artBytes), at least minReadChunk.
+func (s *state) readChunk(ctx context.Context) int64 {
+	if readChunkBytes > 0 {
+		return readChunkBytes
+	}
+	limit := s.memLimit.Load()
+	art, err := s.artBytes(ctx, true)
+	if err != nil {
+		art = 0 // the chunk is a bound on memory, not a correctness matter; the read's own errors say more
+	}
+	return max(minReadChunk, (limit-art)/readChunkShare)
+}
 
 // maxIDRanges bounds the ranges of one read: 65,536 (each query a scan).
 const maxIDRanges = 1 << 16
@@ -46,19 +70,19 @@ func (r idRange) where(col string) (string, []any) {
 }
 
 // idRanges splits the doc-id key space into ranges that each hold about
-// readChunkBytes of what sizeQuery (one row, one BIGINT: the bytes the
+// chunk bytes of what sizeQuery (one row, one BIGINT: the bytes the
 // read returns; trusted SQL) counts in the whole table. Doc ids are 32
 // hex digits of a hash (blobstore.DocID), evenly spread, so the ranges
 // are equal slices of the first 8 digits' space; any other id still falls
 // in exactly one range. Errors: sizeQuery's.
-func idRanges(ctx context.Context, q querier, sizeQuery string) ([]idRange, error) {
+func idRanges(ctx context.Context, q querier, sizeQuery string, chunk int64) ([]idRange, error) {
 	var size int64
 	if err := q.QueryRowContext(ctx, sizeQuery).Scan(&size); err != nil {
 		return nil, fmt.Errorf("size: %w", err)
 	}
 	n := int64(1)
-	if readChunkBytes > 0 && size > readChunkBytes {
-		n = min((size+readChunkBytes-1)/readChunkBytes, maxIDRanges)
+	if chunk > 0 && size > chunk {
+		n = min((size+chunk-1)/chunk, maxIDRanges)
 	}
 	rs := make([]idRange, n)
 	for i := range rs {

@@ -30,7 +30,7 @@ func TestIDRanges(t *testing.T) {
 		size int64
 		n    int
 	}{{0, 1}, {10, 1}, {11, 2}, {95, 10}, {1 << 40, maxIDRanges}} {
-		rs, err := idRanges(ctx, db, fmt.Sprintf(`SELECT %d::BIGINT`, c.size))
+		rs, err := idRanges(ctx, db, fmt.Sprintf(`SELECT %d::BIGINT`, c.size), readChunkBytes)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +146,7 @@ func TestVerifyBoundedMemory(t *testing.T) {
 		t.Fatalf("blocks' text %d bytes, memory_limit %d: the test needs the text well past the limit", text, limit)
 	}
 	readChunkBytes = 1 << 40 // one query a table
-	if _, err := ix.Verify(ctx, nil); err == nil || !strings.Contains(err.Error(), "Out of Memory") {
+	if _, err := s.verify(ctx, nil); err == nil || !strings.Contains(err.Error(), "Out of Memory") { // s.verify: not tried again at a raised limit
 		t.Errorf("verify in one query a table at memory_limit %d MiB (blocks' text %d MiB): %v; want DuckDB out of memory (else this test proves nothing)", s.memLimit.Load()>>20, text>>20, err)
 	}
 	readChunkBytes = 1 << 20

@@ -154,7 +154,7 @@ func (ix *Index) Export(ctx context.Context, dir string, opts *ExportOptions) (*
 		if err != nil {
 			return nil, fmt.Errorf("export %s: %w", f.name, err)
 		}
-		ranges, err := idRanges(ctx, tx, f.size)
+		ranges, err := idRanges(ctx, tx, f.size, s.readChunk(ctx))
 		if err != nil {
 			return nil, fmt.Errorf("export %s: %w", f.name, err)
 		}

@@ -87,7 +87,8 @@ func committed(err error) error {
 // (300k keys inserted in ten batches): a BIGINT key (block ids, in
 // ingest order) takes 12 bytes, a VARCHAR key 50 (16 hex digits:
 // public ids) to 74 (32: doc ids); and each index at least one buffer
-// per node type it uses. With these figures the estimate of the 100k
+// per node type it uses (all nine from a few thousand keys: 8k documents
+// loaded 5.2 MB, mostly such buffers; one per 256 keys up to nine here). With these figures the estimate of the 100k
 // and 1M bench-fts indexes (documents, blocks' two keys) is 16 and 154
 // MB against the 14-17 and about 140 MB their builds held loaded.
 const (
@@ -112,7 +113,7 @@ WITH keyed AS (
 	SELECT t.estimated_size, true FROM duckdb_indexes() i JOIN duckdb_tables() t USING (database_name, schema_name, table_name)
 	WHERE i.database_name = current_database()
 )
-SELECT coalesce(sum(n * CASE WHEN varchar_key THEN %d ELSE %d END + least(n, %d) * %d), 0)::BIGINT FROM keyed`,
+SELECT coalesce(sum(n * CASE WHEN varchar_key THEN %d ELSE %d END + least(ceil(n / 256), %d) * %d), 0)::BIGINT FROM keyed`,
 	artVarcharBytes, artKeyBytes, artNodeTypes, artBufferBytes)
 
 // artBytes is what DuckDB's ART indexes take: loaded, from duckdb_memory(),
@@ -229,11 +230,20 @@ func (ix *Index) outOfMemory(ctx context.Context, op string, err error) bool {
 }
 
 // isOutOfMemory reports whether err is, or wraps, DuckDB's out-of-memory
-// error (some paths keep only its text).
+// error. Some paths keep only its text, and an appender's keeps only the
+// buffer manager's message, without the error type's prefix
+// ("could not close appender: Failed to append: could not allocate
+// block of size 256.0 KiB (5.8 MiB/6.0 MiB used)").
 func isOutOfMemory(err error) bool {
 	var de *duckdb.Error
 	if errors.As(err, &de) && de.Type == duckdb.ErrorTypeOutOfMemory {
 		return true
 	}
-	return strings.Contains(err.Error(), "Out of Memory Error")
+	msg := err.Error()
+	for _, s := range []string{"Out of Memory Error", "could not allocate block of size", "failed to pin block of size", "failed to allocate data of size"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }

@@ -90,6 +90,18 @@ func TestReopenFitsStoredIndexes(t *testing.T) {
 	if _, _, err := ix.IngestBatch(ctx, []Input{{Source: "mem://new", MediaType: "text/plain", Data: []byte("new passage")}}); err != nil {
 		t.Fatal("ingest:", err)
 	}
+	// Verify at the usual floor and headroom: its reads have fixed costs
+	// (DuckDB's 256 KiB buffers per column) that a 3 MiB headroom does
+	// not scale down to; what it checks here is that nothing above left
+	// rows without records.
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	scaleMemory(t, 96<<20, 88<<20, 16<<20)
+	if ix, err = Open(ctx, dir, &Options{BlobURL: "file://" + dir + "/blobs"}); err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
 	v, err := ix.Verify(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +119,7 @@ func TestOutOfMemoryRaisesAndRetries(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	buildForReopen(t, dir)
-	scaleMemory(t, 4<<20, 8<<20, 1<<20)
+	scaleMemory(t, 4<<20, 24<<20, 1<<20)
 	ix, err := Open(ctx, dir, &Options{BlobURL: "file://" + dir + "/blobs"})
 	if err != nil {
 		t.Fatal(err)
@@ -155,12 +167,17 @@ func TestOutOfMemoryRaisesAndRetries(t *testing.T) {
 	}
 	ix.Close()
 
-	ix, err = Open(ctx, dir, &Options{BlobURL: "file://" + dir + "/blobs", MemoryLimit: "512KiB"})
+	ix, err = Open(ctx, dir, &Options{BlobURL: "file://" + dir + "/blobs", MemoryLimit: "64MB"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ix.Close()
+	s = ix.cur.Load()
+	starve()
 	if _, err := ix.Search(ctx, "passage", nil); err == nil || !isOutOfMemory(err) {
-		t.Fatalf("search at a fixed 512KiB: %v, want DuckDB's out of memory", err)
+		t.Fatalf("search under a fixed MemoryLimit, starved: %v, want DuckDB's out of memory", err)
+	}
+	if s.memLimit.Load() != starved {
+		t.Fatalf("a fixed MemoryLimit moved to %d", s.memLimit.Load())
 	}
 }

@@ -231,7 +231,7 @@ func (ix *state) forEachBlock(ctx context.Context, clearance string, fn func(Hit
 	}
 	defer tx.Rollback()
 	var fnErr error // fn's, returned as it is
-	ranges, err := idRanges(ctx, tx, `SELECT coalesce(sum(strlen(public_id) + strlen(body) + strlen(context) + strlen(heading_path) + 200), 0)::BIGINT FROM blocks`)
+	ranges, err := idRanges(ctx, tx, `SELECT coalesce(sum(strlen(public_id) + strlen(body) + strlen(context) + strlen(heading_path) + 200), 0)::BIGINT FROM blocks`, ix.readChunk(ctx))
 	if err != nil {
 		return fmt.Errorf("blocks: %w", err)
 	}

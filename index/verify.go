@@ -119,7 +119,11 @@ func (ix *Index) Verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	if err != nil {
 		return nil, err
 	}
-	return s.verify(ctx, opts)
+	v, err := s.verify(ctx, opts)
+	if s.outOfMemory(ctx, "verify", err) {
+		v, err = s.verify(ctx, opts)
+	}
+	return v, err
 }
 
 // verify is Index.Verify on one generation.
@@ -180,7 +184,7 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	// Each table is read in ranges of doc ids (idRanges: the memory
 	// DuckDB needs to sort and return the rows stays bounded), in the
 	// same order as one sorted read.
-	ranges, err := idRanges(ctx, tx, `SELECT coalesce(sum(strlen(source) + strlen(title) + strlen(reason) + strlen(meta) + strlen(meta_given) + 160), 0)::BIGINT FROM documents`)
+	ranges, err := idRanges(ctx, tx, `SELECT coalesce(sum(strlen(source) + strlen(title) + strlen(reason) + strlen(meta) + strlen(meta_given) + 160), 0)::BIGINT FROM documents`, ix.readChunk(ctx))
 	if err != nil {
 		return fail("documents", err)
 	}
@@ -260,7 +264,7 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	}
 
 	// The kept text of HTML, DOCX and PDF documents.
-	if ranges, err = idRanges(ctx, tx, `SELECT coalesce(sum(strlen(text) + 48), 0)::BIGINT FROM document_text`); err != nil {
+	if ranges, err = idRanges(ctx, tx, `SELECT coalesce(sum(strlen(text) + 48), 0)::BIGINT FROM document_text`, ix.readChunk(ctx)); err != nil {
 		return fail("document text", err)
 	}
 	d.str("document_text")
@@ -282,7 +286,7 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	posOf := []int32{} // by block id; -1: no row
 	blocks := int32(0)
 	if ranges, err = idRanges(ctx, tx, `SELECT coalesce(sum(strlen(public_id) + strlen(body) + strlen(context) + strlen(heading_path) + strlen(parent_id)
-		+ strlen(heading) + strlen(window_text) + strlen(parent_locator) + 128), 0)::BIGINT FROM blocks`); err != nil {
+		+ strlen(heading) + strlen(window_text) + strlen(parent_locator) + 128), 0)::BIGINT FROM blocks`, ix.readChunk(ctx)); err != nil {
 		return fail("blocks", err)
 	}
 	d.str("blocks")
@@ -402,7 +406,7 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	d.str("vectors")
 	if ix.vec != nil {
 		d.str(ix.vec.spec.Identity().String())
-		if ranges, err = idRanges(ctx, tx, fmt.Sprintf(`SELECT count(*)::BIGINT * %d FROM blocks`, 4*ix.vec.spec.Dim+64)); err != nil {
+		if ranges, err = idRanges(ctx, tx, fmt.Sprintf(`SELECT count(*)::BIGINT * %d FROM blocks`, 4*ix.vec.spec.Dim+64), ix.readChunk(ctx)); err != nil {
 			return fail("vectors", err)
 		}
 		err = eachInRanges(ctx, tx, ranges, `SELECT b.public_id, v.vector FROM blocks b
