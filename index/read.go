@@ -201,8 +201,16 @@ func (ix *state) documentBlocks(ctx context.Context, docID, clearance string) ([
 
 // ForEachBlock calls fn with every block the clearance may see ("" is
 // Public), by document id and position, as a hit with score 0, from one
-// snapshot. An
-// error from fn stops the walk and is returned.
+// snapshot. An error from fn stops the walk and is returned.
+//
+// The snapshot is one DuckDB transaction, held open while fn runs: it
+// reads the blocks a range of doc ids at a time (a bounded share of the
+// memory_limit), and calls fn as each range's rows arrive. While it is
+// open DuckDB skips the automatic checkpoint at the commits of other
+// writers, so their write-ahead log and rows not yet checkpointed grow
+// until the walk ends: a consumer that takes long over each block (a slow
+// network client) makes the writes of that time cost memory and, at the
+// next checkpoint, time. Copy the blocks out first where that matters.
 func (ix *Index) ForEachBlock(ctx context.Context, clearance string, fn func(Hit) error) error {
 	s, err := ix.acquire()
 	if err != nil {
