@@ -330,6 +330,17 @@ func sortedTerms[V any](m map[string]V) []string {
 	return out
 }
 
+// LivePostings is how many postings of live blocks ForEachPosting calls
+// its fn with (the sum of the document frequencies), for a caller that
+// keeps them to size its slice once. Call it inside View.
+func (ix *Index) LivePostings() int64 {
+	var n int64
+	for _, d := range ix.df {
+		n += int64(d[0])
+	}
+	return n
+}
+
 // ForEachPosting calls fn with every posting of a live block, term by term
 // in the dictionary's order of term ids, reading the posting lists from q.
 // Call it inside View. It is for verification (escurel verify), not for
