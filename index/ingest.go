@@ -312,7 +312,7 @@ func (ix *Index) mergeAfter(s *state) error {
 	if err := ix.mergeErr; err != nil {
 		ix.mergeErr = nil
 		if err := s.maintain(context.Background()); err != nil {
-			return fmt.Errorf("ingest: committed, then merging the full-text segments: %w", committed(err))
+			return fmt.Errorf("ingest: committed, then merging the full-text segments: %w", afterCommit(err))
 		}
 		return nil
 	}

@@ -71,8 +71,8 @@ type committedError struct{ err error }
 func (e *committedError) Error() string { return e.err.Error() }
 func (e *committedError) Unwrap() error { return e.err }
 
-// committed marks err, if any, as one after a write committed.
-func committed(err error) error {
+// afterCommit marks err, if any, as one after a write committed.
+func afterCommit(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -85,12 +85,13 @@ func committed(err error) error {
 // shows next to none of it (0.26 MB of 5.2 at 8k documents) while the
 // first searches, deletes and writes load it all. Measured on DuckDB 1.5
 // (300k keys inserted in ten batches): a BIGINT key (block ids, in
-// ingest order) takes 12 bytes, a VARCHAR key 50 (16 hex digits:
-// public ids) to 74 (32: doc ids); and each index at least one buffer
-// per node type it uses (all nine from a few thousand keys: 8k documents
-// loaded 5.2 MB, mostly such buffers; one per 256 keys up to nine here). With these figures the estimate of the 100k
-// and 1M bench-fts indexes (documents, blocks' two keys) is 16 and 154
-// MB against the 14-17 and about 140 MB their builds held loaded.
+// ingest order) takes 12 bytes, a VARCHAR key 50 (16 hex digits: public
+// ids) to 74 (32: doc ids); and each index at least one buffer per node
+// type it uses (all nine from a few thousand keys: 8k documents loaded
+// 5.2 MB, mostly such buffers; counted here as one per 256 keys, up to
+// nine). With these figures the estimate of the 100k and 1M bench-fts
+// indexes (documents, blocks' two keys) is 16 and 154 MB against the
+// 14-17 and about 140 MB their builds held loaded.
 const (
 	artKeyBytes     = 16        // a key of any type but VARCHAR
 	artVarcharBytes = 64        // a VARCHAR key
@@ -183,16 +184,17 @@ const autoMemoryRaises = 4
 // as stored and loaded, and at least one autoMemoryHeadroom above the
 // limit that failed (up to autoMemoryRaises of them above the fit; when
 // the ART indexes' size cannot be read, the floor stands for the fit). It
-// logs the error and the new limit (slog, Warn): a limit fitted too low
-// is a defect to see, not to hide. False for any other error, one after
-// a write committed (committed), a fixed
-// Options.MemoryLimit, a limit already at its bound, or a failure to
-// raise it (logged too).
+// logs DuckDB's message and the new limit (slog, Warn; not the wrapping
+// error's text, which may name a query or a source): a limit fitted too
+// low is a defect to see, not to hide. False for any other error, one
+// after a write committed (afterCommit), a fixed Options.MemoryLimit, a
+// limit already at its bound, or a failure to raise it (logged too).
 func (s *state) outOfMemory(ctx context.Context, op string, err error) bool {
 	var done *committedError
 	if err == nil || !s.memAuto || !isOutOfMemory(err) || errors.As(err, &done) {
 		return false
 	}
+	msg := duckMessage(err)
 	from := s.memLimit.Load()
 	art, aerr := s.artBytes(ctx, true)
 	if aerr != nil {
@@ -204,14 +206,14 @@ func (s *state) outOfMemory(ctx context.Context, op string, err error) bool {
 	fit := max(autoMemoryFloor, art+autoMemoryHeadroom)
 	want := min(max(fit, from+autoMemoryHeadroom), fit+autoMemoryRaises*autoMemoryHeadroom)
 	if want <= from {
-		slog.Warn("index: DuckDB out of memory at the automatic limit's bound; not retried", "index", s.path, "op", op, "limit_mib", from>>20, "art_mib", art>>20, "err", err)
+		slog.Warn("index: DuckDB out of memory at the automatic limit's bound; not retried", "index", s.path, "op", op, "limit_mib", from>>20, "art_mib", art>>20, "err", msg)
 		return false
 	}
 	if serr := s.setMemory(context.WithoutCancel(ctx), want, false); serr != nil {
-		slog.Warn("index: DuckDB out of memory; raising the limit failed", "index", s.path, "op", op, "limit_mib", from>>20, "err", err, "raise_err", serr)
+		slog.Warn("index: DuckDB out of memory; raising the limit failed", "index", s.path, "op", op, "limit_mib", from>>20, "err", msg, "raise_err", serr)
 		return false
 	}
-	slog.Warn("index: DuckDB out of memory; limit raised, trying once more", "index", s.path, "op", op, "from_mib", from>>20, "to_mib", s.memLimit.Load()>>20, "art_mib", art>>20, "err", err)
+	slog.Warn("index: DuckDB out of memory; limit raised, trying once more", "index", s.path, "op", op, "from_mib", from>>20, "to_mib", s.memLimit.Load()>>20, "art_mib", art>>20, "err", msg)
 	return true
 }
 
@@ -229,6 +231,25 @@ func (ix *Index) outOfMemory(ctx context.Context, op string, err error) bool {
 	return s.outOfMemory(ctx, op, err)
 }
 
+// duckMessage is DuckDB's own message in err: that of the *duckdb.Error
+// it wraps, else err's text from the first of isOutOfMemory's markers.
+func duckMessage(err error) string {
+	var de *duckdb.Error
+	if errors.As(err, &de) {
+		return de.Msg
+	}
+	msg := err.Error()
+	for _, s := range outOfMemoryMarks {
+		if i := strings.Index(msg, s); i >= 0 {
+			return msg[i:]
+		}
+	}
+	return "(not DuckDB's)"
+}
+
+// outOfMemoryMarks are the texts of DuckDB's out-of-memory errors.
+var outOfMemoryMarks = []string{"Out of Memory Error", "could not allocate block of size", "failed to pin block of size", "failed to allocate data of size"}
+
 // isOutOfMemory reports whether err is, or wraps, DuckDB's out-of-memory
 // error. Some paths keep only its text, and an appender's keeps only the
 // buffer manager's message, without the error type's prefix
@@ -240,7 +261,7 @@ func isOutOfMemory(err error) bool {
 		return true
 	}
 	msg := err.Error()
-	for _, s := range []string{"Out of Memory Error", "could not allocate block of size", "failed to pin block of size", "failed to allocate data of size"} {
+	for _, s := range outOfMemoryMarks {
 		if strings.Contains(msg, s) {
 			return true
 		}

@@ -2,9 +2,12 @@ package index
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/duckdb/duckdb-go/v2"
 )
 
 // artLoaded is what DuckDB's ART indexes of the live generation take now.
@@ -179,5 +182,34 @@ func TestOutOfMemoryRaisesAndRetries(t *testing.T) {
 	}
 	if s.memLimit.Load() != starved {
 		t.Fatalf("a fixed MemoryLimit moved to %d", s.memLimit.Load())
+	}
+}
+
+// An out-of-memory error after a write committed is never tried again
+// (the write would be repeated); one before is, and what is logged of it
+// is DuckDB's message, not the wrapping text (a query, a source).
+func TestOutOfMemoryAfterCommitNotRetried(t *testing.T) {
+	ctx := context.Background()
+	ix, err := Open(ctx, t.TempDir(), &Options{BlobURL: "mem://"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	s := ix.cur.Load()
+	oom := fmt.Errorf(`search "secret query": %w`, &duckdb.Error{Type: duckdb.ErrorTypeOutOfMemory, Msg: "Out of Memory Error: failed to pin block of size 256.0 KiB (1.0 MiB/1.0 MiB used)"})
+	if s.outOfMemory(ctx, "test", afterCommit(fmt.Errorf("ingest: committed, then: %w", oom))) {
+		t.Error("an error after a commit was to be tried again")
+	}
+	if s.outOfMemory(ctx, "test", errors.New("some other error")) {
+		t.Error("an error other than out of memory was to be tried again")
+	}
+	if !s.outOfMemory(ctx, "test", oom) {
+		t.Error("an out-of-memory error before any commit was not to be tried again")
+	}
+	if m := duckMessage(oom); strings.Contains(m, "secret") || !strings.HasPrefix(m, "Out of Memory Error") {
+		t.Errorf("logged %q", m)
+	}
+	if m := duckMessage(errors.New(`ingest "/secret/a.md": could not close appender: Failed to append: could not allocate block of size 256.0 KiB (5.8 MiB/6.0 MiB used)`)); strings.Contains(m, "secret") {
+		t.Errorf("logged %q", m)
 	}
 }

@@ -813,7 +813,7 @@ func (ix *state) deleteCommit(ctx context.Context, tx *duck.Tx, docIDs []any, do
 	// indexes, so the automatic memory_limit fitted at open or by the last
 	// write that grew them (state.maintain) still holds, and reading their
 	// size (duckdb_memory(), about 1 ms) is not on a delete's path.
-	return committed(ix.merge(context.WithoutCancel(ctx)))
+	return afterCommit(ix.merge(context.WithoutCancel(ctx)))
 }
 
 // errNoDocument is wrapped by a delete's error for names that match no
