@@ -255,12 +255,20 @@ var outOfMemoryMarks = []string{"Out of Memory Error", "could not allocate block
 // buffer manager's message, without the error type's prefix
 // ("could not close appender: Failed to append: could not allocate
 // block of size 256.0 KiB (5.8 MiB/6.0 MiB used)").
+//
+// Not a FATAL error, whatever it wraps: an out-of-memory error during a
+// rollback (a commit that ran out of memory, rolled back in a full pool)
+// invalidates DuckDB's database until the file is opened again, so
+// nothing can be tried again.
 func isOutOfMemory(err error) bool {
 	var de *duckdb.Error
 	if errors.As(err, &de) && de.Type == duckdb.ErrorTypeOutOfMemory {
 		return true
 	}
 	msg := err.Error()
+	if strings.Contains(msg, "FATAL Error") {
+		return false
+	}
 	for _, s := range outOfMemoryMarks {
 		if strings.Contains(msg, s) {
 			return true

@@ -70,7 +70,7 @@ func TestReopenFitsStoredIndexes(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	built := buildForReopen(t, dir)
-	scaleMemory(t, 4<<20, 3<<20, 1<<20)
+	scaleMemory(t, 4<<20, 6<<20, 1<<20)
 	ix, err := Open(ctx, dir, &Options{BlobURL: "file://" + dir + "/blobs"})
 	if err != nil {
 		t.Fatal(err)
@@ -205,6 +205,9 @@ func TestOutOfMemoryAfterCommitNotRetried(t *testing.T) {
 	}
 	if !s.outOfMemory(ctx, "test", oom) {
 		t.Error("an out-of-memory error before any commit was not to be tried again")
+	}
+	if s.outOfMemory(ctx, "test", errors.New("ingest: FATAL Error: Failed to rollback transaction. Cannot continue operation.\nOriginal Error: Out of Memory Error: failed to pin block of size 256.0 KiB (14.8 MiB/15.0 MiB used)")) {
+		t.Error("a FATAL error (an invalidated database) was to be tried again")
 	}
 	if m := duckMessage(oom); strings.Contains(m, "secret") || !strings.HasPrefix(m, "Out of Memory Error") {
 		t.Errorf("logged %q", m)
