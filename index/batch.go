@@ -320,7 +320,7 @@ func (ix *state) commitBatch(ctx context.Context, b *batch) error {
 		if committed {
 			// The rows are in, and the records describe them: nothing to
 			// take back.
-			return fmt.Errorf("ingest: committed, then: %w", err)
+			return afterCommit(fmt.Errorf("ingest: committed, then: %w", err))
 		}
 		if !publishing {
 			return fmt.Errorf("ingest: %w", err)
@@ -329,7 +329,7 @@ func (ix *state) commitBatch(ctx context.Context, b *batch) error {
 	}
 	if ix.vec != nil {
 		if err := ix.recordReach(ctx); err != nil {
-			return fmt.Errorf("ingest: %w", err)
+			return afterCommit(fmt.Errorf("ingest: %w", err))
 		}
 	}
 	return nil

@@ -8,7 +8,22 @@ import (
 // How an index file is opened in DuckDB: its data source and settings.
 
 // memoryLimit is the form Options.MemoryLimit must take (DuckDB's sizes).
-var memoryLimit = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$`)
+var memoryLimit = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$`)
+
+// memoryBytes is a memory limit of memoryLimit's form in bytes; 0 for
+// any other string.
+func memoryBytes(limit string) int64 {
+	m := memoryLimit.FindStringSubmatch(limit)
+	if m == nil {
+		return 0
+	}
+	n, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return 0
+	}
+	unit := map[string]float64{"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}[m[2]]
+	return int64(n * unit)
+}
 
 // checkpointThreshold is the write-ahead log size at which a DuckDB commit
 // checkpoints (DuckDB's default is 16 MB). A checkpoint rewrites the

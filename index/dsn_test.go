@@ -100,3 +100,13 @@ func TestRewriteRaisesThreads(t *testing.T) {
 		t.Errorf("after a rewrite DuckDB runs %d threads, want the configured 1", n)
 	}
 }
+
+// memoryBytes reads DuckDB's notation of a memory limit, both decimal
+// and binary units; 0 for anything else.
+func TestMemoryBytes(t *testing.T) {
+	for s, want := range map[string]int64{"256MB": 256_000_000, "512KiB": 512 << 10, "1.5 GiB": 3 << 29, "2TB": 2e12, "7B": 7, "": 0, "12": 0, "1 XB": 0} {
+		if got := memoryBytes(s); got != want {
+			t.Errorf("memoryBytes(%q) = %d, want %d", s, got, want)
+		}
+	}
+}

@@ -101,26 +101,34 @@ func (ix *Index) Export(ctx context.Context, dir string, opts *ExportOptions) (*
 	// The levels are our own constants (allowed checked the clearance):
 	// COPY takes no parameters.
 	in := "('" + strings.Join(levels, "', '") + "')"
+	// Each query is run over ranges of doc ids (idRanges; %[1]s is the
+	// condition), each about readChunkBytes of what size counts: one
+	// sorted query of every block failed at a memory_limit of 128 MiB
+	// at 100k passages.
 	type file struct {
-		name, query string
-		n           *int64
-		dim         int // vectors: the stored BLOBs are written as FLOAT[dim]
+		name, query, size string
+		col               string // the doc id column the ranges bound
+		n                 *int64
+		dim               int // vectors: the stored BLOBs are written as FLOAT[dim]
 	}
 	files := []file{
 		{ExportDocumentsFile, `SELECT d.doc_id, d.source, d.title, d.media_type, d.language, d.sensitivity,
 				d.status, d.reason, d.extractor, d.pages, d.bytes, d.blob_id, d.ingested_at, d.meta, d.meta_given,
 				(SELECT count(*) FROM blocks b WHERE b.doc_id = d.doc_id) AS block_count
-			FROM documents d WHERE d.sensitivity IN ` + in + ` ORDER BY d.doc_id`, &res.Documents, 0},
+			FROM documents d WHERE d.sensitivity IN ` + in + ` AND %[1]s ORDER BY d.doc_id`,
+			`SELECT coalesce(sum(strlen(source) + strlen(title) + strlen(reason) + strlen(meta) + strlen(meta_given) + 200), 0)::BIGINT FROM documents`, "d.doc_id", &res.Documents, 0},
 		{ExportBlocksFile, `SELECT b.public_id AS block_id, b.doc_id, b.ord AS ordinal, b.body, b.context,
 				b.heading_path, b.page, b.byte_start, b.byte_end
 			FROM blocks b JOIN documents d ON d.doc_id = b.doc_id
-			WHERE d.sensitivity IN ` + in + ` ORDER BY b.doc_id, b.ord`, &res.Blocks, 0},
+			WHERE d.sensitivity IN ` + in + ` AND %[1]s ORDER BY b.doc_id, b.ord`,
+			`SELECT coalesce(sum(strlen(public_id) + strlen(body) + strlen(context) + strlen(heading_path) + 100), 0)::BIGINT FROM blocks`, "b.doc_id", &res.Blocks, 0},
 	}
 	if v := s.vec; v != nil {
 		res.EmbeddingSet, res.Dim = v.spec.Identity().String(), v.spec.Dim
 		files = append(files, file{ExportVectorsFile, `SELECT b.public_id AS block_id, ` + sqlString(res.EmbeddingSet) + ` AS embedding_set, v.vector
 			FROM ` + v.table + ` v JOIN blocks b ON b.block_id = v.block_id JOIN documents d ON d.doc_id = b.doc_id
-			WHERE d.sensitivity IN ` + in + ` ORDER BY b.doc_id, b.ord`, &res.Vectors, v.spec.Dim})
+			WHERE d.sensitivity IN ` + in + ` AND %[1]s ORDER BY b.doc_id, b.ord`,
+			fmt.Sprintf(`SELECT count(*)::BIGINT * %d FROM `+v.table, 4*v.spec.Dim+100), "b.doc_id", &res.Vectors, v.spec.Dim})
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -146,19 +154,16 @@ func (ix *Index) Export(ctx context.Context, dir string, opts *ExportOptions) (*
 		if err != nil {
 			return nil, fmt.Errorf("export %s: %w", f.name, err)
 		}
+		ranges, err := idRanges(ctx, tx, f.size, s.readChunk(ctx))
+		if err != nil {
+			return nil, fmt.Errorf("export %s: %w", f.name, err)
+		}
 		if f.dim > 0 {
-			if *f.n, err = exportVectors(ctx, tx, f.query, tmp, f.dim, priv); err != nil {
+			if *f.n, err = exportVectors(ctx, tx, ranges, f.query, f.col, tmp, f.dim, priv); err != nil {
 				return nil, fmt.Errorf("export %s: %w", f.name, err)
 			}
-		} else {
-			// COPY answers the rows it wrote: the query runs once.
-			r, err := tx.ExecContext(ctx, `COPY (`+f.query+`) TO `+sqlString(tmp)+` (FORMAT parquet, COMPRESSION zstd, USE_TMP_FILE false)`)
-			if err == nil {
-				*f.n, err = r.RowsAffected()
-			}
-			if err != nil {
-				return nil, fmt.Errorf("export %s: %w", f.name, err)
-			}
+		} else if *f.n, err = copyRanges(ctx, tx, ranges, f.query, f.col, tmp, priv); err != nil {
+			return nil, fmt.Errorf("export %s: %w", f.name, err)
 		}
 		if exportCopied != nil {
 			if err := exportCopied(f.name); err != nil {
@@ -201,7 +206,7 @@ var exportCopied func(name string) error
 // decoded here and appended, as they stream from tx, to a private
 // in-memory DuckDB database (at most exportMemoryLimit, spilling into the
 // private directory spill), which writes the file in their order.
-func exportVectors(ctx context.Context, tx *sql.Tx, query, path string, dim int, spill string) (int64, error) {
+func exportVectors(ctx context.Context, tx *sql.Tx, ranges []idRange, query, col, path string, dim int, spill string) (int64, error) {
 	mem, err := sql.Open("duckdb", "")
 	if err != nil {
 		return 0, err
@@ -220,17 +225,12 @@ func exportVectors(ctx context.Context, tx *sql.Tx, query, path string, dim int,
 	if _, err := conn.ExecContext(ctx, fmt.Sprintf(`CREATE TABLE v (block_id VARCHAR, embedding_set VARCHAR, vector FLOAT[%d])`, dim)); err != nil {
 		return 0, err
 	}
-	rows, err := tx.QueryContext(ctx, query)
-	if err != nil {
-		return 0, err
-	}
-	defer rows.Close()
 	var n int64
 	err = duck.Append(ctx, conn, "v", []string{"block_id", "embedding_set", "vector"}, func(add func(...driver.Value) error) error {
-		for rows.Next() {
+		return eachInRanges(ctx, tx, ranges, query, col, nil, func(scan func(...any) error) error {
 			var id, set string
 			var b []byte
-			if err := rows.Scan(&id, &set, &b); err != nil {
+			if err := scan(&id, &set, &b); err != nil {
 				return err
 			}
 			vec, err := decodeVector(make([]float32, 0, dim), b, dim)
@@ -241,8 +241,8 @@ func exportVectors(ctx context.Context, tx *sql.Tx, query, path string, dim int,
 				return err
 			}
 			n++
-		}
-		return rows.Err()
+			return nil
+		})
 	})
 	if err != nil {
 		return 0, err
@@ -251,6 +251,57 @@ func exportVectors(ctx context.Context, tx *sql.Tx, query, path string, dim int,
 		return 0, err
 	}
 	return n, nil
+}
+
+// copyRanges writes the rows of query (its %[1]s the condition on col)
+// to the Parquet file path,
+// range after range, and returns how many it wrote. One range is one
+// COPY; more are each copied to a part file in the private directory
+// priv, then the parts, read in order, to path (DuckDB keeps the order of
+// the files and of their rows). COPY takes no parameters: the ranges'
+// bounds are hex strings of ours, quoted.
+func copyRanges(ctx context.Context, tx *sql.Tx, ranges []idRange, query, col, path, priv string) (int64, error) {
+	// A Parquet writer holds a row group in memory: DuckDB's default,
+	// 122,880 rows, is all of 100k passages' blocks.
+	const format = ` (FORMAT parquet, COMPRESSION zstd, USE_TMP_FILE false, ROW_GROUP_SIZE 8192)`
+	cp := func(q, to string) (int64, error) {
+		r, err := tx.ExecContext(ctx, `COPY (`+q+`) TO `+sqlString(to)+format)
+		if err != nil {
+			return 0, err
+		}
+		return r.RowsAffected() // COPY answers the rows it wrote
+	}
+	if len(ranges) == 1 {
+		return cp(withCondition(query, "TRUE"), path)
+	}
+	parts := make([]string, len(ranges))
+	defer func() {
+		for _, p := range parts {
+			if p != "" {
+				os.Remove(p)
+			}
+		}
+	}()
+	for i, r := range ranges {
+		cond := "TRUE"
+		switch {
+		case r.lo != "" && r.hi != "":
+			cond = col + " >= " + sqlString(r.lo) + " AND " + col + " < " + sqlString(r.hi)
+		case r.lo != "":
+			cond = col + " >= " + sqlString(r.lo)
+		case r.hi != "":
+			cond = col + " < " + sqlString(r.hi)
+		}
+		parts[i] = filepath.Join(priv, fmt.Sprintf("part-%06d.parquet", i))
+		if _, err := cp(withCondition(query, cond), parts[i]); err != nil {
+			return 0, err
+		}
+	}
+	list := make([]string, len(parts))
+	for i, p := range parts {
+		list[i] = sqlString(p)
+	}
+	return cp(`SELECT * FROM read_parquet([`+strings.Join(list, ", ")+`])`, path)
 }
 
 // sqlString quotes s as a SQL string literal.

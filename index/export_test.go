@@ -2,13 +2,18 @@ package index
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/escurel/escurel/embed"
 )
 
 // exposed returns the paths under dir (dir itself aside) that others than
@@ -114,6 +119,51 @@ func TestExportFilesPrivate(t *testing.T) {
 		sort.Strings(left)
 		if len(left) != 3 || left[0] != want[0] || left[1] != want[1] || left[2] != want[2] {
 			t.Errorf("after an export failing at %s, the directory holds %q, want %q", failAt, left, want)
+		}
+	}
+}
+
+// An embedder spec with prefixes names its set with URL escapes
+// ("query%3A+"); the vectors file's embedding_set column holds that name
+// exactly, whether export reads in one range or several (review 7 M1:
+// the name went through fmt.Sprintf and came out as "%!A(MISSING)").
+func TestExportPrefixedEmbeddingSet(t *testing.T) {
+	ctx := context.Background()
+	ix, err := Open(ctx, t.TempDir(), &Options{BlobURL: "mem://", Embedder: embed.Spec{Model: "hash", Dim: 8, QueryPrefix: "query: ", DocumentPrefix: "passage: "}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	var ins []Input
+	for i := range 40 {
+		ins = append(ins, Input{Source: fmt.Sprintf("mem://p%d", i), MediaType: "text/plain", Data: []byte(fmt.Sprintf("hello world %d", i))})
+	}
+	if _, _, err := ix.IngestBatch(ctx, ins); err != nil {
+		t.Fatal(err)
+	}
+	saved := readChunkBytes
+	defer func() { readChunkBytes = saved }()
+	for _, chunk := range []int64{saved, 64} {
+		readChunkBytes = chunk
+		out := t.TempDir()
+		res, err := ix.Export(ctx, out, &ExportOptions{Clearance: "restricted"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(res.EmbeddingSet, "%3A") {
+			t.Fatalf("embedding set %q: no escape to test", res.EmbeddingSet)
+		}
+		db, err := sql.Open("duckdb", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n, bad int
+		if err := db.QueryRow(`SELECT count(*), count(*) FILTER (WHERE embedding_set <> ?) FROM read_parquet(?)`, res.EmbeddingSet, filepath.Join(out, ExportVectorsFile)).Scan(&n, &bad); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		if n != 40 || bad != 0 {
+			t.Errorf("chunk %d: %d vectors, %d with an embedding_set other than %q", chunk, n, bad, res.EmbeddingSet)
 		}
 	}
 }

@@ -210,9 +210,10 @@ type state struct {
 	langs   map[string][3]int // documents per language and sensitivity level: how a caller's queries are analyzed
 	meta    metaCache         // the documents' metadata for filters (metastore.go)
 	// memAuto: the memory_limit is automatic (fitMemory); memLimit is
-	// its value in bytes once fitMemory set it.
+	// its value in bytes (a fixed Options.MemoryLimit's too).
 	memAuto  bool
 	memLimit atomic.Int64
+	memMu    sync.Mutex // orders the changes of memLimit (setMemory)
 
 	// wrote is set by every commit of documents' rows in this process
 	// (ingest, replace, delete, a metadata update): only then may Close
@@ -437,9 +438,7 @@ func (ix *Index) openState(ctx context.Context, gen string, want settings) (_ *s
 		s.db.Close()
 		return nil, err
 	}
-	if s.memAuto {
-		s.memLimit.Store(defaultMemoryBytes)
-	}
+	s.memLimit.Store(memoryBytes(ix.cfg.memLimit)) // DefaultMemoryLimit when automatic
 	if err := s.fitMemory(ctx, 1, true); err != nil {
 		s.db.Close()
 		return nil, err

@@ -228,7 +228,11 @@ type storedDoc struct {
 // serves. A source given twice is ingested as
 // its last version. Batches run one at a time.
 func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, errs []error, err error) {
-	return ix.ingest(ctx, inputs(ins))
+	res, errs, err = ix.ingest(ctx, inputs(ins))
+	if ix.outOfMemory(ctx, "ingest", err) { // nothing of the batch was committed
+		res, errs, err = ix.ingest(ctx, inputs(ins))
+	}
+	return res, errs, err
 }
 
 // ingest is IngestBatch for inputs escurel builds itself.
@@ -308,7 +312,7 @@ func (ix *Index) mergeAfter(s *state) error {
 	if err := ix.mergeErr; err != nil {
 		ix.mergeErr = nil
 		if err := s.maintain(context.Background()); err != nil {
-			return fmt.Errorf("ingest: committed, then merging the full-text segments: %w", err)
+			return fmt.Errorf("ingest: committed, then merging the full-text segments: %w", afterCommit(err))
 		}
 		return nil
 	}

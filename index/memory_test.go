@@ -52,7 +52,7 @@ func TestAutoMemoryLimit(t *testing.T) {
 		final := setting()
 		ix.Close()
 		if fixed != "" {
-			if opened != "61.0 MiB" || final != opened || limits[3] != 0 {
+			if opened != "61.0 MiB" || final != opened || limits[3] != memoryBytes(fixed) {
 				t.Errorf("MemoryLimit %s: memory_limit %q after the open, %q after the writes (automatic %d); want 61.0 MiB throughout", fixed, opened, final, limits[3])
 			}
 			continue

@@ -201,8 +201,16 @@ func (ix *state) documentBlocks(ctx context.Context, docID, clearance string) ([
 
 // ForEachBlock calls fn with every block the clearance may see ("" is
 // Public), by document id and position, as a hit with score 0, from one
-// snapshot. An
-// error from fn stops the walk and is returned.
+// snapshot. An error from fn stops the walk and is returned.
+//
+// The snapshot is one DuckDB transaction, held open while fn runs: it
+// reads the blocks a range of doc ids at a time (a bounded share of the
+// memory_limit), and calls fn as each range's rows arrive. While it is
+// open DuckDB skips the automatic checkpoint at the commits of other
+// writers, so their write-ahead log and rows not yet checkpointed grow
+// until the walk ends: a consumer that takes long over each block (a slow
+// network client) makes the writes of that time cost memory and, at the
+// next checkpoint, time. Copy the blocks out first where that matters.
 func (ix *Index) ForEachBlock(ctx context.Context, clearance string, fn func(Hit) error) error {
 	s, err := ix.acquire()
 	if err != nil {
@@ -222,28 +230,42 @@ func (ix *state) forEachBlock(ctx context.Context, clearance string, fn func(Hit
 	for i, l := range levels {
 		args[i] = l
 	}
-	rows, err := ix.db.QueryContext(ctx, `SELECT b.public_id, b.doc_id, d.source, d.title, b.body, b.context,
-		b.heading_path, b.page, b.byte_start, b.byte_end
-		FROM blocks b JOIN documents d ON d.doc_id = b.doc_id
-		WHERE d.sensitivity IN (`+placeholders(len(levels))+`) ORDER BY b.doc_id, b.ord`, args...)
+	// One transaction (one snapshot), read in ranges of doc ids
+	// (idRanges: the memory DuckDB needs to sort and return them stays
+	// bounded).
+	tx, err := ix.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("blocks: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
+	defer tx.Rollback()
+	var fnErr error // fn's, returned as it is
+	ranges, err := idRanges(ctx, tx, `SELECT coalesce(sum(strlen(public_id) + strlen(body) + strlen(context) + strlen(heading_path) + 200), 0)::BIGINT FROM blocks`, ix.readChunk(ctx))
+	if err != nil {
+		return fmt.Errorf("blocks: %w", err)
+	}
+	err = eachInRanges(ctx, tx, ranges, `SELECT b.public_id, b.doc_id, d.source, d.title, b.body, b.context,
+		b.heading_path, b.page, b.byte_start, b.byte_end
+		FROM blocks b JOIN documents d ON d.doc_id = b.doc_id
+		WHERE d.sensitivity IN (`+placeholders(len(levels))+`) AND %[1]s ORDER BY b.doc_id, b.ord`, "b.doc_id", args, func(scan func(...any) error) error {
 		var h Hit
 		var path string
-		if err := rows.Scan(&h.BlockID, &h.DocID, &h.Source, &h.Title, &h.Body, &h.Context, &path, &h.Page, &h.ByteStart, &h.ByteEnd); err != nil {
-			return fmt.Errorf("blocks: %w", err)
+		if err := scan(&h.BlockID, &h.DocID, &h.Source, &h.Title, &h.Body, &h.Context, &path, &h.Page, &h.ByteStart, &h.ByteEnd); err != nil {
+			return err
 		}
+		var err error
 		if h.HeadingPath, err = decodeHeadingPath(h.BlockID, path); err != nil {
+			fnErr = err
 			return err
 		}
-		if err := fn(h); err != nil {
-			return err
+		if fnErr = fn(h); fnErr != nil {
+			return fnErr
 		}
+		return nil
+	})
+	if err != nil && err != fnErr {
+		return fmt.Errorf("blocks: %w", err)
 	}
-	return rows.Err()
+	return err
 }
 
 // FailedDocument is a document whose bytes could not be extracted. It has

@@ -212,7 +212,11 @@ func (ix *Index) Search(ctx context.Context, query string, opts *SearchOptions) 
 		return nil, err
 	}
 	defer s.unref()
-	return s.search(ctx, query, opts)
+	hits, err := s.search(ctx, query, opts)
+	if s.outOfMemory(ctx, "search", err) {
+		hits, err = s.search(ctx, query, opts)
+	}
+	return hits, err
 }
 
 // search is Index.Search on one generation.
@@ -292,7 +296,11 @@ func (ix *Index) Rank(ctx context.Context, query string, opts *SearchOptions) ([
 		return nil, err
 	}
 	defer s.unref()
-	return s.rank(ctx, query, opts)
+	ranked, err := s.rank(ctx, query, opts)
+	if s.outOfMemory(ctx, "rank", err) {
+		ranked, err = s.rank(ctx, query, opts)
+	}
+	return ranked, err
 }
 
 // rank is Index.Rank on one generation.

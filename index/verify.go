@@ -119,7 +119,11 @@ func (ix *Index) Verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	if err != nil {
 		return nil, err
 	}
-	return s.verify(ctx, opts)
+	v, err := s.verify(ctx, opts)
+	if s.outOfMemory(ctx, "verify", err) {
+		v, err = s.verify(ctx, opts)
+	}
+	return v, err
 }
 
 // verify is Index.Verify on one generation.
@@ -177,21 +181,23 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 		recOf[r.DocID] = key(r.Source, r.MediaType, r.Title, r.TitleGiven, r.BlobID, "", r.Language, r.IngestedAt.UTC().Format(time.RFC3339Nano), r.Error, givenJSON(r.Meta))
 		recSens[r.DocID] = r.Sensitivity
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT doc_id, source, media_type, title, title_from, sensitivity, blob_id, language, ingested_at,
-		status, reason, extractor, pages, meta, meta_given
-		FROM documents ORDER BY doc_id`)
+	// Each table is read in ranges of doc ids (idRanges: the memory
+	// DuckDB needs to sort and return the rows stays bounded), in the
+	// same order as one sorted read.
+	ranges, err := idRanges(ctx, tx, `SELECT coalesce(sum(strlen(source) + strlen(title) + strlen(reason) + strlen(meta) + strlen(meta_given) + 160), 0)::BIGINT FROM documents`, ix.readChunk(ctx))
 	if err != nil {
 		return fail("documents", err)
 	}
 	seen := map[string]bool{}
 	d.str("documents")
-	for rows.Next() {
+	err = eachInRanges(ctx, tx, ranges, `SELECT doc_id, source, media_type, title, title_from, sensitivity, blob_id, language, ingested_at,
+		status, reason, extractor, pages, meta, meta_given
+		FROM documents WHERE %[1]s ORDER BY doc_id`, "doc_id", nil, func(scan func(...any) error) error {
 		var id, src, mt, title, from, sens, blobID, lang, status, reason, extractor, meta, given string
 		var at time.Time
 		var pages int64
-		if err := rows.Scan(&id, &src, &mt, &title, &from, &sens, &blobID, &lang, &at, &status, &reason, &extractor, &pages, &meta, &given); err != nil {
-			rows.Close()
-			return fail("documents", err)
+		if err := scan(&id, &src, &mt, &title, &from, &sens, &blobID, &lang, &at, &status, &reason, &extractor, &pages, &meta, &given); err != nil {
+			return err
 		}
 		stamp := at.UTC().Format(time.RFC3339Nano)
 		for _, f := range []string{id, src, mt, title, from, sens, blobID, lang, stamp, status, reason, extractor, meta, given} {
@@ -215,14 +221,14 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 			if v.DamagedRecords[i].Source == "" && blobstore.DocID(src) == id {
 				v.DamagedRecords[i].Source = src
 			}
-			continue
+			return nil
 		}
 		if recOf[id] != key(src, mt, title, from == titleFromInput, blobID, "", lang, stamp, failure, given) || level(sens) < level(recSens[id]) {
 			v.RowsWithoutRecords = append(v.RowsWithoutRecords, src)
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return fail("documents", err)
 	}
 	for _, r := range recs {
@@ -258,22 +264,20 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	}
 
 	// The kept text of HTML, DOCX and PDF documents.
-	rows, err = tx.QueryContext(ctx, `SELECT doc_id, text FROM document_text ORDER BY doc_id`)
-	if err != nil {
+	if ranges, err = idRanges(ctx, tx, `SELECT coalesce(sum(strlen(text) + 48), 0)::BIGINT FROM document_text`, ix.readChunk(ctx)); err != nil {
 		return fail("document text", err)
 	}
 	d.str("document_text")
-	for rows.Next() {
+	err = eachInRanges(ctx, tx, ranges, `SELECT doc_id, text FROM document_text WHERE %[1]s ORDER BY doc_id`, "doc_id", nil, func(scan func(...any) error) error {
 		var id, text string
-		if err := rows.Scan(&id, &text); err != nil {
-			rows.Close()
-			return fail("document text", err)
+		if err := scan(&id, &text); err != nil {
+			return err
 		}
 		d.str(id)
 		d.str(text)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return fail("document text", err)
 	}
 
@@ -281,21 +285,20 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	// in this canonical order (doc id, ord) names it below.
 	posOf := []int32{} // by block id; -1: no row
 	blocks := int32(0)
-	rows, err = tx.QueryContext(ctx, `SELECT b.block_id, b.public_id, b.doc_id, b.ord, b.body, b.byte_start, b.byte_end, b.context,
-		b.heading_path, b.page, b.parent_id, b.heading, b.window_text, b.parent_locator, f.len_body, f.len_context, f.level
-		FROM blocks b LEFT JOIN fts_blocks f ON f.block_id = b.block_id ORDER BY b.doc_id, b.ord`)
-	if err != nil {
+	if ranges, err = idRanges(ctx, tx, `SELECT coalesce(sum(strlen(public_id) + strlen(body) + strlen(context) + strlen(heading_path) + strlen(parent_id)
+		+ strlen(heading) + strlen(window_text) + strlen(parent_locator) + 128), 0)::BIGINT FROM blocks`, ix.readChunk(ctx)); err != nil {
 		return fail("blocks", err)
 	}
 	d.str("blocks")
-	for rows.Next() {
+	err = eachInRanges(ctx, tx, ranges, `SELECT b.block_id, b.public_id, b.doc_id, b.ord, b.body, b.byte_start, b.byte_end, b.context,
+		b.heading_path, b.page, b.parent_id, b.heading, b.window_text, b.parent_locator, f.len_body, f.len_context, f.level
+		FROM blocks b LEFT JOIN fts_blocks f ON f.block_id = b.block_id WHERE %[1]s ORDER BY b.doc_id, b.ord`, "b.doc_id", nil, func(scan func(...any) error) error {
 		var id, start, end int64
 		var pub, doc, body, context, path, parent, heading, window, locator string
 		var ord, page int32
 		var lenBody, lenContext, level *int64
-		if err := rows.Scan(&id, &pub, &doc, &ord, &body, &start, &end, &context, &path, &page, &parent, &heading, &window, &locator, &lenBody, &lenContext, &level); err != nil {
-			rows.Close()
-			return fail("blocks", err)
+		if err := scan(&id, &pub, &doc, &ord, &body, &start, &end, &context, &path, &page, &parent, &heading, &window, &locator, &lenBody, &lenContext, &level); err != nil {
+			return err
 		}
 		for int64(len(posOf)) <= id {
 			posOf = append(posOf, -1)
@@ -323,9 +326,9 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 			d.int(*level)
 		}
 		v.Blocks++
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return fail("blocks", err)
 	}
 
@@ -338,6 +341,9 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	var ps []posting
 	var terms []string
 	err = ix.fts.View(func() error {
+		// Sized once: grown by append, the slice of 76M postings (1M
+		// passages) held up to three times its 1.2 GB while copied.
+		ps = make([]posting, 0, ix.fts.LivePostings())
 		rank := map[string]int32{}
 		lastTerm, lastRank := "", int32(-1)
 		return ix.fts.ForEachPosting(ctx, tx, func(term string, p fts.Posting) error {
@@ -403,34 +409,33 @@ func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	d.str("vectors")
 	if ix.vec != nil {
 		d.str(ix.vec.spec.Identity().String())
-		rows, err = tx.QueryContext(ctx, `SELECT b.public_id, v.vector FROM blocks b
-			LEFT JOIN `+ix.vec.table+` v ON v.block_id = b.block_id ORDER BY b.doc_id, b.ord`)
-		if err != nil {
+		if ranges, err = idRanges(ctx, tx, fmt.Sprintf(`SELECT count(*)::BIGINT * %d FROM blocks`, 4*ix.vec.spec.Dim+64), ix.readChunk(ctx)); err != nil {
 			return fail("vectors", err)
 		}
-		for rows.Next() {
+		err = eachInRanges(ctx, tx, ranges, `SELECT b.public_id, v.vector FROM blocks b
+			LEFT JOIN (SELECT block_id, vector FROM `+ix.vec.table+` WHERE block_id IN (SELECT block_id FROM blocks WHERE %[1]s)) v
+			ON v.block_id = b.block_id WHERE %[1]s ORDER BY b.doc_id, b.ord`, "doc_id", nil, func(scan func(...any) error) error {
 			var id string
 			var vec sql.RawBytes // float32 little-endian (vectorValue), as digested
-			if err := rows.Scan(&id, &vec); err != nil {
-				rows.Close()
-				return fail("vectors", err)
+			if err := scan(&id, &vec); err != nil {
+				return err
 			}
 			if vec == nil {
 				v.BlocksWithoutVectors = append(v.BlocksWithoutVectors, id)
 				d.str("-")
-				continue
+				return nil
 			}
 			d.str(string(vec))
 			if len(vec) != 4*ix.vec.spec.Dim {
 				// Damaged, or written for another dimension: no
 				// vector a search could use.
 				v.BlocksWithoutVectors = append(v.BlocksWithoutVectors, id)
-				continue
+				return nil
 			}
 			v.Vectors++
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+			return nil
+		})
+		if err != nil {
 			return fail("vectors", err)
 		}
 	}

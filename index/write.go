@@ -671,7 +671,11 @@ func (ix *Index) Delete(ctx context.Context, names ...string) ([]string, error) 
 	if err != nil {
 		return nil, err
 	}
-	return s.deleteDocs(ctx, names...)
+	done, err := s.deleteDocs(ctx, names...)
+	if s.outOfMemory(ctx, "delete", err) { // records removed are removed again, idempotently
+		done, err = s.deleteDocs(ctx, names...)
+	}
+	return done, err
 }
 
 // deleteDocs is Index.Delete on one generation.
@@ -928,7 +932,7 @@ func (ix *state) deleteCommit(ctx context.Context, tx *duck.Tx, docIDs []any, do
 	// indexes, so the automatic memory_limit fitted at open or by the last
 	// write that grew them (state.maintain) still holds, and reading their
 	// size (duckdb_memory(), about 1 ms) is not on a delete's path.
-	return true, ix.fts.Maintain(context.WithoutCancel(ctx), ix.db, 0)
+	return true, afterCommit(ix.merge(context.WithoutCancel(ctx)))
 }
 
 // errNoDocument is wrapped by a delete's error for names that match no

@@ -44,6 +44,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -329,10 +330,25 @@ func sortedTerms[V any](m map[string]V) []string {
 	return out
 }
 
+// LivePostings is how many postings of live blocks ForEachPosting calls
+// its fn with (the sum of the document frequencies), for a caller that
+// keeps them to size its slice once. Call it inside View.
+func (ix *Index) LivePostings() int64 {
+	var n int64
+	for _, d := range ix.df {
+		n += int64(d[0])
+	}
+	return n
+}
+
 // ForEachPosting calls fn with every posting of a live block, term by term
 // in the dictionary's order of term ids, reading the posting lists from q.
 // Call it inside View. It is for verification (escurel verify), not for
-// search: it reads every list.
+// search: it reads every list. It reads them in ranges of term ids of
+// about mergeChunkBytes of stored lists each (termRanges), as a merge
+// does: DuckDB materializes and sorts a query's whole result, and one
+// sorted read of every list (about 78 MB stored at 100k passages) is what
+// a bounded memory_limit cannot hold (review 7 M2).
 func (ix *Index) ForEachPosting(ctx context.Context, q Querier, fn func(term string, p Posting) error) error {
 	names := make([]string, len(ix.df))
 	ix.ids.each(func(t string, id int32) {
@@ -340,27 +356,45 @@ func (ix *Index) ForEachPosting(ctx context.Context, q Querier, fn func(term str
 			names[id] = t
 		}
 	})
-	var ps []Posting
-	return scan(ctx, q, `SELECT term_id, data FROM fts_postings ORDER BY term_id, segment_id`, func(r *sql.Rows) error {
-		var id int32
-		var data []byte
-		if err := r.Scan(&id, &data); err != nil {
-			return err
-		}
-		if id < 0 || int(id) >= len(names) {
-			return fmt.Errorf("fts: posting list of unknown term id %d", id)
-		}
+	var stored int64
+	for _, s := range ix.segments {
+		stored += s.bytes
+	}
+	ranges := [][2]int32{{0, math.MaxInt32}}
+	if stored > mergeChunkBytes {
 		var err error
-		if ps, err = decodeAll(ps[:0], data); err != nil {
-			return fmt.Errorf("fts: term %q: %w", names[id], err)
+		if ranges, err = termRanges(ctx, q, `SELECT segment_id FROM fts_segments`, int32(len(names)), mergeChunkBytes); err != nil {
+			return fmt.Errorf("fts: read postings: %w", err)
 		}
-		for _, p := range ps {
-			if p.Block < int64(len(ix.blocks)) && ix.blocks[p.Block].state == live {
-				if err := fn(names[id], p); err != nil {
-					return err
+	}
+	ranges[0][0] = math.MinInt32 // a damaged negative id is read, and refused
+	var ps []Posting
+	for _, rg := range ranges {
+		err := scan(ctx, q, fmt.Sprintf(`SELECT term_id, data FROM fts_postings WHERE term_id BETWEEN %d AND %d ORDER BY term_id, segment_id`, rg[0], rg[1]), func(r *sql.Rows) error {
+			var id int32
+			var data []byte
+			if err := r.Scan(&id, &data); err != nil {
+				return err
+			}
+			if id < 0 || int(id) >= len(names) {
+				return fmt.Errorf("fts: posting list of unknown term id %d", id)
+			}
+			var err error
+			if ps, err = decodeAll(ps[:0], data); err != nil {
+				return fmt.Errorf("fts: term %q: %w", names[id], err)
+			}
+			for _, p := range ps {
+				if p.Block < int64(len(ix.blocks)) && ix.blocks[p.Block].state == live {
+					if err := fn(names[id], p); err != nil {
+						return err
+					}
 				}
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
-		return nil
-	})
+	}
+	return nil
 }
