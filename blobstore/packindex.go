@@ -211,12 +211,6 @@ type packIndex struct {
 	midxPacks              int
 	// footersRead counts the footers read (tests, measurements).
 	footersRead int
-	// removalMod is packs/'s modification time (file://) right after
-	// this Store's last pack of tombstones, whose sequence number was
-	// above every pack listed or known then; zero when unknown
-	// (removalSeq). seqListings counts nextSeq's listings (tests).
-	removalMod  time.Time
-	seqListings int
 	// tombs are the record removals not yet in a pack (RemoveRecord
 	// before SyncRemovals): lookups read them as tombstones.
 	tombs map[[16]byte]bool

@@ -366,56 +366,8 @@ func (s *Store) nextSeq(ctx context.Context) (uint64, error) {
 	x := s.px
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.seqListings++
 	x.maxSeq = max(x.maxSeq, listed) + 1
 	return x.maxSeq, nil
-}
-
-// removalSeq is nextSeq for a pack of tombstones (syncRemovalsPacked),
-// without the listing when it cannot find anything new: on file://, when
-// packs/ still has the modification time it had right after this
-// Store's last pack of tombstones (removalMod), no pack was added or
-// removed since, but in that same tick of the file system's clock (a few
-// ms), and this Store's highest number is still the highest. A delete
-// after a delete then costs one stat instead of a listing of every pack
-// (thousands at 1M passages: the listing grew with each delete's pack).
-// A pack another Store adds within that tick may take the same number:
-// two Stores writing at the same moment, which nextSeq does not order
-// either (one writing index per blob store).
-func (s *Store) removalSeq(ctx context.Context) (uint64, error) {
-	if s.localDir == "" {
-		return s.nextSeq(ctx)
-	}
-	fi, err := os.Stat(s.localPath("packs"))
-	if err != nil {
-		return 0, fmt.Errorf("list packs: %w", err)
-	}
-	x := s.px
-	x.mu.Lock()
-	if !x.removalMod.IsZero() && fi.ModTime().Equal(x.removalMod) {
-		x.maxSeq++
-		seq := x.maxSeq
-		x.mu.Unlock()
-		return seq, nil
-	}
-	x.mu.Unlock()
-	return s.nextSeq(ctx)
-}
-
-// removalWritten records packs/'s modification time after this Store
-// wrote a pack of tombstones numbered by removalSeq (zero: unknown).
-func (s *Store) removalWritten() {
-	if s.localDir == "" {
-		return
-	}
-	var mod time.Time
-	if fi, err := os.Stat(s.localPath("packs")); err == nil {
-		mod = fi.ModTime()
-	}
-	x := s.px
-	x.mu.Lock()
-	x.removalMod = mod
-	x.mu.Unlock()
 }
 
 // listedMaxSeq returns the highest sequence number among the pack names
@@ -721,22 +673,16 @@ func (s *Store) syncRemovalsPacked(ctx context.Context) error {
 				return fmt.Errorf("delete record: %w", err)
 			}
 		}
-		seq, err := s.removalSeq(ctx)
-		if err == nil {
-			_, err = s.writePack(ctx, b, seq)
-		}
-		if err != nil {
+		if _, err := s.writePack(ctx, b, 0); err != nil {
 			// Not removed after all: the records read as stored again
 			// (RemoveRecord again to retry).
 			x.mu.Lock()
 			for _, k := range keys {
 				delete(x.tombs, k)
 			}
-			x.removalMod = time.Time{}
 			x.mu.Unlock()
 			return fmt.Errorf("delete record: %w", err)
 		}
-		s.removalWritten()
 	}
 	if s.looseRecs && s.localDir != "" {
 		if err := syncDir(filepath.Join(s.localDir, "documents")); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 )
 
 // Two Stores that write to one bucket (two index directories on one
@@ -46,59 +45,5 @@ func TestSecondWriterSeqAboveListedPacks(t *testing.T) {
 	c := reopen(t, a)
 	if rec, err := c.GetRecord(ctx, DocID("/secret")); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a document deleted after its last write reads as present: %+v, %v", rec, err)
-	}
-}
-
-// A removal's pack of tombstones lists packs/ for its sequence number
-// only when the directory changed since this Store's last removal pack
-// (one stat otherwise): back-to-back deletes do not list thousands of
-// packs each (issue 16). Another Store's pack written since changes the
-// directory's time, so the next removal lists again and numbers its pack
-// above it.
-func TestRemovalSeqListsOnlyWhenChanged(t *testing.T) {
-	ctx := context.Background()
-	a, _ := packedFileStore(t)
-	b := reopen(t, a)
-	blob, err := a.Put(ctx, []byte("x"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	put := func(s *Store, src, title string) {
-		t.Helper()
-		if err := s.PutRecord(ctx, testRecord(src, blob, title)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put(a, "/one", "x")
-	put(a, "/two", "x")
-	put(a, "/three", "x")
-	listings := func() int {
-		b.px.mu.RLock()
-		defer b.px.mu.RUnlock()
-		return b.px.seqListings
-	}
-	if err := b.DeleteRecord(ctx, DocID("/one")); err != nil {
-		t.Fatal(err)
-	}
-	first := listings()
-	if err := b.DeleteRecord(ctx, DocID("/two")); err != nil {
-		t.Fatal(err)
-	}
-	if n := listings() - first; n != 0 {
-		t.Errorf("a removal right after this Store's own listed packs/ %d times, want 0", n)
-	}
-	time.Sleep(60 * time.Millisecond) // past the file system clock's tick
-	put(a, "/three", "v2")            // another Store's pack
-	if err := b.DeleteRecord(ctx, DocID("/three")); err != nil {
-		t.Fatal(err)
-	}
-	if n := listings() - first; n != 1 {
-		t.Errorf("a removal after another Store's pack listed packs/ %d times, want 1", n)
-	}
-	c := reopen(t, a)
-	for _, src := range []string{"/one", "/two", "/three"} {
-		if rec, err := c.GetRecord(ctx, DocID(src)); !errors.Is(err, ErrNotFound) {
-			t.Errorf("%s deleted after its last write reads as present: %+v, %v", src, rec, err)
-		}
 	}
 }
