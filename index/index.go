@@ -439,7 +439,7 @@ func (ix *Index) openState(ctx context.Context, gen string, want settings) (_ *s
 		return nil, err
 	}
 	s.memLimit.Store(memoryBytes(ix.cfg.memLimit)) // DefaultMemoryLimit when automatic
-	if err := s.fitMemory(ctx, 1, true); err != nil {
+	if err := s.fitMemory(ctx, 1, true, true); err != nil {
 		s.db.Close()
 		return nil, err
 	}

@@ -47,7 +47,7 @@ var (
 // (fts.Index.Maintain), with the automatic memory_limit first fitted to
 // the indexes the write grew.
 func (s *state) maintain(ctx context.Context) error {
-	if err := s.fitMemory(ctx, 1, false); err != nil {
+	if err := s.fitMemory(ctx, 1, false, false); err != nil {
 		return err
 	}
 	return s.merge(ctx)
@@ -138,16 +138,16 @@ func (s *state) artBytes(ctx context.Context, stored bool) (int64, error) {
 // otherwise it does nothing) to what DuckDB's ART indexes take, times
 // copies (2 while a rewrite builds a copy's), plus autoMemoryHeadroom; at
 // least autoMemoryFloor, rounded up to autoMemoryStep. The ART indexes
-// are those loaded now, or with lower (after an open, at
-// DefaultMemoryLimit) those stored (artBytes), which the open has not
-// loaded yet. It raises the limit; with lower it may lower it too, and
-// where DuckDB cannot release what it holds, the higher limit stays.
-// Errors: reading DuckDB's memory, or raising the limit.
-func (s *state) fitMemory(ctx context.Context, copies int64, lower bool) error {
+// are those loaded now, or with stored at least those stored
+// (artBytes), which lookups have not all loaded after an open. It raises
+// the limit; with lower it may lower it too, and where DuckDB cannot
+// release what it holds, the higher limit stays. Errors: reading
+// DuckDB's memory, or raising the limit.
+func (s *state) fitMemory(ctx context.Context, copies int64, stored, lower bool) error {
 	if !s.memAuto {
 		return nil
 	}
-	art, err := s.artBytes(ctx, lower)
+	art, err := s.artBytes(ctx, stored)
 	if err != nil {
 		return fmt.Errorf("memory limit of %s: %w", s.path, err)
 	}

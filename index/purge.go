@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -282,11 +283,29 @@ func (ix *state) eraseDerived(ctx context.Context) error {
 
 // rewriteTo writes the generation's live rows into a new DuckDB file at
 // dst: schema, sequences and data, none of the old file's free pages or
-// log. The caller holds writeMu.
-func (ix *state) rewriteTo(ctx context.Context, dst string) (err error) {
-	if err := ix.fitMemory(ctx, 2, false); err != nil { // the copy's indexes are built beside the live ones
+// log. The automatic memory_limit is first fitted to twice the ART
+// indexes as stored (the copy's are built beside the live ones, which an
+// open has not all loaded), and a copy that runs out of memory anyway is
+// removed and written once more at the limit outOfMemory raises. The
+// caller holds writeMu.
+func (ix *state) rewriteTo(ctx context.Context, dst string) error {
+	if err := ix.fitMemory(ctx, 2, true, false); err != nil {
 		return fmt.Errorf("purge: %w", err)
 	}
+	err := ix.rewriteOnce(ctx, dst)
+	if ix.outOfMemory(ctx, "rewrite", err) {
+		for _, p := range []string{dst, dst + ".wal"} {
+			if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				return fmt.Errorf("%w; and removing the failed copy: %v", err, rerr)
+			}
+		}
+		err = ix.rewriteOnce(ctx, dst)
+	}
+	return err
+}
+
+// rewriteOnce is one try of rewriteTo, at the limit already set.
+func (ix *state) rewriteOnce(ctx context.Context, dst string) (err error) {
 	conn, err := ix.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("purge: %w", err)
