@@ -197,13 +197,15 @@ func (s *state) outOfMemory(ctx context.Context, op string, err error) bool {
 	msg := duckMessage(err)
 	from := s.memLimit.Load()
 	art, aerr := s.artBytes(ctx, true)
+	fit := max(autoMemoryFloor, art+autoMemoryHeadroom)
 	if aerr != nil {
 		// The pool is too full even for the catalog's row counts: one
-		// headroom more, then the fit at the next write.
-		slog.Warn("index: DuckDB out of memory; its indexes' size unread", "index", s.path, "op", op, "err", aerr)
-		art = 0
+		// headroom above the limit that failed, then the fit at the next
+		// write (the floor as the fit would bound a large index's raise
+		// below the limit it already has).
+		slog.Warn("index: DuckDB out of memory; its indexes' size unread", "index", s.path, "op", op, "err", duckMessage(aerr))
+		art, fit = 0, max(autoMemoryFloor, from)
 	}
-	fit := max(autoMemoryFloor, art+autoMemoryHeadroom)
 	want := min(max(fit, from+autoMemoryHeadroom), fit+autoMemoryRaises*autoMemoryHeadroom)
 	if want <= from {
 		slog.Warn("index: DuckDB out of memory at the automatic limit's bound; not retried", "index", s.path, "op", op, "limit_mib", from>>20, "art_mib", art>>20, "err", msg)
@@ -241,10 +243,24 @@ func duckMessage(err error) string {
 	msg := err.Error()
 	for _, s := range outOfMemoryMarks {
 		if i := strings.Index(msg, s); i >= 0 {
-			return msg[i:]
+			return duckPart(msg[i:])
 		}
 	}
 	return "(not DuckDB's)"
+}
+
+// duckPart is msg, which starts with DuckDB's message, cut where that
+// message ends: after its "(… used)" or before its first line break or
+// "; " (what a wrapping error may append, a source's name among it, is
+// not logged).
+func duckPart(msg string) string {
+	if i := strings.Index(msg, " used)"); i >= 0 {
+		return msg[:i+len(" used)")]
+	}
+	if i := strings.IndexAny(msg, "\n;"); i >= 0 {
+		return msg[:i]
+	}
+	return msg
 }
 
 // outOfMemoryMarks are the texts of DuckDB's out-of-memory errors.

@@ -215,6 +215,16 @@ func TestOutOfMemoryAfterCommitNotRetried(t *testing.T) {
 	if m := duckMessage(errors.New(`ingest "/secret/a.md": could not close appender: Failed to append: could not allocate block of size 256.0 KiB (5.8 MiB/6.0 MiB used)`)); strings.Contains(m, "secret") {
 		t.Errorf("logged %q", m)
 	}
+	// What a wrapping error appends after DuckDB's message is not logged
+	// (review 8, L4).
+	for _, e := range []string{
+		`delete: could not allocate block of size 256.0 KiB (5.8 MiB/6.0 MiB used); and the records could not be put back: record of "/secret/b.md"`,
+		"merge: Out of Memory Error: failed to pin block\nrecord of /secret/c.md",
+	} {
+		if m := duckMessage(errors.New(e)); strings.Contains(m, "secret") || m == "" {
+			t.Errorf("logged %q", m)
+		}
+	}
 }
 
 // A purge's rewrite right after a reopen (as `escurel purge` always is)
