@@ -68,6 +68,10 @@ RACE_PKGS  := ./internal/layout ./internal/fusion ./index ./index/fts ./index/de
 # instead, these run without -race only.
 RACE_SKIP  := RefusesNewFailures|RefusesFailureOfDocumentIngestedDuring|RetriesFailed
 RACE_TESTS := Concurren|Never|During|Live|Switch|Swap|Reload|Rebuild|Reembed|Rollback|Closed|Manifest|Lock|Killed|CatchUp
+# RACE_PKG_SKIP: tests of RACE_PKGS with no concurrency that build indexes
+# at scaled memory limits (about 60 s of the race run, 33 s of it
+# TestVerifyBoundedMemory); they run without -race only.
+RACE_PKG_SKIP := TestVerifyBoundedMemory|TestReopenFitsStoredIndexes|TestPurgeAfterReopenFitsStoredIndexes|TestOutOfMemoryRaisesAndRetries|TestHitDocMemory
 
 test: deps onnxruntime
 	$(GO) vet ./...
@@ -79,7 +83,7 @@ test: deps onnxruntime
 	@# The dense kernels as compiled off x86-64 Linux (arm64, macOS): one
 	@# version each, no AVX-512 (index/dense/kernel.c).
 	CGO_CFLAGS="-O2 -DDENSE_PORTABLE" $(GO) test ./index/dense
-	ESCUREL_ONNXRUNTIME_LIB=$(ORT_LIB) $(GO) test -race $(RACE_PKGS)
+	ESCUREL_ONNXRUNTIME_LIB=$(ORT_LIB) $(GO) test -race -skip '$(RACE_PKG_SKIP)' $(RACE_PKGS)
 	ESCUREL_ONNXRUNTIME_LIB=$(ORT_LIB) $(GO) test -race -run '$(RACE_TESTS)' -skip '$(RACE_SKIP)' ./tests
 
 # Benchmarks report ingest docs/s, blocks, index size and search p50/p95 on
