@@ -30,20 +30,8 @@ func TestMergeInTermRanges(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rng := rand.New(rand.NewPCG(3, 4))
-		next := int64(1)
-		var all []Block
-		for range 9 { // 9 segments: below MergeFactor, so only Compact merges
-			bs := randomCorpus(rng, next, 40+rng.IntN(40))
-			next += int64(len(bs))
-			write(t, ix, db, bs, nil)
-			all = append(all, bs...)
-		}
-		var removed []Block
-		for i := 0; i < len(all); i += 5 {
-			removed = append(removed, all[i])
-		}
-		write(t, ix, db, nil, removed)
+		// 9 segments: below MergeFactor, so only Compact merges.
+		writeChurned(t, ix, db, rand.New(rand.NewPCG(3, 4)), 9, 5)
 		return built{db, ix}
 	}
 	whole, ranged := build(), build()
@@ -261,20 +249,7 @@ func TestForEachPostingInTermRanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := rand.New(rand.NewPCG(5, 6))
-	next := int64(1)
-	var all []Block
-	for range 6 {
-		bs := randomCorpus(rng, next, 40+rng.IntN(40))
-		next += int64(len(bs))
-		write(t, ix, db, bs, nil)
-		all = append(all, bs...)
-	}
-	var removed []Block
-	for i := 0; i < len(all); i += 7 {
-		removed = append(removed, all[i])
-	}
-	write(t, ix, db, nil, removed)
+	writeChurned(t, ix, db, rand.New(rand.NewPCG(5, 6)), 6, 7)
 	type got struct {
 		term string
 		p    Posting
@@ -337,4 +312,23 @@ func (c *countingQuerier) QueryContext(ctx context.Context, query string, args .
 
 func (c *countingQuerier) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	return c.db.QueryRowContext(ctx, query, args...)
+}
+
+// writeChurned writes segments segments of 40-79 random blocks each, then
+// removes every every-th block of them in one more write.
+func writeChurned(t *testing.T, ix *Index, db *sql.DB, rng *rand.Rand, segments, every int) {
+	t.Helper()
+	next := int64(1)
+	var all []Block
+	for range segments {
+		bs := randomCorpus(rng, next, 40+rng.IntN(40))
+		next += int64(len(bs))
+		write(t, ix, db, bs, nil)
+		all = append(all, bs...)
+	}
+	var removed []Block
+	for i := 0; i < len(all); i += every {
+		removed = append(removed, all[i])
+	}
+	write(t, ix, db, nil, removed)
 }
