@@ -145,8 +145,8 @@ func TestVerifyBoundedMemory(t *testing.T) {
 	if limit := s.memLimit.Load(); text < limit {
 		t.Fatalf("blocks' text %d bytes, memory_limit %d: the test needs the text well past the limit", text, limit)
 	}
-	readChunkBytes = 1 << 40                                                                         // one query a table
-	if _, err := s.verify(ctx, nil); err == nil || !strings.Contains(err.Error(), "Out of Memory") { // s.verify: not tried again at a raised limit
+	readChunkBytes = 1 << 40                                                                             // one query a table
+	if _, err := s.verifyRows(ctx, nil); err == nil || !strings.Contains(err.Error(), "Out of Memory") { // verifyRows: not tried again at a raised limit
 		t.Errorf("verify in one query a table at memory_limit %d MiB (blocks' text %d MiB): %v; want DuckDB out of memory (else this test proves nothing)", s.memLimit.Load()>>20, text>>20, err)
 	}
 	readChunkBytes = 1 << 20

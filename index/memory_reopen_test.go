@@ -114,7 +114,7 @@ func TestReopenFitsStoredIndexes(t *testing.T) {
 	}
 }
 
-// A search, a delete and an ingest that DuckDB fails for memory under the
+// A search, a delete, an ingest and a verify that DuckDB fails for memory under the
 // automatic limit raise it and run once more: with the limit forced far
 // below what they need, each succeeds and the limit has risen; under a
 // fixed Options.MemoryLimit the error stays.
@@ -164,6 +164,21 @@ func TestOutOfMemoryRaisesAndRetries(t *testing.T) {
 	}
 	if s.memLimit.Load() <= starved {
 		t.Fatalf("ingest: limit %d not raised", s.memLimit.Load())
+	}
+	// Every verify, not only Index.Verify's: a replica's digest of its
+	// rows, a snapshot's for publish and a rollback's (review 8 L2).
+	// One query a table: the reads' pieces alone would fit the starved
+	// pool.
+	starve()
+	saved := readChunkBytes
+	readChunkBytes = 1 << 40
+	_, err = s.digestOnly(ctx)
+	readChunkBytes = saved
+	if err != nil {
+		t.Fatal("a replica's digest:", err)
+	}
+	if s.memLimit.Load() <= starved {
+		t.Fatalf("a replica's digest: limit %d not raised", s.memLimit.Load())
 	}
 	if v, err := ix.Verify(ctx, nil); err != nil || len(v.RowsWithoutRecords) > 0 || len(v.RecordsWithoutRows) > 0 {
 		t.Fatalf("verify: %v, %+v", err, v)

@@ -119,15 +119,24 @@ func (ix *Index) Verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	if err != nil {
 		return nil, err
 	}
-	v, err := s.verify(ctx, opts)
+	return s.verify(ctx, opts)
+}
+
+// verify is Index.Verify on one generation, run once more after DuckDB
+// ran out of memory and the automatic limit was raised (outOfMemory):
+// every verify (Index.Verify, a rollback's, a snapshot's for publish, a
+// replica's digest) reads in bounded ranges, but the pool also holds what
+// the ART indexes and the writes before it left.
+func (s *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification, error) {
+	v, err := s.verifyRows(ctx, opts)
 	if s.outOfMemory(ctx, "verify", err) {
-		v, err = s.verify(ctx, opts)
+		v, err = s.verifyRows(ctx, opts)
 	}
 	return v, err
 }
 
-// verify is Index.Verify on one generation.
-func (ix *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification, error) {
+// verifyRows is verify, once.
+func (ix *state) verifyRows(ctx context.Context, opts *VerifyOptions) (*Verification, error) {
 	if opts == nil {
 		opts = &VerifyOptions{}
 	}
