@@ -268,6 +268,12 @@ func (ix *state) unchangedSince(ctx context.Context, b *batch) (bool, error) {
 	return true, nil
 }
 
+// writeFault, when not nil (tests), is called by commitBatch after the
+// batch's metadata-only updates committed and before its rows'
+// transaction begins; an error it returns fails the batch there, as a
+// failure of that transaction before anything was stored would.
+var writeFault func() error
+
 // commitBatch stores the batch's records durably, and writes its rows in
 // one transaction that commits once they are. The caller holds writeMu. A
 // batch that fails after its records were stored takes them back
@@ -291,6 +297,11 @@ func (ix *state) commitBatch(ctx context.Context, b *batch) error {
 	}
 	if len(b.writes) == 0 {
 		return nil
+	}
+	if writeFault != nil {
+		if err := writeFault(); err != nil {
+			return fmt.Errorf("ingest: %w", err)
+		}
 	}
 	undo := func(err error) error {
 		err = fmt.Errorf("ingest: %w", err)

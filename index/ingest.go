@@ -228,14 +228,31 @@ type storedDoc struct {
 // serves. A source given twice is ingested as
 // its last version. Batches run one at a time.
 func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, errs []error, err error) {
-	res, errs, err = ix.ingest(ctx, inputs(ins))
-	if ix.outOfMemory(ctx, "ingest", err) { // nothing of the batch was committed
-		res, errs, err = ix.ingest(ctx, inputs(ins))
+	return ix.ingest(ctx, inputs(ins))
+}
+
+// ingest is IngestBatch for inputs escurel builds itself (IngestFiles,
+// Sync, a rebuild's rederive): ingestOnce, run once more after DuckDB ran
+// out of memory and the automatic limit was raised (outOfMemory; an error
+// after the rows' commit is not tried again). The batch's metadata-only
+// updates commit in their own transaction before the rows' (updateMeta):
+// when the rows' failed, the retry finds that metadata stored and would
+// report the document Unchanged, so the first try's MetaUpdated stands.
+func (ix *Index) ingest(ctx context.Context, ins []input) (res []Result, errs []error, err error) {
+	res, errs, err = ix.ingestOnce(ctx, ins)
+	if ix.outOfMemory(ctx, "ingest", err) {
+		first := res
+		res, errs, err = ix.ingestOnce(ctx, ins)
+		for i := range min(len(first), len(res)) {
+			if first[i].Status == MetaUpdated && res[i].Status == Unchanged {
+				res[i].Status = MetaUpdated
+			}
+		}
 	}
 	return res, errs, err
 }
 
-// ingest is IngestBatch for inputs escurel builds itself.
+// ingestOnce is ingest, tried once.
 //
 // The work that may take long runs without the writer lock, on a reference
 // to the live state: derivation, the embedding calls and the blob uploads
@@ -244,7 +261,7 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 // batch's documents are as prepare read them, and commits: records, then
 // the transaction. When another writer got there first it prepares again;
 // after a few tries it prepares under the lock.
-func (ix *Index) ingest(ctx context.Context, ins []input) (res []Result, errs []error, err error) {
+func (ix *Index) ingestOnce(ctx context.Context, ins []input) (res []Result, errs []error, err error) {
 	const tries = 3
 	if ix.readOnly {
 		return nil, nil, ix.readOnlyError()
