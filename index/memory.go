@@ -29,8 +29,8 @@ const defaultMemoryBytes = 256_000_000
 // from the process's RSS: at 100k passages a build peaked at 451 MB over
 // bench-fts' baseline at a floor of 256 MiB, 331-336 MB at 128 MiB (a
 // headroom of 112 MB), 318 MB at 112 MiB (this headroom, rounded up to
-// 16 MiB then), 291-320 MB at 104 MiB (4 MiB steps, with merges
-// appending 1 MiB slices; 334-347 before, alternating). Reads need
+// 16 MiB then), 291-322 MB at 104 MiB (4 MiB steps, with merges
+// appending 1 MiB slices; 311-347 before, eight alternating pairs). Reads need
 // room too, and got it by reading in bounded pieces (chunks.go): with the
 // floor at 128 MiB, a live rebuild of 100k passages failed its verify
 // ("failed to pin block", 143.8 of 144.0 MiB used): one sorted read of
