@@ -39,9 +39,11 @@ const DefaultDeadRatio = 0.2
 // MiB a build's merges of ten 1,000-block segments held their whole
 // result both ways (about 5 MB), and the last merge of a 100k build
 // (ten 10,000-block segments) 8 MiB both ways while DuckDB's pool was
-// full: 1 MiB lowered bench-fts' peak build RSS at 100k passages (see
-// ARCHITECTURE.md), with an appender per MiB merged (a few dozen for
-// that merge) costing nothing measurable. Variables for tests.
+// full. 1 MiB, together with the automatic memory_limit's 4 MiB step
+// (index/memory.go), lowered bench-fts' peak build RSS at 100k passages
+// by about 30 MB (ARCHITECTURE.md; the two were not measured apart
+// beyond noise), with an appender per MiB merged (a few dozen for that
+// merge) costing nothing measurable. Variables for tests.
 var (
 	flushBytes = 1 << 20
 	flushRows  = 1 << 13
