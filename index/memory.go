@@ -28,7 +28,9 @@ const defaultMemoryBytes = 256_000_000
 // (rows not yet checkpointed, cached blocks) is what a lower limit takes
 // from the process's RSS: at 100k passages a build peaked at 451 MB over
 // bench-fts' baseline at a floor of 256 MiB, 331-336 MB at 128 MiB (a
-// headroom of 112 MB), 318 MB at 112 MiB (this headroom). Reads need
+// headroom of 112 MB), 318 MB at 112 MiB (this headroom, rounded up to
+// 16 MiB then), 291-322 MB at 104 MiB (4 MiB steps, with merges
+// appending 1 MiB slices; 311-347 before, eight alternating pairs). Reads need
 // room too, and got it by reading in bounded pieces (chunks.go): with the
 // floor at 128 MiB, a live rebuild of 100k passages failed its verify
 // ("failed to pin block", 143.8 of 144.0 MiB used): one sorted read of
@@ -40,7 +42,14 @@ const defaultMemoryBytes = 256_000_000
 var (
 	autoMemoryFloor    int64 = 96 << 20
 	autoMemoryHeadroom int64 = 88 << 20
-	autoMemoryStep     int64 = 16 << 20 // the limit moves in steps of this
+	// autoMemoryStep: the limit moves in steps of this, so that a write
+	// sets it again only when the ART indexes grew by a step (at 100k
+	// passages they grow about 0.16 MB a 1,000-passage batch: a SET
+	// every 25 batches or so). The fit is rounded up to it, and DuckDB's
+	// pool fills to its limit while it builds (rows not yet
+	// checkpointed), so the rounding is resident memory: 16 MiB rounded
+	// the 100k build's fit (103.3 MiB) up to 112 MiB.
+	autoMemoryStep int64 = 4 << 20
 )
 
 // maintain runs the full-text merges a write calls for

@@ -79,3 +79,33 @@ func TestAutoMemoryLimit(t *testing.T) {
 		}
 	}
 }
+
+// The automatic memory_limit exceeds its fit by less than 4 MiB: DuckDB's
+// pool fills to the limit while it builds (rows not yet checkpointed), so
+// whatever the rounding adds is resident memory (16 MiB steps rounded a
+// 100k build's fit of 103.3 MiB up to 112 MiB).
+func TestAutoMemoryStepSlack(t *testing.T) {
+	ctx := context.Background()
+	ix, err := Open(ctx, t.TempDir(), &Options{BlobURL: "mem://"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	s := ix.cur.Load()
+	for _, want := range []int64{s.memLimit.Load() + 1<<20 + 1, 110_000_000, 246_000_000} { // each above the last
+		if err := s.setMemory(ctx, want, false); err != nil {
+			t.Fatal(err)
+		}
+		got := s.memLimit.Load()
+		if got < want || got-want >= 4<<20 {
+			t.Errorf("fit %d bytes: limit %d (%.1f MiB over), want within 4 MiB above", want, got, float64(got-want)/(1<<20))
+		}
+		var setting string
+		if err := s.db.QueryRow(`SELECT current_setting('memory_limit')`).Scan(&setting); err != nil {
+			t.Fatal(err)
+		}
+		if w := fmt.Sprintf("%.1f MiB", float64(got)/(1<<20)); setting != w {
+			t.Errorf("DuckDB's memory_limit %q, want %q", setting, w)
+		}
+	}
+}

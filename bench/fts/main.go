@@ -18,7 +18,7 @@
 // Environment of a build child: BENCH_MEMTRACE=1 prints each new peak of
 // its RSS with the Go runtime's share, the DuckDB files' sizes and the
 // batch it was in (memtrace.go), BENCH_MEMTRACE=all a line every half
-// second; BENCH_MEMPROFILE=FILE writes a heap profile after the build;
+// second (BENCH_MEMTRACE_MS=N: every N ms); BENCH_MEMPROFILE=FILE writes a heap profile after the build;
 // BENCH_MEMLIMIT=SIZE gives escurel that Options.MemoryLimit (fixed).
 package main
 

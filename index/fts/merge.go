@@ -33,10 +33,20 @@ const DefaultDeadRatio = 0.2
 // flushBytes and flushRows bound the merged posting lists a merge holds
 // before appending them: their encoded bytes (in one buffer, reused) and
 // their count (each row costs 24 bytes more; a segment of short lists
-// holds millions). Variables for tests.
+// holds millions). The slice is held twice: in the Go heap, and once
+// appended, in the appender's chunks in DuckDB's C heap (outside its
+// memory_limit) until the appender closes at the end of the slice. At 8
+// MiB a build's merges of ten 1,000-block segments held their whole
+// result both ways (about 5 MB), and the last merge of a 100k build
+// (ten 10,000-block segments) 8 MiB both ways while DuckDB's pool was
+// full. 1 MiB, together with the automatic memory_limit's 4 MiB step
+// (index/memory.go), lowered bench-fts' peak build RSS at 100k passages
+// by about 30 MB (ARCHITECTURE.md; the two were not measured apart
+// beyond noise), with an appender per MiB merged (a few dozen for that
+// merge) costing nothing measurable. Variables for tests.
 var (
-	flushBytes = 8 << 20
-	flushRows  = 1 << 16
+	flushBytes = 1 << 20
+	flushRows  = 1 << 13
 )
 
 // mergeChunkBytes bounds the stored posting data one query of a merge
