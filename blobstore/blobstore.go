@@ -141,9 +141,6 @@ type Store struct {
 	// UsePacks): when not, nothing looks for them.
 	px                    *packIndex
 	looseBlobs, looseRecs bool
-	// seqw watches packs/ of a file:// store for nextSeq (seqWatch);
-	// nil on other stores.
-	seqw *seqWatch
 }
 
 // Open opens escurel's blob store at urlstr, a bucket opened as OpenBucket
@@ -168,7 +165,6 @@ func OpenWith(ctx context.Context, urlstr string, opts *OpenOptions) (*Store, er
 	}
 	s := &Store{url: urlstr}
 	if u.Scheme == "file" {
-		s.seqw = newSeqWatch()
 		s.localDir = u.Path
 		if u.Host == "." {
 			s.localDir = "." + u.Path
@@ -205,9 +201,6 @@ func (s *Store) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), closeMidxTimeout)
 		s.writeMidx(ctx, closeMidxAdded)
 		cancel()
-	}
-	if s.seqw != nil {
-		s.seqw.close()
 	}
 	return s.bucket.Close()
 }

@@ -355,21 +355,11 @@ func (s *Store) readEntry(ctx context.Context, p *packInfo, off, n, crc uint32) 
 // packs it finds are loaded by the next refresh, not here. Two Stores
 // writing at the same moment may still take one number (the contract is
 // one writing index per blob store: ARCHITECTURE.md, storage contract).
-// On a file:// store on a local file system the names come from a watch
-// of packs/ set up before one listing (seqWatch) rather than from a
-// directory read each time: the same packs, as the kernel reports their
-// renames into packs/ as they happen.
 func (s *Store) nextSeq(ctx context.Context) (uint64, error) {
 	if err := s.loadPacks(ctx, false); err != nil {
 		return 0, err
 	}
-	var listed uint64
-	var err error
-	if s.seqw != nil {
-		listed, err = s.seqw.maxSeq(s.localPath("packs"), func() (uint64, error) { return s.listedMaxSeq(ctx) })
-	} else {
-		listed, err = s.listedMaxSeq(ctx)
-	}
+	listed, err := s.listedMaxSeq(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -380,17 +370,11 @@ func (s *Store) nextSeq(ctx context.Context) (uint64, error) {
 	return x.maxSeq, nil
 }
 
-// seqListed, when not nil (tests), is called at each listedMaxSeq.
-var seqListed func()
-
 // listedMaxSeq returns the highest sequence number among the pack names
 // under packs/ (0: none).
 func (s *Store) listedMaxSeq(ctx context.Context) (uint64, error) {
 	// The highest name: pack names have one length and begin with their
 	// sequence number in 16 hex digits.
-	if seqListed != nil {
-		seqListed()
-	}
 	var top string
 	see := func(name string) {
 		if name > top {
