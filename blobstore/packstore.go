@@ -467,7 +467,8 @@ func (s *Store) storePack(ctx context.Context, b *packBuilder, seq uint64) (*pac
 // after the rename removed its name again (a failing unlink and rmdir):
 // a tenth of a delete's blob store CPU at 1M passages, where every delete
 // writes one pack of tombstones (issue 16). A context cancelled before
-// the rename publishes nothing, as the writer's Close did.
+// its sequence number is taken publishes nothing, as the writer's Close
+// did.
 func (s *Store) storePackFile(ctx context.Context, data []byte, seq uint64) (*packInfo, error) {
 	dir := s.localPath("packs")
 	tmp := filepath.Join(dir, randSuffix()+".pack.tmp")

@@ -32,6 +32,15 @@ func setPhase(s string) { memPhase.Store(&s) }
 // shows as the log shrinking) and the phase (memPhase).
 func memTrace(dir string) (stop func()) {
 	all := os.Getenv("BENCH_MEMTRACE") == "all"
+	period := 500 * time.Millisecond
+	if v := os.Getenv("BENCH_MEMTRACE_MS"); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms <= 0 {
+			fmt.Fprintf(os.Stderr, "BENCH_MEMTRACE_MS=%q: want a positive number of milliseconds\n", v)
+			os.Exit(2)
+		}
+		period = time.Duration(ms) * time.Millisecond
+	}
 	done := make(chan struct{})
 	ended := make(chan struct{})
 	samples := []metrics.Sample{
@@ -44,10 +53,6 @@ func memTrace(dir string) (stop func()) {
 	go func() {
 		defer close(ended)
 		peak := 0.0
-		period := 500 * time.Millisecond
-		if ms, err := strconv.Atoi(os.Getenv("BENCH_MEMTRACE_MS")); err == nil && ms > 0 {
-			period = time.Duration(ms) * time.Millisecond
-		}
 		t := time.NewTicker(period)
 		defer t.Stop()
 		for {
