@@ -205,7 +205,7 @@ type state struct {
 	pub     publicIDs // internal block number → public id, for Rank
 	docs    docSet    // which doc ids the generation may hold, for ingest
 	hitDocs hitDocs   // what hits carry of their documents, for search (hitdocs.go)
-	texts   textRows  // rows of document_text, so a delete skips an empty table (write.go)
+	texts   textRows  // rows of document_text, so a delete skips an empty table (delete.go)
 	langMu  sync.RWMutex
 	langs   map[string][3]int // documents per language and sensitivity level: how a caller's queries are analyzed
 	meta    metaCache         // the documents' metadata for filters (metastore.go)
