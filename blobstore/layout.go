@@ -171,18 +171,7 @@ func (s *Store) createOnce(ctx context.Context, key string, data []byte) (create
 		tmp := final + "." + randSuffix() + ".tmp"
 		tempStarted(tmp)
 		defer removeTemp(tmp)
-		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return false, err
-		}
-		_, err = f.Write(data)
-		if err == nil {
-			err = f.Sync()
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := writeNewFile(tmp, data); err != nil {
 			return false, err
 		}
 		if err := os.Link(tmp, final); errors.Is(err, os.ErrExist) {

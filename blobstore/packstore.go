@@ -473,21 +473,11 @@ func (s *Store) storePackFile(ctx context.Context, data []byte, seq uint64) (*pa
 	dir := s.localPath("packs")
 	tmp := filepath.Join(dir, randSuffix()+".pack.tmp")
 	tempStarted(tmp)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
+	if err := writeNewFile(tmp, data); err != nil {
 		tempDone(tmp)
 		return nil, err
 	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = ctx.Err()
-	}
+	err := ctx.Err()
 	if err == nil && seq == 0 {
 		seq, err = s.nextSeq(ctx)
 	}

@@ -82,3 +82,26 @@ func removeTemp(path string) {
 	os.Remove(path)
 	tempDone(path)
 }
+
+// writeNewFile creates path, which must not exist (O_EXCL; mode 0600),
+// writes data to it and fsyncs it: a temporary file made durable before
+// it is renamed or linked into place. A file it created and could not
+// make durable it removes; one it did not create (the name taken) it
+// leaves alone.
+func writeNewFile(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
+}
