@@ -226,6 +226,11 @@ func DocID(source string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
+// IsDocID reports whether s has the shape of a document id (DocID's: 32
+// lower-case hex digits), so that a name given to a delete or a read can
+// be taken as an id rather than a source.
+func IsDocID(s string) bool { return docIDPattern.MatchString(s) }
+
 // The id patterns, matched by hand: a regexp cost a quarter of a batch's
 // CPU time (BenchmarkBatch1000).
 var (

@@ -407,7 +407,7 @@ func (ix *state) deleteDocs(ctx context.Context, names ...string) (done []string
 	ids := make([]any, 0, len(names))
 	for _, name := range names {
 		id := name
-		if !docIDPattern(name) {
+		if !blobstore.IsDocID(name) {
 			id = blobstore.DocID(name)
 		}
 		ids = append(ids, id)
@@ -649,15 +649,3 @@ func (ix *state) deleteCommit(ctx context.Context, tx *duck.Tx, docIDs []any, do
 // errNoDocument is wrapped by a delete's error for names that match no
 // document ("delete: no document NAME").
 var errNoDocument = errors.New("no document")
-
-func docIDPattern(s string) bool {
-	if len(s) != 32 {
-		return false
-	}
-	for _, c := range s {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}

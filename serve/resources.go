@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/index"
 )
 
@@ -53,7 +54,7 @@ func (s *Server) addResources(srv *mcp.Server, clearance string) {
 	}, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		uri := req.Params.URI
 		id, ok := strings.CutPrefix(uri, documentURIPrefix)
-		if !ok || !docIDPattern(id) {
+		if !ok || !blobstore.IsDocID(id) {
 			return nil, mcp.ResourceNotFoundError(uri)
 		}
 		out, err := s.sv.document(ctx, clearance, &DocumentInput{DocID: id})

@@ -444,7 +444,7 @@ func (s *Server) mayDelete(ctx context.Context, c Caller, names []string) error 
 	var missing []string
 	for i, name := range names {
 		id := name
-		if !docIDPattern(name) {
+		if !blobstore.IsDocID(name) {
 			id = blobstore.DocID(name)
 		}
 		level, exists, err := s.level(ctx, id)
@@ -459,20 +459,6 @@ func (s *Server) mayDelete(ctx context.Context, c Caller, names []string) error 
 		return &notFoundError{missing}
 	}
 	return nil
-}
-
-// docIDPattern reports whether s is a doc id (32 lower-case hex digits),
-// as index.Delete reads names.
-func docIDPattern(s string) bool {
-	if len(s) != 32 {
-		return false
-	}
-	for _, c := range s {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // rebuild makes a rebuild job.
