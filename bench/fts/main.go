@@ -52,7 +52,7 @@ var (
 	corpusF    = flag.String("corpus", "", "internal: the corpus file a child reads (corpusfile.go)")
 	cpuProfile = flag.String("cpuprofile", "", "with -child build: write a CPU profile of the build here; in a compare run: of the timed query pass; with -serve: profiles of the searches, FILE.local and FILE.http")
 	switchF    = flag.Bool("switch", false, "instead of comparing engines: search escurel during a live rebuild and its switch (switch.go)")
-	writesF    = flag.Int("writes", -1, "instead of comparing engines: on the indexes already built in -work (and written by earlier rounds), for rounds K, K+1, K+2 add the round's passages (the 1,000 past -n + 1,000 × round) and delete p(n/2+round+1), timed; with -cpuprofile FILE, profiles in FILE.ENGINE.add and .delete")
+	writesF    = flag.Int("writes", -1, "instead of comparing engines: on the indexes already built in -work (and written by earlier rounds), for rounds K, K+1, K+2 add the round's passages (the 1,000 past -n + 1,000 × round) and delete p(n/2+round+1), timed; with -cpuprofile FILE, profiles in FILE.ENGINE.add.R and .delete.R for round R")
 	reuseF     = flag.Bool("reuse", false, "with -work: keep an engine's index built by an earlier run with the same -n (its build figures are read back from built.json) instead of building it again")
 	serveF     = flag.Bool("serve", false, "instead of comparing engines: escurel serve over HTTP against in-process search, throughput, and a live switch (serve.go)")
 	churnF     = flag.Int("churn", 10, "after the writes, rounds of churn (delete 10 % of the passages, ingest them again) before measuring the files again; 0: none")
@@ -472,7 +472,8 @@ func pct(ds []time.Duration, p int) float64 {
 // earlier run in dir (-work), in one process (the first round pays what an
 // index loads on first use): the add of the round's 1,000 passages and the
 // delete of one passage, per engine, each under its own CPU profile when
-// -cpuprofile is set (the last round's is kept). Rounds must not repeat on
+// -cpuprofile is set (FILE.ENGINE.add.R and FILE.ENGINE.delete.R for
+// round R: the first round's shows what a process loads on first use). Rounds must not repeat on
 // one directory (round 0 is the normal run's: run it first, then k ≥ 1).
 func writesBench(dir string, k int) error {
 	all := corpus(*shared, *nFlag+(k+3)*batchSize)
@@ -494,7 +495,7 @@ func writesBench(dir string, k int) error {
 		}
 		for r := k; r < k+3; r++ {
 			extra := all[*nFlag+r*batchSize : *nFlag+(r+1)*batchSize]
-			stop := prof("add")
+			stop := prof(fmt.Sprintf("add.%d", r))
 			t0 := time.Now()
 			if err := e.Add(extra); err != nil {
 				return fmt.Errorf("%s: add: %w", name, err)
@@ -505,7 +506,7 @@ func writesBench(dir string, k int) error {
 			}
 			add := time.Since(t0)
 			stop()
-			stop = prof("delete")
+			stop = prof(fmt.Sprintf("delete.%d", r))
 			t0 = time.Now()
 			if err := e.Delete(fmt.Sprintf("p%d", *nFlag/2+r+1)); err != nil {
 				return fmt.Errorf("%s: delete: %w", name, err)
