@@ -14,8 +14,8 @@ import (
 // known (-1) or is wrong is deleted by doc id instead, as before.
 func TestBlockRangeDelete(t *testing.T) {
 	ctx := context.Background()
-	defer func(n int) { docSetMinBatch = n }(docSetMinBatch)
-	docSetMinBatch = 0 // the first batch loads the set
+	defer func(n, m int) { docSetMinBatch, docSetLoadAfter = n, m }(docSetMinBatch, docSetLoadAfter)
+	docSetMinBatch, docSetLoadAfter = 0, 0 // the first batch loads the set
 	ix, err := Open(ctx, t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
