@@ -22,12 +22,14 @@ package blobstore
 // what the in-memory tables hold once compacted.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"path/filepath"
 	"sort"
 	"time"
@@ -130,16 +132,58 @@ type midx struct {
 	copies map[[32]byte][]uint32
 }
 
-// decodeMidx decodes and checks a multi-pack index.
+// decodeMidx decodes and checks a multi-pack index held in memory.
 func decodeMidx(data []byte) (*midx, error) {
-	if len(data) < len(midxMagic)+4 || string(data[:len(midxMagic)]) != midxMagic {
+	return readMidxFrom(bytes.NewReader(data), int64(len(data)))
+}
+
+// midxReadBuffer is the buffer readMidxFrom reads through: larger than
+// any one field (a pack name is at most 65,535 bytes).
+const midxReadBuffer = 256 << 10
+
+// readMidxFrom decodes and checks the multi-pack index of size bytes that
+// rd streams, checksum last: it never holds the whole object (70 MB at 1M
+// documents, whose first touch cost more than its decoding), only what it
+// decodes. Errors: errMidx for a damaged or truncated index; rd's own
+// read errors as they are (not damage: the object could not be read).
+func readMidxFrom(rd io.Reader, size int64) (*midx, error) {
+	if size < int64(len(midxMagic))+4 {
 		return nil, fmt.Errorf("no header: %w", errMidx)
 	}
-	body := data[:len(data)-4]
-	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(data[len(data)-4:]) {
+	sum := crc32.New(castagnoli)
+	r := &midxReader{
+		r:    bufio.NewReaderSize(io.TeeReader(io.LimitReader(rd, size-4), sum), midxReadBuffer),
+		left: size - 4,
+	}
+	if string(r.next(len(midxMagic))) != midxMagic {
+		if r.ioErr != nil {
+			return nil, r.ioErr
+		}
+		return nil, fmt.Errorf("no header: %w", errMidx)
+	}
+	m, err := r.decode()
+	if r.ioErr != nil {
+		return nil, r.ioErr
+	}
+	if err != nil {
+		return nil, err
+	}
+	var trailer [4]byte
+	if _, err := io.ReadFull(rd, trailer[:]); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return nil, fmt.Errorf("no checksum: %w", errMidx)
+		}
+		return nil, err
+	}
+	if sum.Sum32() != binary.LittleEndian.Uint32(trailer[:]) {
 		return nil, fmt.Errorf("checksum mismatch: %w", errMidx)
 	}
-	r := &midxReader{b: body[len(midxMagic):]}
+	return m, nil
+}
+
+// decode reads the index after its magic and checks its entries; the
+// checksum is the caller's.
+func (r *midxReader) decode() (*midx, error) {
 	m := &midx{copies: map[[32]byte][]uint32{}}
 	np := int(r.u32())
 	// dataEnd[i]: where pack i's footer index starts (its entries' data
@@ -165,7 +209,7 @@ func decodeMidx(data []byte) (*midx, error) {
 		m.packs = append(m.packs, p)
 	}
 	nb := r.u64()
-	if r.err == nil && nb > uint64(len(r.b))/(32+3+4) {
+	if r.err == nil && nb > uint64(r.left)/(32+3+4) {
 		return nil, fmt.Errorf("%d blobs: %w", nb, errMidx)
 	}
 	m.blobs = make([]ent[[32]byte], 0, nb)
@@ -176,7 +220,7 @@ func decodeMidx(data []byte) (*midx, error) {
 		m.blobs = append(m.blobs, e)
 	}
 	nr := r.u64()
-	if r.err == nil && nr > uint64(len(r.b))/(16+3+4) {
+	if r.err == nil && nr > uint64(r.left)/(16+3+4) {
 		return nil, fmt.Errorf("%d records: %w", nr, errMidx)
 	}
 	m.recs = make([]ent[[16]byte], 0, nr)
@@ -195,7 +239,7 @@ func decodeMidx(data []byte) (*midx, error) {
 			m.copies[k] = append(m.copies[k], r.u32())
 		}
 	}
-	if r.err != nil || len(r.b) != 0 {
+	if r.err != nil || r.left != 0 {
 		return nil, fmt.Errorf("bad length: %w", errMidx)
 	}
 	// Every pack number in range, every entry inside its pack's data
@@ -225,21 +269,40 @@ func decodeMidx(data []byte) (*midx, error) {
 	return m, nil
 }
 
-// midxReader reads little-endian fields; past the end it sets err and
-// returns zeros.
+// midxReader reads little-endian fields from a buffered stream of left
+// bytes; past the end, or once a read failed, it sets err (errMidx) and
+// returns zeros. A read error other than the end of the stream is kept in
+// ioErr too: the object could not be read, which is not damage.
 type midxReader struct {
-	b   []byte
-	err error
+	r     *bufio.Reader
+	left  int64
+	err   error
+	ioErr error
 }
 
+// next returns the next n bytes (n ≤ midxReadBuffer), valid until the
+// next call.
 func (r *midxReader) next(n int) []byte {
-	if r.err != nil || n > len(r.b) {
+	if r.err != nil || int64(n) > r.left || n > midxReadBuffer {
 		r.err = errMidx
 		return make([]byte, n)
 	}
-	out := r.b[:n]
-	r.b = r.b[n:]
-	return out
+	b, err := r.r.Peek(n)
+	if err != nil {
+		r.fail(err)
+		return make([]byte, n)
+	}
+	r.r.Discard(n)
+	r.left -= int64(n)
+	return b
+}
+
+// fail records a read error.
+func (r *midxReader) fail(err error) {
+	r.err = errMidx
+	if err != io.EOF && err != io.ErrUnexpectedEOF && err != bufio.ErrBufferFull {
+		r.ioErr = err
+	}
 }
 
 func (r *midxReader) u16() uint16 { return binary.LittleEndian.Uint16(r.next(2)) }
@@ -249,12 +312,18 @@ func (r *midxReader) uvarint() uint32 {
 	if r.err != nil {
 		return 0
 	}
-	v, n := binary.Uvarint(r.b)
+	b, err := r.r.Peek(int(min(r.left, binary.MaxVarintLen32)))
+	if err != nil && len(b) == 0 {
+		r.fail(err)
+		return 0
+	}
+	v, n := binary.Uvarint(b)
 	if n <= 0 || v > 1<<32-1 {
 		r.err = errMidx
 		return 0
 	}
-	r.b = r.b[n:]
+	r.r.Discard(n)
+	r.left -= int64(n)
 	return uint32(v)
 }
 func (r *midxReader) u32() uint32 { return binary.LittleEndian.Uint32(r.next(4)) }

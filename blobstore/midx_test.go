@@ -1,6 +1,7 @@
 package blobstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -430,4 +431,65 @@ func TestDecodeMidxDamaged(t *testing.T) {
 		}
 	}
 	t.Logf("%d changed indexes decoded and were used", used)
+}
+
+// failingReader gives the first n bytes of data, then err.
+type failingReader struct {
+	data []byte
+	n    int
+	err  error
+}
+
+func (r *failingReader) Read(p []byte) (int, error) {
+	if r.n == 0 {
+		return 0, r.err
+	}
+	k := copy(p, r.data[:min(len(r.data), r.n)])
+	r.data, r.n = r.data[k:], r.n-k
+	return k, nil
+}
+
+// readMidxFrom streams the index: it decodes one larger than its read
+// buffer; a stream cut short, or longer than its size says, is damage
+// (errMidx, the footers are read instead); a read that fails midway is
+// the object's error, returned as it is, not damage.
+func TestReadMidxStream(t *testing.T) {
+	ctx := context.Background()
+	s, _ := packedFileStore(t)
+	for i := range 30 {
+		b := s.NewBatch()
+		for j := range 300 {
+			src := fmt.Sprintf("/%d/%d", i, j)
+			id, _ := b.Put(ctx, []byte(src))
+			b.PutRecord(ctx, testRecord(src, id, "t"))
+		}
+		if err := b.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.px.mu.RLock()
+	good := s.px.encodeMidx()
+	s.px.mu.RUnlock()
+	if len(good) <= 2*midxReadBuffer {
+		t.Fatalf("index of %d bytes: not over twice the read buffer (%d)", len(good), midxReadBuffer)
+	}
+	m, err := readMidxFrom(bytes.NewReader(good), int64(len(good)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.blobs) != 9000 || len(m.recs) != 9000 {
+		t.Fatalf("%d blobs and %d records, want 9000 of each", len(m.blobs), len(m.recs))
+	}
+	for _, size := range []int64{int64(len(good)) + 1, int64(len(good)) - 1} {
+		if _, err := readMidxFrom(bytes.NewReader(good), size); !errors.Is(err, errMidx) {
+			t.Errorf("%d bytes read as %d: %v, want errMidx", len(good), size, err)
+		}
+	}
+	broken := errors.New("connection reset")
+	for _, at := range []int{0, 5, midxReadBuffer + 7, len(good) - 2} {
+		_, err := readMidxFrom(&failingReader{data: good, n: at, err: broken}, int64(len(good)))
+		if !errors.Is(err, broken) || errors.Is(err, errMidx) {
+			t.Errorf("read failing after %d bytes: %v, want the read's error", at, err)
+		}
+	}
 }

@@ -249,16 +249,20 @@ type listed struct {
 // it names is among found with its size. A missing or damaged one is no
 // error: the footers are read instead. The caller holds x.mu.
 func (s *Store) useMidx(ctx context.Context, found []listed) error {
-	data, err := s.read(ctx, midxKey)
-	if errors.Is(err, ErrNotFound) {
+	rd, err := s.bucket.NewReader(ctx, midxKey, nil)
+	if gcerrors.Code(err) == gcerrors.NotFound {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("read %s: %w", midxKey, err)
 	}
-	m, err := decodeMidx(data)
-	if err != nil {
+	m, err := readMidxFrom(rd, rd.Size())
+	rd.Close()
+	if errors.Is(err, errMidx) {
 		return nil // rewritten at the next writeMidx
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", midxKey, err)
 	}
 	present := make(map[string]int64, len(found))
 	for _, f := range found {
