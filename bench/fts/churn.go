@@ -102,9 +102,9 @@ func (b *bleveEngine) DeleteBatch(ids []string) error {
 
 // churn runs rounds of churn on e (the corpus ps, the index built from
 // them): each round deletes 10 % of the passages in one batch and adds them
-// again in batches of batchSize; gone is a passage deleted before, which is
-// added again but not deleted. It returns the time taken.
-func churn(e Engine, ps []Passage, gone string, rounds int) (time.Duration, error) {
+// again in batches of batchSize; gone holds passages deleted before, which
+// are added again but not deleted. It returns the time taken.
+func churn(e Engine, ps []Passage, gone map[string]bool, rounds int) (time.Duration, error) {
 	bd, ok := e.(batchDeleter)
 	if !ok {
 		return 0, fmt.Errorf("no batch delete")
@@ -119,7 +119,7 @@ func churn(e Engine, ps []Passage, gone string, rounds int) (time.Duration, erro
 			part := del[i:min(i+batchSize, len(del))]
 			ids := make([]string, 0, len(part))
 			for _, p := range part {
-				if p.ID != gone {
+				if !gone[p.ID] {
 					ids = append(ids, p.ID)
 				}
 			}

@@ -52,7 +52,7 @@ var (
 	corpusF    = flag.String("corpus", "", "internal: the corpus file a child reads (corpusfile.go)")
 	cpuProfile = flag.String("cpuprofile", "", "with -child build: write a CPU profile of the build here; in a compare run: of the timed query pass; with -serve: profiles of the searches, FILE.local and FILE.http")
 	switchF    = flag.Bool("switch", false, "instead of comparing engines: search escurel during a live rebuild and its switch (switch.go)")
-	writesF    = flag.Int("writes", -1, "instead of comparing engines: on the indexes already built in -work (and written by earlier rounds), for rounds K, K+1, K+2 add the round's passages (the 1,000 past -n + 1,000 × round) and delete p(n/2+round+1), timed; with -cpuprofile FILE, profiles in FILE.ENGINE.add.R and .delete.R for round R")
+	writesF    = flag.Int("writes", -1, "instead of comparing engines: on the indexes already built in -work (and written by earlier rounds), for rounds K, K+1, K+2 add the round's passages (the 1,000 past -n + 1,000 × round) and delete p(n/2+21+round) (the normal run deletes p(n/2) to p(n/2+20)), timed; with -cpuprofile FILE, profiles in FILE.ENGINE.add.R and .delete.R for round R")
 	reuseF     = flag.Bool("reuse", false, "with -work: keep an engine's index built by an earlier run with the same -n (its build figures are read back from built.json) instead of building it again")
 	serveF     = flag.Bool("serve", false, "instead of comparing engines: escurel serve over HTTP against in-process search, throughput, and a live switch (serve.go)")
 	churnF     = flag.Int("churn", 10, "after the writes, rounds of churn (delete 10 % of the passages, ingest them again) before measuring the files again; 0: none")
@@ -60,6 +60,12 @@ var (
 
 // batchSize is the passages per write batch, for every engine.
 const batchSize = 1000
+
+// deleteSamples is how many passages each engine deletes, one delete
+// each, timed one by one: the median is the "delete one" figure (one
+// delete alone was a single noisy sample: 13.08 ms where 60 deletes had a
+// median of 4.97 on the same index).
+const deleteSamples = 21
 
 // result is one engine's measurements.
 type result struct {
@@ -73,13 +79,19 @@ type result struct {
 	// returned (searchable; for escurel, merges still to run).
 	Add1000ms    float64 `json:"add_1000_ms"`
 	AddVisibleMs float64 `json:"add_visible_ms,omitempty"`
-	DeleteMs     float64 `json:"delete_one_ms"`
-	FileMB       float64 `json:"file_mb"`          // allocated on disk (st_blocks), after the build
-	FileApparent float64 `json:"file_apparent_mb"` // the files' sizes
-	ChurnMB      float64 `json:"churn_file_mb"`    // allocated after -churn rounds
-	ChurnSec     float64 `json:"churn_s"`
-	RSSMB        float64 `json:"rss_mb"` // peak during the build, over the corpus-reading baseline
-	Hits         int     `json:"hits"`   // total hits over all queries, a sanity check
+	// DeleteMs is the median of deleteSamples deletes of one passage each
+	// (durable, one after the other, right after the add); DeleteFirstMs,
+	// the first of them (what a process loads on its first delete);
+	// DeleteP90ms, their 90th percentile.
+	DeleteMs      float64 `json:"delete_one_ms"`
+	DeleteFirstMs float64 `json:"delete_first_ms,omitempty"`
+	DeleteP90ms   float64 `json:"delete_p90_ms,omitempty"`
+	FileMB        float64 `json:"file_mb"`          // allocated on disk (st_blocks), after the build
+	FileApparent  float64 `json:"file_apparent_mb"` // the files' sizes
+	ChurnMB       float64 `json:"churn_file_mb"`    // allocated after -churn rounds
+	ChurnSec      float64 `json:"churn_s"`
+	RSSMB         float64 `json:"rss_mb"` // peak during the build, over the corpus-reading baseline
+	Hits          int     `json:"hits"`   // total hits over all queries, a sanity check
 	// Recall10 is the share of the exact top 10 (the dense leg scanning
 	// every vector) that the timed search returns, over all queries: for
 	// the escurel engines of bench-dense only.
@@ -347,6 +359,11 @@ func run() error {
 	}
 	all := corpus(*shared, *nFlag+batchSize)
 	extra := all[*nFlag:]
+	// The passages each engine deletes, one at a time, after its add.
+	deleted := make([]string, deleteSamples)
+	for i := range deleted {
+		deleted[i] = fmt.Sprintf("p%d", *nFlag/2+i)
+	}
 	for _, name := range names {
 		r, e := res[name], engines[name]
 		r.QueryP50ms, r.QueryP95ms = pct(lat[name], 50), pct(lat[name], 95)
@@ -369,11 +386,16 @@ func run() error {
 		if r.Add1000ms-r.AddVisibleMs >= 0.05 {
 			fmt.Printf("%s: add 1,000 returned (searchable) after %.1f ms; its background merges done after %.1f ms\n", name, r.AddVisibleMs, r.Add1000ms)
 		}
-		t0 = time.Now()
-		if err := e.Delete(fmt.Sprintf("p%d", *nFlag/2)); err != nil {
-			return fmt.Errorf("%s: delete: %w", name, err)
+		var dels []time.Duration
+		for _, id := range deleted {
+			t0 = time.Now()
+			if err := e.Delete(id); err != nil {
+				return fmt.Errorf("%s: delete: %w", name, err)
+			}
+			dels = append(dels, time.Since(t0))
 		}
-		r.DeleteMs = ms(time.Since(t0))
+		r.DeleteMs, r.DeleteP90ms, r.DeleteFirstMs = pct(dels, 50), pct(dels, 90), ms(dels[0])
+		fmt.Printf("%s: %d deletes of one passage: p50 %.2f ms, p90 %.2f, the first %.2f\n", name, len(dels), r.DeleteMs, r.DeleteP90ms, r.DeleteFirstMs)
 		if *reuseF && shares[name] == "" {
 			writeBuilt(filepath.Join(dir, name+".built.json"), r)
 		}
@@ -384,7 +406,11 @@ func run() error {
 			if reused[name] || shares[name] != "" || r.Add1000ms == 0 {
 				continue // a reused index is not churned (its fresh size is another run's)
 			}
-			d, err := churn(engines[name], all[:*nFlag], fmt.Sprintf("p%d", *nFlag/2), *churnF)
+			gone := map[string]bool{}
+			for _, id := range deleted {
+				gone[id] = true
+			}
+			d, err := churn(engines[name], all[:*nFlag], gone, *churnF)
 			if err != nil {
 				return fmt.Errorf("%s: churn: %w", name, err)
 			}
@@ -473,8 +499,9 @@ func pct(ds []time.Duration, p int) float64 {
 // index loads on first use): the add of the round's 1,000 passages and the
 // delete of one passage, per engine, each under its own CPU profile when
 // -cpuprofile is set (FILE.ENGINE.add.R and FILE.ENGINE.delete.R for
-// round R: the first round's shows what a process loads on first use). Rounds must not repeat on
-// one directory (round 0 is the normal run's: run it first, then k ≥ 1).
+// round R: the first round's shows what a process loads on first use).
+// Rounds must not repeat on one directory (round 0 is the normal run's:
+// run it first, then k ≥ 1).
 func writesBench(dir string, k int) error {
 	all := corpus(*shared, *nFlag+(k+3)*batchSize)
 	for _, name := range strings.Split(*enginesF, ",") {
@@ -508,7 +535,7 @@ func writesBench(dir string, k int) error {
 			stop()
 			stop = prof(fmt.Sprintf("delete.%d", r))
 			t0 = time.Now()
-			if err := e.Delete(fmt.Sprintf("p%d", *nFlag/2+r+1)); err != nil {
+			if err := e.Delete(fmt.Sprintf("p%d", *nFlag/2+deleteSamples+r)); err != nil {
 				return fmt.Errorf("%s: delete: %w", name, err)
 			}
 			del := time.Since(t0)

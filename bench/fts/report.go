@@ -33,7 +33,7 @@ func report(names []string, res map[string]*result) {
 	}
 	cols = append(cols, []col{
 		{"add 1,000 ms", func(r *result) float64 { return r.Add1000ms }, false},
-		{"delete one ms", func(r *result) float64 { return r.DeleteMs }, false},
+		{"delete one ms (p50)", func(r *result) float64 { return r.DeleteMs }, false},
 		{"files MB", func(r *result) float64 { return r.FileMB }, false},
 		{"build RSS MB", func(r *result) float64 { return r.RSSMB }, false},
 	}...)
