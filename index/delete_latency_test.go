@@ -69,7 +69,8 @@ func BenchmarkDeleteOne(b *testing.B) {
 		}
 	}
 	// Passages p0 … p(n-1) are documents bench://pN; take them spread out,
-	// away from the ones bench-fts -writes deletes (n/2 + round + 1).
+	// away from the ones bench-fts deletes (n/2 to n/2 + 20, then
+	// n/2 + 21 + round with -writes).
 	next := 0
 	name := func() string {
 		next++
@@ -232,6 +233,12 @@ func copyTree(src, dst string) error {
 			return err
 		}
 		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		// Synced, so that the copy's writeback (2.8 GB at 1M) is not
+		// still competing with the deletes timed after it.
+		if err := out.Sync(); err != nil {
 			out.Close()
 			return err
 		}
