@@ -5,20 +5,22 @@
 //	go run -tags sqlite_fts5 . -n 100000
 //
 // Each engine builds its index in a child process that reads the corpus
-// from a file in batches (ingest rate, peak RSS over a baseline process
-// that only reads the file; corpusfile.go); then one process
-// opens all three and runs the queries interleaved (each query on each
-// engine in turn, after one warm-up pass), adds 1,000 passages and deletes
-// one; then each engine churns (-churn rounds: delete 10 % of the passages,
-// ingest them again) and is closed, and its files are measured again. Files
-// are what the disk pays (allocated blocks, as du counts). Every number is
-// also given as a ratio to the best peer of the same run, and each of issue
-// 16's targets gets a verdict line. See the README's benchmark section.
+// from a file in batches (ingest rate; peak RSS, the child's own and over
+// a baseline, the median peak of three processes that only read the file;
+// corpusfile.go); then one process opens all three and runs the queries
+// interleaved (each query on each engine in turn, after one warm-up
+// pass), adds 1,000 passages and deletes one; then each engine churns
+// (-churn rounds: delete 10 % of the passages, ingest them again) and is
+// closed, and its files are measured again. Files are what the disk pays
+// (allocated blocks, as du counts). Every number is also given as a ratio
+// to the best peer of the same run, and each of issue 16's targets gets a
+// verdict line. See the README's benchmark section.
 //
 // Environment of a build child: BENCH_MEMTRACE=1 prints each new peak of
 // its RSS with the Go runtime's share, the DuckDB files' sizes and the
 // batch it was in (memtrace.go), BENCH_MEMTRACE=all a line every half
 // second (BENCH_MEMTRACE_MS=N: every N ms); BENCH_MEMPROFILE=FILE writes a heap profile after the build;
+// BENCH_MEMPROFILE_PEAK=FILE one at the Go heap's largest live size (memtrace.go);
 // BENCH_MEMLIMIT=SIZE gives escurel that Options.MemoryLimit (fixed).
 package main
 
@@ -90,8 +92,17 @@ type result struct {
 	FileApparent  float64 `json:"file_apparent_mb"` // the files' sizes
 	ChurnMB       float64 `json:"churn_file_mb"`    // allocated after -churn rounds
 	ChurnSec      float64 `json:"churn_s"`
-	RSSMB         float64 `json:"rss_mb"` // peak during the build, over the corpus-reading baseline
-	Hits          int     `json:"hits"`   // total hits over all queries, a sanity check
+	// RSSMB is the build child's peak resident set (VmHWM) less
+	// BaselineMB; BuildPeakMB that peak itself.
+	RSSMB       float64 `json:"rss_mb"`
+	BuildPeakMB float64 `json:"build_peak_mb"`
+	// BaselineMB is the median peak (VmHWM) of baselineRuns
+	// corpus-reading children: what a process of this binary that only
+	// reads the corpus in batches takes, subtracted from every build's
+	// peak (one such child ranged 51-78 MB from run to run, with the
+	// Go collector's timing).
+	BaselineMB float64 `json:"baseline_mb"`
+	Hits       int     `json:"hits"` // total hits over all queries, a sanity check
 	// Recall10 is the share of the exact top 10 (the dense leg scanning
 	// every vector) that the timed search returns, over all queries: for
 	// the escurel engines of bench-dense only.
@@ -146,6 +157,10 @@ func build(name, dir string) error {
 	}
 	if os.Getenv("BENCH_MEMTRACE") != "" {
 		stop := memTrace(dir)
+		defer stop()
+	}
+	if p := os.Getenv("BENCH_MEMPROFILE_PEAK"); p != "" {
+		stop := peakHeapProfile(p)
 		defer stop()
 	}
 	start := time.Now()
@@ -205,6 +220,56 @@ func child(args ...string) (string, float64, error) {
 
 const peakPrefix = "peak-rss-kb "
 
+// baselineRuns is how many corpus-reading children baseline runs.
+const baselineRuns = 3
+
+// baseline runs baselineRuns corpus-reading children one after another
+// and returns the median of their peaks (MB) and the peaks in run order.
+// One child's peak moved 51-78 MB from run to run (when the Go collector
+// ran against the batches it read), and the build figure with it; the
+// median of three leaves out one outlier either way.
+func baseline(common []string) (float64, []float64, error) {
+	var peaks []float64
+	for range baselineRuns {
+		_, rss, err := child(append([]string{"-child", "baseline"}, common...)...)
+		if err != nil {
+			return 0, nil, err
+		}
+		peaks = append(peaks, rss)
+	}
+	return median(peaks), peaks, nil
+}
+
+// median is the middle value of v (the mean of the two middle ones for
+// an even count), v left unsorted; 0 for none.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// mbList is v as "51, 57 and 78 MB".
+func mbList(v []float64) string {
+	var b strings.Builder
+	for i, x := range v {
+		switch {
+		case i == 0:
+		case i == len(v)-1:
+			b.WriteString(" and ")
+		default:
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%.0f", x)
+	}
+	return b.String() + " MB"
+}
+
 // printPeak prints the process's peak resident set (VmHWM, which exec
 // resets) for child.
 func printPeak() {
@@ -258,11 +323,11 @@ func run() error {
 	if *blobLoose {
 		common = append(common, "-blob-loose")
 	}
-	_, baseRSS, err := child(append([]string{"-child", "baseline"}, common...)...)
+	baseRSS, basePeaks, err := baseline(common)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%d passages; corpus-reading process peak RSS %.0f MB\n", *nFlag, baseRSS)
+	fmt.Printf("%d passages; corpus-reading process peak RSS %.0f MB (the median of %s), subtracted from each build's peak\n", *nFlag, baseRSS, mbList(basePeaks))
 	res := map[string]*result{}
 	reused := map[string]bool{}
 	for _, name := range names {
@@ -289,8 +354,10 @@ func run() error {
 		fmt.Sscanf(out, "%f", &secs)
 		app, alloc := diskUsage(edir)
 		res[name] = &result{Engine: name, IngestPerSec: float64(*nFlag) / secs,
-			RSSMB: rss - baseRSS, FileMB: float64(alloc) / 1e6, FileApparent: float64(app) / 1e6}
-		fmt.Printf("built %s in %.1f s: %.1f MB on disk (apparent %.1f)\n  %s\n", name, secs, res[name].FileMB, res[name].FileApparent, breakdown(edir))
+			RSSMB: rss - baseRSS, BuildPeakMB: rss, BaselineMB: baseRSS,
+			FileMB: float64(alloc) / 1e6, FileApparent: float64(app) / 1e6}
+		fmt.Printf("built %s in %.1f s: %.1f MB on disk (apparent %.1f); peak RSS %.0f MB, %.0f over the baseline's %.0f\n  %s\n",
+			name, secs, res[name].FileMB, res[name].FileApparent, rss, rss-baseRSS, baseRSS, breakdown(edir))
 		if *reuseF {
 			writeBuilt(marker, res[name])
 		}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/metrics"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -116,4 +117,55 @@ func vmRSS() float64 {
 		}
 	}
 	return 0
+}
+
+// peakHeapProfile writes, until stop, a heap profile to file each time the
+// Go heap's live bytes (as of the last GC, /gc/heap/live:bytes) pass their
+// highest so far by 2 MB (sampled every 20 ms): the profile left is that of
+// the largest live heap, which with GOGC's default sets the heap's goal at
+// twice it (BENCH_MEMPROFILE_PEAK). Errors go to stderr once.
+func peakHeapProfile(file string) (stop func()) {
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		var peak uint64
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			metrics.Read(s)
+			live := s[0].Value.Uint64()
+			if live < peak+2<<20 {
+				continue
+			}
+			peak = live
+			f, err := os.Create(file)
+			if err == nil {
+				err = pprof.WriteHeapProfile(f)
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "BENCH_MEMPROFILE_PEAK: %v\n", err)
+				return
+			}
+			fmt.Fprintf(os.Stderr, "memprofile-peak live %.0f MB (%s)\n", float64(live)/(1<<20), phaseName())
+		}
+	}()
+	return func() { close(done); <-ended }
+}
+
+// phaseName is memPhase's value, "" before the first.
+func phaseName() string {
+	if p := memPhase.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
