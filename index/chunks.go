@@ -19,9 +19,10 @@ var readChunkBytes int64
 // not spill far enough: sorting the blocks of 100k passages by (doc_id,
 // ord), 122 MiB of text, failed at a memory_limit of 128 and 144 MiB
 // ("failed to pin block"), with the ART indexes not even loaded. A chunk
-// is a quarter of the pool the ART indexes leave (24 MiB under an
-// automatic limit: its headroom, 88 MB, less the indexes' estimate
-// rounding), at least minReadChunk; under a fixed limit of DuckDB's own
+// is a quarter of the pool the ART indexes leave (under an automatic
+// limit a quarter of its headroom, less the indexes' estimate rounding:
+// about 22 MiB from 300k passages, 16 at 100k, where the headroom is
+// smaller: memoryHeadroom), at least minReadChunk; under a fixed limit of DuckDB's own
 // notation, the same share of it. Each query scans the whole table (doc
 // ids are hashes, so no zone map prunes a range: about 0.6 s for the
 // blocks at 100k passages), so the number of scans grows with the data

@@ -102,8 +102,8 @@ type Options struct {
 // Options.MemoryLimit is empty (and that of the opens that read a file
 // without an Index). Once the file is open the limit is automatic
 // (state.fitMemory): autoMemoryFloor, or what DuckDB's ART indexes (the
-// tables' keys, fts_postings' term_id) take plus autoMemoryHeadroom when
-// that is more. What DuckDB does not hold within its limit spills to the
+// tables' keys, fts_postings' term_id) take plus memoryHeadroom (88 MB,
+// less for an index under about 300k passages) when that is more. What DuckDB does not hold within its limit spills to the
 // generation's .tmp directory.
 const DefaultMemoryLimit = "256MB"
 

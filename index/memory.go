@@ -37,11 +37,25 @@ const defaultMemoryBytes = 256_000_000
 // every block's text, which failed at 144 MiB with nothing else in the
 // pool. Verify, export, ForEachBlock and embedMissing now read in ranges
 // of doc ids or pages of block ids; at 100k passages and 112 MiB a
-// rebuild with its verify, verify and export passed. The floor only
-// matters below about 50k passages. Variables for tests.
+// rebuild with its verify, verify and export passed.
+//
+// What a write needs besides the ART indexes grows with the index (its
+// merges' segments), so a smaller index gets less: the headroom is
+// autoMemorySmallHeadroom plus the ART indexes, up to autoMemoryHeadroom
+// (memoryHeadroom), which it reaches at about 40 MB of ART indexes
+// (300k passages, where 55 MB failed). At 100k passages (ART 14 MB) that
+// is 62 MB besides them, a limit of 76-80 MiB, where a build passed at a
+// fixed 61 MiB (64MB: 47 MB besides) and at 104 MiB the pool's last 24
+// MiB were resident memory only (bench-fts, the build's own peak). A
+// build with a headroom of 64 MB throughout reached 390k passages
+// without running out. The floor, 64 MiB, only matters below about 60k
+// passages (8 MB of ART indexes). Variables for tests.
 var (
-	autoMemoryFloor    int64 = 96 << 20
+	autoMemoryFloor    int64 = 64 << 20
 	autoMemoryHeadroom int64 = 88 << 20
+	// autoMemorySmallHeadroom: the headroom below autoMemoryHeadroom,
+	// before the ART indexes are added to it (memoryHeadroom).
+	autoMemorySmallHeadroom int64 = 48 << 20
 	// autoMemoryStep: the limit moves in steps of this, so that a write
 	// sets it again only when the ART indexes grew by a step (at 100k
 	// passages they grow about 0.16 MB a 1,000-passage batch: a SET
@@ -143,9 +157,16 @@ func (s *state) artBytes(ctx context.Context, stored bool) (int64, error) {
 	return art, nil
 }
 
+// memoryHeadroom is what the automatic memory_limit leaves a write
+// besides ART indexes of art bytes: autoMemorySmallHeadroom plus art, at
+// most autoMemoryHeadroom.
+func memoryHeadroom(art int64) int64 {
+	return min(autoMemoryHeadroom, autoMemorySmallHeadroom+art)
+}
+
 // fitMemory sets an automatic memory_limit (Options.MemoryLimit empty;
 // otherwise it does nothing) to what DuckDB's ART indexes take, times
-// copies (2 while a rewrite builds a copy's), plus autoMemoryHeadroom; at
+// copies (2 while a rewrite builds a copy's), plus memoryHeadroom; at
 // least autoMemoryFloor, rounded up to autoMemoryStep. The ART indexes
 // are those loaded now, or with stored at least those stored
 // (artBytes), which lookups have not all loaded after an open. It raises
@@ -160,7 +181,7 @@ func (s *state) fitMemory(ctx context.Context, copies int64, stored, lower bool)
 	if err != nil {
 		return fmt.Errorf("memory limit of %s: %w", s.path, err)
 	}
-	return s.setMemory(ctx, max(autoMemoryFloor, copies*art+autoMemoryHeadroom), lower)
+	return s.setMemory(ctx, max(autoMemoryFloor, copies*art+memoryHeadroom(art)), lower)
 }
 
 // setMemory sets the automatic memory_limit to want rounded up to
@@ -206,7 +227,7 @@ func (s *state) outOfMemory(ctx context.Context, op string, err error) bool {
 	msg := duckMessage(err)
 	from := s.memLimit.Load()
 	art, aerr := s.artBytes(ctx, true)
-	fit := max(autoMemoryFloor, art+autoMemoryHeadroom)
+	fit := max(autoMemoryFloor, art+memoryHeadroom(art))
 	if aerr != nil {
 		// The pool is too full even for the catalog's row counts: one
 		// headroom above the limit that failed, then the fit at the next

@@ -109,3 +109,56 @@ func TestAutoMemoryStepSlack(t *testing.T) {
 		}
 	}
 }
+
+// A small index's automatic limit leaves autoMemorySmallHeadroom plus its
+// ART indexes besides them, up to autoMemoryHeadroom: at 100k passages
+// (ART 14 MB) the full 88 MB headroom put 24 MiB into DuckDB's pool that
+// the build never needed and the process kept resident (issue 16). Scaled
+// (a small headroom of 8 MiB, a cap of 200), four batches end at about
+// twice the ART indexes plus 8 MiB, not at the cap.
+func TestSmallIndexHeadroom(t *testing.T) {
+	for _, c := range []struct{ art, want int64 }{
+		{0, 48 << 20}, {14 << 20, 62 << 20}, {40 << 20, 88 << 20}, {154 << 20, 88 << 20},
+	} {
+		if got := memoryHeadroom(c.art); got != c.want {
+			t.Errorf("headroom for ART indexes of %d MiB: %d MiB, want %d", c.art>>20, got>>20, c.want>>20)
+		}
+	}
+	saved := [4]int64{autoMemoryFloor, autoMemoryHeadroom, autoMemorySmallHeadroom, autoMemoryStep}
+	autoMemoryFloor, autoMemoryHeadroom, autoMemorySmallHeadroom, autoMemoryStep = 1<<20, 200<<20, 8<<20, 1<<20
+	defer func() {
+		autoMemoryFloor, autoMemoryHeadroom, autoMemorySmallHeadroom, autoMemoryStep = saved[0], saved[1], saved[2], saved[3]
+	}()
+	ctx := context.Background()
+	ix, err := Open(ctx, t.TempDir(), &Options{BlobURL: "mem://"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	for b := range 4 {
+		ins := make([]Input, 300)
+		for i := range ins {
+			ins[i] = Input{Source: fmt.Sprintf("mem://doc-%d-%d", b, i), MediaType: "text/plain",
+				Data: []byte(fmt.Sprintf("passage %d of batch %d about %s", i, b, strings.Repeat(fmt.Sprintf("w%d ", i*7+b), 3)))}
+		}
+		if _, errs, err := ix.IngestBatch(ctx, ins); err != nil || errs[0] != nil {
+			t.Fatal(err, errs[0])
+		}
+		if err := ix.WaitForMerges(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := ix.cur.Load()
+	art, err := s.artBytes(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if art == 0 {
+		t.Fatal("no ART index memory: the test measures nothing")
+	}
+	limit := s.memLimit.Load()
+	if lo, hi := 2*art+autoMemorySmallHeadroom-(1<<20), 2*art+autoMemorySmallHeadroom+autoMemoryStep+(1<<20); limit < lo || limit > hi {
+		t.Errorf("limit %.1f MiB for ART indexes of %.1f MiB: want twice them plus the small headroom of %d MiB (%.1f to %.1f)",
+			float64(limit)/(1<<20), float64(art)/(1<<20), autoMemorySmallHeadroom>>20, float64(lo)/(1<<20), float64(hi)/(1<<20))
+	}
+}
