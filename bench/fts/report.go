@@ -135,7 +135,7 @@ func verdicts(mine string, names []string, res map[string]*result) {
 	}
 	line("build RSS ≤ max(2× best peer, 300 MB)", r.RSSMB, "MB", bound, false, why)
 	if r.BuildPeakMB > 0 {
-		fmt.Printf("  %-40s the build's own peak %.0f MB less the corpus-reading baseline's %.0f (median of %d)\n", "", r.BuildPeakMB, r.BaselineMB, baselineRuns)
+		fmt.Printf("    (build RSS: the build's own peak, %.0f MB, less the corpus-reading baseline's, %.0f MB, the median of %d)\n", r.BuildPeakMB, r.BaselineMB, baselineRuns)
 	}
 	peer(fmt.Sprintf("query p50 ≤ %.1f× best peer", queryRatio), func(r *result) float64 { return r.QueryP50ms }, "ms", queryRatio, false)
 	peer(fmt.Sprintf("query p95 ≤ %.1f× best peer", queryRatio), func(r *result) float64 { return r.QueryP95ms }, "ms", queryRatio, false)
