@@ -31,8 +31,8 @@ const defaultMemoryBytes = 256_000_000
 // headroom of 112 MB), 318 MB at 112 MiB (this headroom, rounded up to
 // 16 MiB then), 291-322 MB at 104 MiB (4 MiB steps, with merges
 // appending 1 MiB slices; 311-347 before, eight alternating pairs); the
-// build's own peak 381-416 MB at 104 MiB, 358-362 at 80 (memoryHeadroom,
-// three alternating pairs). Reads need
+// build's own peak 370-416 MB at 104 MiB (median 392), 342-380 at 80
+// (memoryHeadroom; median 358, nine alternating pairs). Reads need
 // room too, and got it by reading in bounded pieces (chunks.go): with the
 // floor at 128 MiB, a live rebuild of 100k passages failed its verify
 // ("failed to pin block", 143.8 of 144.0 MiB used): one sorted read of
