@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"os"
 	"path/filepath"
@@ -88,82 +89,11 @@ func eachInDocOrder(ctx context.Context, q querier, dir string, chunk int64, r d
 		}
 		return eachInRanges(ctx, q, ranges, r.query+order, r.doc, r.args, fn)
 	}
-	var size, count, end int64
-	if err := q.QueryRowContext(ctx, r.size).Scan(&size); err != nil {
-		return fmt.Errorf("size: %w", err)
-	}
-	if err := q.QueryRowContext(ctx, `SELECT count(*)::BIGINT, coalesce(max(rowid) + 1, 0)::BIGINT FROM `+r.table).Scan(&count, &end); err != nil {
-		return fmt.Errorf("size: %w", err)
-	}
-	n := int64(1)
-	if chunk > 0 && size > chunk {
-		n = min((size+chunk-1)/chunk, maxDocOrderBuckets)
-	}
-	// Rows per query: about a chunk of what size counts.
-	step := end
-	if chunk > 0 && size > chunk && count > 0 {
-		step = max(1, int64(float64(count)*float64(chunk)/float64(size)))
-	}
-	if docOrderSorted != nil {
-		docOrderSorted(int(n))
-	}
-	sp, err := newDocSpill(dir, int(n))
+	sp, err := spillInDocOrder(ctx, q, dir, chunk, r)
 	if err != nil {
 		return err
 	}
 	defer sp.remove()
-	var buf []byte
-	for lo := int64(0); lo < end; lo += step {
-		cond := r.rowid + " >= ? AND " + r.rowid + " < ?"
-		all := r.args[:len(r.args):len(r.args)]
-		for range strings.Count(r.query, "%[1]s") {
-			all = append(all, lo, lo+step)
-		}
-		rows, err := q.QueryContext(ctx, withCondition(r.query, cond), all...)
-		if err != nil {
-			return err
-		}
-		cols, err := rows.Columns()
-		if err != nil {
-			rows.Close()
-			return err
-		}
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		for rows.Next() {
-			if err := rows.Scan(ptrs...); err != nil {
-				rows.Close()
-				return err
-			}
-			doc, ok := vals[r.docCol].(string)
-			if !ok {
-				rows.Close()
-				return fmt.Errorf("doc id: %T, not a string", vals[r.docCol])
-			}
-			var ord int64
-			if r.ordCol >= 0 {
-				if ord, err = toInt64(vals[r.ordCol]); err != nil {
-					rows.Close()
-					return fmt.Errorf("position: %w", err)
-				}
-			}
-			if buf, err = appendRow(buf[:0], vals); err != nil {
-				rows.Close()
-				return err
-			}
-			if err := sp.add(doc, ord, buf); err != nil {
-				rows.Close()
-				return err
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-	}
 	return sp.each(func(payload []byte) error {
 		return fn(func(dest ...any) error { return scanRow(payload, dest) })
 	})
@@ -311,6 +241,23 @@ func (sp *docSpill) each(fn func(payload []byte) error) error {
 		sp.mem = nil
 	}
 	return nil
+}
+
+// all is each as an iterator of the payloads (for iter.Pull: merging two
+// spills); *errp is each's error when the sequence ended on one (a spill
+// file that does not read back), not when the caller stopped it.
+func (sp *docSpill) all(errp *error) iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		stop := errors.New("stop")
+		if err := sp.each(func(p []byte) error {
+			if !yield(p) {
+				return stop
+			}
+			return nil
+		}); err != nil && err != stop {
+			*errp = err
+		}
+	}
 }
 
 var errSpillDamaged = errors.New("spill: a file does not read back as written")
@@ -544,4 +491,92 @@ func assignValue(d, v any) error {
 		return fmt.Errorf("destination %T not supported", d)
 	}
 	return fmt.Errorf("cannot store %T in %T", v, d)
+}
+
+// spillInDocOrder is eachInDocOrder's scan: the rows of r bucketed by doc
+// id, ready for each (which sorts them). The caller removes the spill.
+func spillInDocOrder(ctx context.Context, q querier, dir string, chunk int64, r docOrderRead) (*docSpill, error) {
+	var size, count, end int64
+	if err := q.QueryRowContext(ctx, r.size).Scan(&size); err != nil {
+		return nil, fmt.Errorf("size: %w", err)
+	}
+	if err := q.QueryRowContext(ctx, `SELECT count(*)::BIGINT, coalesce(max(rowid) + 1, 0)::BIGINT FROM `+r.table).Scan(&count, &end); err != nil {
+		return nil, fmt.Errorf("size: %w", err)
+	}
+	n := int64(1)
+	if chunk > 0 && size > chunk {
+		n = min((size+chunk-1)/chunk, maxDocOrderBuckets)
+	}
+	// Rows per query: about a chunk of what size counts.
+	step := end
+	if chunk > 0 && size > chunk && count > 0 {
+		step = max(1, int64(float64(count)*float64(chunk)/float64(size)))
+	}
+	if docOrderSorted != nil {
+		docOrderSorted(int(n))
+	}
+	sp, err := newDocSpill(dir, int(n))
+	if err != nil {
+		return nil, err
+	}
+	kept := false
+	defer func() {
+		if !kept {
+			sp.remove()
+		}
+	}()
+	var buf []byte
+	for lo := int64(0); lo < end; lo += step {
+		cond := r.rowid + " >= ? AND " + r.rowid + " < ?"
+		all := r.args[:len(r.args):len(r.args)]
+		for range strings.Count(r.query, "%[1]s") {
+			all = append(all, lo, lo+step)
+		}
+		rows, err := q.QueryContext(ctx, withCondition(r.query, cond), all...)
+		if err != nil {
+			return nil, err
+		}
+		cols, err := rows.Columns()
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		for rows.Next() {
+			if err := rows.Scan(ptrs...); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			doc, ok := vals[r.docCol].(string)
+			if !ok {
+				rows.Close()
+				return nil, fmt.Errorf("doc id: %T, not a string", vals[r.docCol])
+			}
+			var ord int64
+			if r.ordCol >= 0 {
+				if ord, err = toInt64(vals[r.ordCol]); err != nil {
+					rows.Close()
+					return nil, fmt.Errorf("position: %w", err)
+				}
+			}
+			if buf, err = appendRow(buf[:0], vals); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if err := sp.add(doc, ord, buf); err != nil {
+				rows.Close()
+				return nil, err
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	kept = true
+	return sp, nil
 }

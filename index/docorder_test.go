@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -47,7 +48,14 @@ func TestVerifyDocOrder(t *testing.T) {
 		for s := range 1 + i%5 {
 			fmt.Fprintf(&b, "## Part %d\n\nversion %d of part %d of document %d, with words like alpha%d and beta%d.\n\n", s, version, s, i, i%7, s)
 		}
-		return Input{Source: fmt.Sprintf("mem://doc-%03d.md", i), MediaType: "text/markdown", Data: []byte(b.String())}
+		in := Input{Source: fmt.Sprintf("mem://doc-%03d.md", i), MediaType: "text/markdown", Data: []byte(b.String())}
+		switch i % 6 {
+		case 1:
+			in.Sensitivity = Internal
+		case 4:
+			in.Sensitivity = Restricted
+		}
+		return in
 	}
 	var ins []Input
 	for i := range 60 {
@@ -81,6 +89,45 @@ func TestVerifyDocOrder(t *testing.T) {
 		t.Fatalf("document_text: %d rows, %v; the test needs kept text", texts, err)
 	}
 	genDir := filepath.Dir(s.path)
+	// ForEachBlock's blocks, as one sorted join gives them.
+	joined := func(levels string) []string {
+		t.Helper()
+		rows, err := s.db.Query(`SELECT b.public_id, b.doc_id, d.source, d.title, b.body, b.page, b.byte_start, b.byte_end, b.heading_path
+			FROM blocks b JOIN documents d ON d.doc_id = b.doc_id WHERE d.sensitivity IN (` + levels + `) ORDER BY b.doc_id, b.ord`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var id, doc, src, title, body, path string
+			var page, start, end int64
+			if err := rows.Scan(&id, &doc, &src, &title, &body, &page, &start, &end, &path); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fmt.Sprintf("%s|%s|%s|%s|%s|%d|%d|%d|%s", id, doc, src, title, body, page, start, end, path))
+		}
+		return out
+	}
+	wantPublic, wantAll := joined(`'public'`), joined(`'public', 'internal', 'restricted'`)
+	if len(wantPublic) == 0 || len(wantPublic) >= len(wantAll) {
+		t.Fatalf("%d public blocks of %d: the test needs both", len(wantPublic), len(wantAll))
+	}
+	walk := func(clearance string) []string {
+		t.Helper()
+		var out []string
+		if err := ix.ForEachBlock(ctx, clearance, func(h Hit) error {
+			path, _ := json.Marshal(h.HeadingPath)
+			if len(h.HeadingPath) == 0 {
+				path = []byte("[]")
+			}
+			out = append(out, fmt.Sprintf("%s|%s|%s|%s|%s|%d|%d|%d|%s", h.BlockID, h.DocID, h.Source, h.Title, h.Body, h.Page, h.ByteStart, h.ByteEnd, path))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
 	for _, c := range []struct {
 		ranged bool
 		chunk  int64
@@ -105,6 +152,14 @@ func TestVerifyDocOrder(t *testing.T) {
 		}
 		if !c.ranged && (most > 1) != c.spill {
 			t.Errorf("chunk %d: at most %d buckets; want spilling %v", c.chunk, most, c.spill)
+		}
+		if !c.ranged {
+			if got := walk(Public); !slices.Equal(got, wantPublic) {
+				t.Errorf("chunk %d: ForEachBlock(public): %d blocks; want %d, as one sorted join", c.chunk, len(got), len(wantPublic))
+			}
+			if got := walk(Restricted); !slices.Equal(got, wantAll) {
+				t.Errorf("chunk %d: ForEachBlock(restricted): %d blocks; want %d, as one sorted join", c.chunk, len(got), len(wantAll))
+			}
 		}
 		if left, _ := filepath.Glob(filepath.Join(genDir, ".sort-*")); len(left) > 0 {
 			t.Errorf("chunk %d: left %v", c.chunk, left)
