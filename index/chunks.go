@@ -12,10 +12,10 @@ import (
 // 0 (the default) sizes it from the pool (state.readChunk).
 var readChunkBytes int64
 
-// A read in doc-id order of export and ForEachBlock runs as several
-// queries, each over a range of doc ids holding about a chunk of what it
-// reads (idRanges); verify's reads each table once instead
-// (eachInDocOrder, docorder.go). duckdb-go materializes a query's whole result
+// Export's reads in doc-id order run as several queries, each over a
+// range of doc ids holding about a chunk of what it reads (idRanges);
+// verify and ForEachBlock read each table once instead (eachInDocOrder,
+// spillInDocOrder: docorder.go). duckdb-go materializes a query's whole result
 // before its first row is read, and DuckDB's sort of a large payload does
 // not spill far enough: sorting the blocks of 100k passages by (doc_id,
 // ord), 122 MiB of text, failed at a memory_limit of 128 and 144 MiB
