@@ -59,9 +59,9 @@ var docOrderRanged bool
 // number of buckets of each read.
 var docOrderSorted func(buckets int)
 
-// eachInDocOrder calls fn with each row of r.query (its columns after the
-// doc id and the position) in the order of (doc id, position), the order
-// of "ORDER BY doc_id, ord" over the whole table, reading the table once,
+// eachInDocOrder calls fn with each row of r.query (all its columns) in
+// the order of (doc id, position), the order of "ORDER BY doc_id, ord"
+// over the whole table, reading the table once,
 // in chunks of its rowids (which DuckDB's scan prunes: rows lie in the
 // order they were written, not by doc id, so a range of doc ids, as
 // eachInRanges reads, is a scan of the whole table each time). The rows go
@@ -70,7 +70,8 @@ var docOrderSorted func(buckets int)
 // (0700, removed before it returns) when there is more than one bucket;
 // then each bucket is read back, sorted and passed to fn. So the memory
 // held is about a chunk (DuckDB's for one query, Go's for one bucket) and
-// the time is linear in the table. Rows with the same doc id and position
+// the time is linear in the table. A process killed meanwhile leaves the
+// directory (.sort-*) behind, until its generation is removed. Rows with the same doc id and position
 // come in the order of their rowids. The values fn scans are what a scan
 // of *any gave: string, int64 (any integer), float64, bool, []byte,
 // time.Time or nil; scan fills *string, *int64, *int32, *int, **int64,

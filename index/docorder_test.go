@@ -1,10 +1,13 @@
 package index
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -220,5 +223,27 @@ func TestDocOrderRowCodec(t *testing.T) {
 	}
 	if _, err := appendRow(nil, []any{struct{}{}}); err == nil {
 		t.Error("a struct appended: no error")
+	}
+}
+
+// postingRadix sorts as a stable comparison sort by block does, for
+// positions of one digit and of several, runs with repeats included.
+func TestPostingRadix(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var rs postingRadix
+	for _, c := range []struct {
+		n   int32 // positions in [0, n)
+		len int
+	}{{1, 1}, {2, 5000}, {2047, 3000}, {2048, 3000}, {1 << 22, 20000}, {math.MaxInt32, 5000}} {
+		run := make([]posting, c.len)
+		for i := range run {
+			run[i] = posting{block: r.Int32N(c.n), tf: [2]uint32{uint32(i), 0}} // tf[0]: the order read
+		}
+		want := slices.Clone(run)
+		slices.SortStableFunc(want, func(a, b posting) int { return cmp.Compare(a.block, b.block) })
+		rs.sort(run, c.n)
+		if !slices.Equal(run, want) {
+			t.Errorf("positions below %d, %d postings: not the stable sort by block", c.n, c.len)
+		}
 	}
 }
