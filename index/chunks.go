@@ -12,9 +12,10 @@ import (
 // 0 (the default) sizes it from the pool (state.readChunk).
 var readChunkBytes int64
 
-// A read in doc-id order (verify's digest, export, ForEachBlock) runs as
-// several queries, each over a range of doc ids holding about a chunk of
-// what it reads (idRanges). duckdb-go materializes a query's whole result
+// Export's reads in doc-id order run as several queries, each over a
+// range of doc ids holding about a chunk of what it reads (idRanges);
+// verify and ForEachBlock read each table once instead (eachInDocOrder,
+// spillInDocOrder: docorder.go). duckdb-go materializes a query's whole result
 // before its first row is read, and DuckDB's sort of a large payload does
 // not spill far enough: sorting the blocks of 100k passages by (doc_id,
 // ord), 122 MiB of text, failed at a memory_limit of 128 and 144 MiB
@@ -26,7 +27,8 @@ var readChunkBytes int64
 // notation, the same share of it. Each query scans the whole table (doc
 // ids are hashes, so no zone map prunes a range: about 0.6 s for the
 // blocks at 100k passages), so the number of scans grows with the data
-// and each scan too: at 1M passages the blocks pass makes 50-125 of them.
+// and each scan too: at 1M passages verify's blocks pass made 57 of them
+// (216 s), before eachInDocOrder.
 const (
 	readChunkShare = 4
 	minReadChunk   = 256 << 10

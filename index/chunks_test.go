@@ -58,9 +58,10 @@ func TestIDRanges(t *testing.T) {
 	}
 }
 
-// Verify reads each table in ranges of doc ids: at a memory_limit below
-// the blocks' text, where one sorted read of them fails (DuckDB out of
-// memory), it passes, with the digest of a verify at the default limit.
+// Verify reads each table in bounded chunks (eachInDocOrder): at a
+// memory_limit below the blocks' text, where one sorted read of them fails
+// (DuckDB out of memory), it passes, with the digest of a verify at the
+// default limit.
 // Without vectors: their pass (1.5 KiB a row at 384 dimensions) needs
 // more than this tiny limit; it passed at 100k passages at 128 MiB.
 func TestVerifyBoundedMemory(t *testing.T) {
@@ -145,8 +146,12 @@ func TestVerifyBoundedMemory(t *testing.T) {
 	if limit := s.memLimit.Load(); text < limit {
 		t.Fatalf("blocks' text %d bytes, memory_limit %d: the test needs the text well past the limit", text, limit)
 	}
-	readChunkBytes = 1 << 40                                                                             // one query a table
-	if _, err := s.verifyRows(ctx, nil); err == nil || !strings.Contains(err.Error(), "Out of Memory") { // verifyRows: not tried again at a raised limit
+	// One sorted query a table (the reads before eachInDocOrder, in one
+	// range) fails here.
+	readChunkBytes, docOrderRanged = 1<<40, true
+	_, err = s.verifyRows(ctx, nil) // verifyRows: not tried again at a raised limit
+	docOrderRanged = false
+	if err == nil || !strings.Contains(err.Error(), "Out of Memory") {
 		t.Errorf("verify in one query a table at memory_limit %d MiB (blocks' text %d MiB): %v; want DuckDB out of memory (else this test proves nothing)", s.memLimit.Load()>>20, text>>20, err)
 	}
 	readChunkBytes = 1 << 20

@@ -167,13 +167,14 @@ func TestOutOfMemoryRaisesAndRetries(t *testing.T) {
 	}
 	// Every verify, not only Index.Verify's: a replica's digest of its
 	// rows, a snapshot's for publish and a rollback's (review 8 L2).
-	// One query a table: the reads' pieces alone would fit the starved
-	// pool.
+	// One sorted query a table (the reads before eachInDocOrder): the
+	// reads' pieces alone, and eachInDocOrder's unsorted chunks, fit the
+	// starved pool.
 	starve()
 	saved := readChunkBytes
-	readChunkBytes = 1 << 40
+	readChunkBytes, docOrderRanged = 1<<40, true
 	_, err = s.digestOnly(ctx)
-	readChunkBytes = saved
+	readChunkBytes, docOrderRanged = saved, false
 	if err != nil {
 		t.Fatal("a replica's digest:", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"iter"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -230,28 +232,60 @@ func (ix *state) forEachBlock(ctx context.Context, clearance string, fn func(Hit
 	for i, l := range levels {
 		args[i] = l
 	}
-	// One transaction (one snapshot), read in ranges of doc ids
-	// (idRanges: the memory DuckDB needs to sort and return them stays
-	// bounded).
+	// One transaction (one snapshot). The documents at the clearance and
+	// the blocks are each read once and sorted by doc id
+	// (spillInDocOrder), then merged: a join per chunk of blocks would
+	// scan every document each time.
 	tx, err := ix.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("blocks: %w", err)
 	}
 	defer tx.Rollback()
-	var fnErr error // fn's, returned as it is
-	ranges, err := idRanges(ctx, tx, `SELECT coalesce(sum(strlen(public_id) + strlen(body) + strlen(context) + strlen(heading_path) + 200), 0)::BIGINT FROM blocks`, ix.readChunk(ctx))
+	chunk, dir := ix.readChunk(ctx), filepath.Dir(ix.path)
+	docs, err := spillInDocOrder(ctx, tx, dir, chunk, docOrderRead{table: "documents", rowid: "rowid", doc: "doc_id", docCol: 0, ordCol: -1,
+		size:  `SELECT coalesce(sum(strlen(source) + strlen(title) + 64), 0)::BIGINT FROM documents`,
+		query: `SELECT doc_id, source, title FROM documents WHERE sensitivity IN (` + placeholders(len(levels)) + `) AND %[1]s`, args: args})
 	if err != nil {
 		return fmt.Errorf("blocks: %w", err)
 	}
-	err = eachInRanges(ctx, tx, ranges, `SELECT b.public_id, b.doc_id, d.source, d.title, b.body, b.context,
-		b.heading_path, b.page, b.byte_start, b.byte_end
-		FROM blocks b JOIN documents d ON d.doc_id = b.doc_id
-		WHERE d.sensitivity IN (`+placeholders(len(levels))+`) AND %[1]s ORDER BY b.doc_id, b.ord`, "b.doc_id", args, func(scan func(...any) error) error {
+	defer docs.remove()
+	blocks, err := spillInDocOrder(ctx, tx, dir, chunk, docOrderRead{table: "blocks", rowid: "rowid", doc: "doc_id", docCol: 1, ordCol: 8,
+		size:  `SELECT coalesce(sum(strlen(public_id) + strlen(body) + strlen(context) + strlen(heading_path) + 200), 0)::BIGINT FROM blocks`,
+		query: `SELECT public_id, doc_id, body, context, heading_path, page, byte_start, byte_end, ord FROM blocks WHERE %[1]s`})
+	if err != nil {
+		return fmt.Errorf("blocks: %w", err)
+	}
+	defer blocks.remove()
+	var docsErr error
+	nextDoc, stop := iter.Pull(docs.all(&docsErr))
+	defer stop()
+	var doc struct{ id, source, title string }
+	docsDone := false
+	var fnErr error // fn's, returned as it is
+	err = blocks.each(func(payload []byte) error {
 		var h Hit
 		var path string
-		if err := scan(&h.BlockID, &h.DocID, &h.Source, &h.Title, &h.Body, &h.Context, &path, &h.Page, &h.ByteStart, &h.ByteEnd); err != nil {
+		if err := scanRow(payload, []any{&h.BlockID, &h.DocID, &h.Body, &h.Context, &path, &h.Page, &h.ByteStart, &h.ByteEnd}); err != nil {
 			return err
 		}
+		// The document at or after the block's, in doc-id order.
+		for !docsDone && doc.id < h.DocID {
+			p, ok := nextDoc()
+			if !ok {
+				if docsErr != nil {
+					return docsErr
+				}
+				docsDone = true
+				break
+			}
+			if err := scanRow(p, []any{&doc.id, &doc.source, &doc.title}); err != nil {
+				return err
+			}
+		}
+		if doc.id != h.DocID {
+			return nil // its document is above the clearance (or has no row): left out, as a join leaves it
+		}
+		h.Source, h.Title = doc.source, doc.title
 		var err error
 		if h.HeadingPath, err = decodeHeadingPath(h.BlockID, path); err != nil {
 			fnErr = err

@@ -1,6 +1,8 @@
 package index
 
 import (
+	"bufio"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -8,6 +10,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -80,18 +84,34 @@ func (v *Verification) OK() bool {
 }
 
 // digester writes length-prefixed fields into a hash, so that no two row
-// sequences serialize alike.
-type digester struct{ h hash.Hash }
+// sequences serialize alike. The fields go through a buffer (w, in front
+// of h): at 1M passages a verify writes about 400M of them, most a varint
+// of a byte or two, and each write to the hash, and each string copied to
+// pass it as a []byte, cost more than the hashing. The bytes hashed are
+// the same.
+type digester struct {
+	h hash.Hash
+	w *bufio.Writer
+}
+
+func newDigester() digester {
+	h := sha256.New()
+	return digester{h, bufio.NewWriterSize(h, 64<<10)}
+}
 
 func (d digester) str(s string) {
-	var n [binary.MaxVarintLen64]byte
-	d.h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
-	d.h.Write([]byte(s))
+	d.w.Write(binary.AppendUvarint(d.w.AvailableBuffer(), uint64(len(s))))
+	d.w.WriteString(s)
 }
 
 func (d digester) int(v int64) {
-	var n [binary.MaxVarintLen64]byte
-	d.h.Write(n[:binary.PutVarint(n[:], v)])
+	d.w.Write(binary.AppendVarint(d.w.AvailableBuffer(), v))
+}
+
+// sum is the digest of every field written.
+func (d digester) sum() []byte {
+	d.w.Flush() // a hash's Write never fails
+	return d.h.Sum(nil)
 }
 
 // VerifyOptions configure Verify. The zero value reads the records from
@@ -141,7 +161,7 @@ func (ix *state) verifyRows(ctx context.Context, opts *VerifyOptions) (*Verifica
 		opts = &VerifyOptions{}
 	}
 	v := &Verification{Generation: ix.gen}
-	d := digester{sha256.New()}
+	d := newDigester()
 	m := *ix.manifest.Load()
 	d.str("manifest")
 	d.str(m.Embedder().Identity().String())
@@ -190,18 +210,16 @@ func (ix *state) verifyRows(ctx context.Context, opts *VerifyOptions) (*Verifica
 		recOf[r.DocID] = key(r.Source, r.MediaType, r.Title, r.TitleGiven, r.BlobID, "", r.Language, r.IngestedAt.UTC().Format(time.RFC3339Nano), r.Error, givenJSON(r.Meta))
 		recSens[r.DocID] = r.Sensitivity
 	}
-	// Each table is read in ranges of doc ids (idRanges: the memory
-	// DuckDB needs to sort and return the rows stays bounded), in the
-	// same order as one sorted read.
-	ranges, err := idRanges(ctx, tx, `SELECT coalesce(sum(strlen(source) + strlen(title) + strlen(reason) + strlen(meta) + strlen(meta_given) + 160), 0)::BIGINT FROM documents`, ix.readChunk(ctx))
-	if err != nil {
-		return fail("documents", err)
-	}
+	// Each table is read in the order of one sorted read, in one scan
+	// and bounded memory (eachInDocOrder).
+	chunk, spill := ix.readChunk(ctx), filepath.Dir(ix.path)
 	seen := map[string]bool{}
 	d.str("documents")
-	err = eachInRanges(ctx, tx, ranges, `SELECT doc_id, source, media_type, title, title_from, sensitivity, blob_id, language, ingested_at,
+	err = eachInDocOrder(ctx, tx, spill, chunk, docOrderRead{table: "documents", rowid: "rowid", doc: "doc_id", docCol: 0, ordCol: -1,
+		size: `SELECT coalesce(sum(strlen(source) + strlen(title) + strlen(reason) + strlen(meta) + strlen(meta_given) + 160), 0)::BIGINT FROM documents`,
+		query: `SELECT doc_id, source, media_type, title, title_from, sensitivity, blob_id, language, ingested_at,
 		status, reason, extractor, pages, meta, meta_given
-		FROM documents WHERE %[1]s ORDER BY doc_id`, "doc_id", nil, func(scan func(...any) error) error {
+		FROM documents WHERE %[1]s`}, func(scan func(...any) error) error {
 		var id, src, mt, title, from, sens, blobID, lang, status, reason, extractor, meta, given string
 		var at time.Time
 		var pages int64
@@ -273,11 +291,10 @@ func (ix *state) verifyRows(ctx context.Context, opts *VerifyOptions) (*Verifica
 	}
 
 	// The kept text of HTML, DOCX and PDF documents.
-	if ranges, err = idRanges(ctx, tx, `SELECT coalesce(sum(strlen(text) + 48), 0)::BIGINT FROM document_text`, ix.readChunk(ctx)); err != nil {
-		return fail("document text", err)
-	}
 	d.str("document_text")
-	err = eachInRanges(ctx, tx, ranges, `SELECT doc_id, text FROM document_text WHERE %[1]s ORDER BY doc_id`, "doc_id", nil, func(scan func(...any) error) error {
+	err = eachInDocOrder(ctx, tx, spill, chunk, docOrderRead{table: "document_text", rowid: "rowid", doc: "doc_id", docCol: 0, ordCol: -1,
+		size:  `SELECT coalesce(sum(strlen(text) + 48), 0)::BIGINT FROM document_text`,
+		query: `SELECT doc_id, text FROM document_text WHERE %[1]s`}, func(scan func(...any) error) error {
 		var id, text string
 		if err := scan(&id, &text); err != nil {
 			return err
@@ -294,47 +311,56 @@ func (ix *state) verifyRows(ctx context.Context, opts *VerifyOptions) (*Verifica
 	// in this canonical order (doc id, ord) names it below.
 	posOf := []int32{} // by block id; -1: no row
 	blocks := int32(0)
-	if ranges, err = idRanges(ctx, tx, `SELECT coalesce(sum(strlen(public_id) + strlen(body) + strlen(context) + strlen(heading_path) + strlen(parent_id)
-		+ strlen(heading) + strlen(window_text) + strlen(parent_locator) + 128), 0)::BIGINT FROM blocks`, ix.readChunk(ctx)); err != nil {
+	// The full-text lengths, read apart from the blocks: joined to each
+	// chunk of blocks, fts_blocks was scanned whole and hashed with the
+	// blocks' text, five times the cost of the chunk's own scan.
+	lens, err := readFTSLengths(ctx, tx, chunk)
+	if err != nil {
 		return fail("blocks", err)
 	}
 	d.str("blocks")
-	err = eachInRanges(ctx, tx, ranges, `SELECT b.block_id, b.public_id, b.doc_id, b.ord, b.body, b.byte_start, b.byte_end, b.context,
-		b.heading_path, b.page, b.parent_id, b.heading, b.window_text, b.parent_locator, f.len_body, f.len_context, f.level
-		FROM blocks b LEFT JOIN fts_blocks f ON f.block_id = b.block_id WHERE %[1]s ORDER BY b.doc_id, b.ord`, "b.doc_id", nil, func(scan func(...any) error) error {
+	err = eachInDocOrder(ctx, tx, spill, chunk, docOrderRead{table: "blocks", rowid: "rowid", doc: "doc_id", docCol: 2, ordCol: 3,
+		size: `SELECT coalesce(sum(strlen(public_id) + strlen(body) + strlen(context) + strlen(heading_path) + strlen(parent_id)
+		+ strlen(heading) + strlen(window_text) + strlen(parent_locator) + 128), 0)::BIGINT FROM blocks`,
+		query: `SELECT block_id, public_id, doc_id, ord, body, byte_start, byte_end, context,
+		heading_path, page, parent_id, heading, window_text, parent_locator FROM blocks WHERE %[1]s`}, func(scan func(...any) error) error {
 		var id, start, end int64
 		var pub, doc, body, context, path, parent, heading, window, locator string
 		var ord, page int32
-		var lenBody, lenContext, level *int64
-		if err := scan(&id, &pub, &doc, &ord, &body, &start, &end, &context, &path, &page, &parent, &heading, &window, &locator, &lenBody, &lenContext, &level); err != nil {
+		if err := scan(&id, &pub, &doc, &ord, &body, &start, &end, &context, &path, &page, &parent, &heading, &window, &locator); err != nil {
 			return err
 		}
-		for int64(len(posOf)) <= id {
-			posOf = append(posOf, -1)
+		// One row per row of fts_blocks, as a LEFT JOIN gives: one
+		// when the block has none.
+		fl := lens.of(id)
+		for i := 0; i == 0 || i < len(fl); i++ {
+			for int64(len(posOf)) <= id {
+				posOf = append(posOf, -1)
+			}
+			posOf[id] = blocks
+			blocks++
+			d.str(doc)
+			d.int(int64(ord))
+			d.str(pub)
+			d.str(body)
+			d.int(start)
+			d.int(end)
+			d.str(context)
+			d.str(path)
+			d.int(int64(page))
+			for _, f := range []string{parent, heading, window, locator} {
+				d.str(f)
+			}
+			if len(fl) == 0 {
+				v.BlocksWithoutPostings = append(v.BlocksWithoutPostings, pub)
+				d.str("-")
+			} else {
+				d.int(int64(fl[i].body))
+				d.int(int64(fl[i].context))
+				d.int(int64(fl[i].level))
+			}
+			v.Blocks++
 		}
-		posOf[id] = blocks
-		blocks++
-		d.str(doc)
-		d.int(int64(ord))
-		d.str(pub)
-		d.str(body)
-		d.int(start)
-		d.int(end)
-		d.str(context)
-		d.str(path)
-		d.int(int64(page))
-		for _, f := range []string{parent, heading, window, locator} {
-			d.str(f)
-		}
-		if lenBody == nil {
-			v.BlocksWithoutPostings = append(v.BlocksWithoutPostings, pub)
-			d.str("-")
-		} else {
-			d.int(*lenBody)
-			d.int(*lenContext)
-			d.int(*level)
-		}
-		v.Blocks++
 		return nil
 	})
 	if err != nil {
@@ -343,12 +369,14 @@ func (ix *state) verifyRows(ctx context.Context, opts *VerifyOptions) (*Verifica
 
 	// Postings, as (term, block position) → frequencies, sorted by term
 	// text (term ids depend on the order documents arrived) and position.
-	type posting struct {
-		term, block int32 // the term's rank in lexical order; the block's position
-		tf          [fts.NumFields]uint32
-	}
 	var ps []posting
 	var terms []string
+	// starts[r] is where the postings of the term first seen r-th begin
+	// in ps: ForEachPosting reads term by term, so each term's postings
+	// are one run (scattered: a term came back after another, which no
+	// index of ours does; then they are sorted all at once).
+	var starts []int
+	scattered := false
 	err = ix.fts.View(func() error {
 		// Sized once: grown by append, the slice of 76M postings (1M
 		// passages) held up to three times its 1.2 GB while copied.
@@ -365,6 +393,9 @@ func (ix *state) verifyRows(ctx context.Context, opts *VerifyOptions) (*Verifica
 					r = int32(len(terms))
 					rank[term] = r
 					terms = append(terms, term)
+					starts = append(starts, len(ps))
+				} else {
+					scattered = true
 				}
 				lastTerm, lastRank = term, r
 			}
@@ -375,34 +406,26 @@ func (ix *state) verifyRows(ctx context.Context, opts *VerifyOptions) (*Verifica
 	if err != nil {
 		return fail("postings", err)
 	}
-	order := make([]int32, len(terms)) // first-seen rank → lexical rank
-	byText := make([]int32, len(terms))
+	byText := make([]int32, len(terms)) // lexical rank → first-seen rank
 	for i := range byText {
 		byText[i] = int32(i)
 	}
-	sort.Slice(byText, func(i, j int) bool { return terms[byText[i]] < terms[byText[j]] })
-	for lex, r := range byText {
-		order[r] = int32(lex)
-	}
-	for i := range ps {
-		ps[i].term = order[ps[i].term]
-	}
-	sort.Slice(ps, func(i, j int) bool {
-		if ps[i].term != ps[j].term {
-			return ps[i].term < ps[j].term
+	slices.SortFunc(byText, func(a, b int32) int { return strings.Compare(terms[a], terms[b]) })
+	// A term's postings by block position; a block posted twice under a
+	// term (damage, counted below) by its frequencies, so the digest
+	// does not depend on the order the postings were read in.
+	byBlock := func(a, b posting) int {
+		if c := cmp.Compare(a.block, b.block); c != 0 {
+			return c
 		}
-		return ps[i].block < ps[j].block
-	})
+		return slices.Compare(a.tf[:], b.tf[:])
+	}
 	d.str("postings")
-	for i := 0; i < len(ps); {
-		j := i
-		for j < len(ps) && ps[j].term == ps[i].term {
-			j++
-		}
-		d.str(terms[byText[ps[i].term]]) // the term, its posting count, its postings
-		d.int(int64(j - i))
-		for k, p := range ps[i:j] {
-			if k > 0 && p.block == ps[i+k-1].block {
+	emit := func(term string, run []posting) {
+		d.str(term) // the term, its posting count, its postings
+		d.int(int64(len(run)))
+		for k, p := range run {
+			if k > 0 && p.block == run[k-1].block {
 				v.DuplicatePostings++
 			}
 			d.int(int64(p.block))
@@ -410,7 +433,58 @@ func (ix *state) verifyRows(ctx context.Context, opts *VerifyOptions) (*Verifica
 				d.int(int64(tf))
 			}
 		}
-		i = j
+	}
+	if !scattered {
+		// Each run sorted apart, the runs in the terms' order: one sort
+		// of 76M postings at 1M passages took 17 s of CPU. A frequent
+		// term's run is sorted by radix (block positions are dense and
+		// below the blocks' count): comparison sorts of the runs apart
+		// still took 12 s.
+		starts = append(starts, len(ps))
+		var rs postingRadix
+		for r := range terms {
+			run := ps[starts[r]:starts[r+1]]
+			if len(run) < radixMinRun {
+				slices.SortFunc(run, byBlock)
+				continue
+			}
+			rs.sort(run, blocks)
+			for i := 0; i < len(run); { // equal blocks (damage) by their frequencies
+				j := i + 1
+				for j < len(run) && run[j].block == run[i].block {
+					j++
+				}
+				if j-i > 1 {
+					slices.SortFunc(run[i:j], byBlock)
+				}
+				i = j
+			}
+		}
+		for _, r := range byText {
+			emit(terms[r], ps[starts[r]:starts[r+1]])
+		}
+	} else {
+		order := make([]int32, len(terms)) // first-seen rank → lexical rank
+		for lex, r := range byText {
+			order[r] = int32(lex)
+		}
+		for i := range ps {
+			ps[i].term = order[ps[i].term]
+		}
+		slices.SortFunc(ps, func(a, b posting) int {
+			if c := cmp.Compare(a.term, b.term); c != 0 {
+				return c
+			}
+			return byBlock(a, b)
+		})
+		for i := 0; i < len(ps); {
+			j := i
+			for j < len(ps) && ps[j].term == ps[i].term {
+				j++
+			}
+			emit(terms[byText[ps[i].term]], ps[i:j])
+			i = j
+		}
 	}
 	v.Postings = int64(len(ps))
 
@@ -418,15 +492,15 @@ func (ix *state) verifyRows(ctx context.Context, opts *VerifyOptions) (*Verifica
 	d.str("vectors")
 	if ix.vec != nil {
 		d.str(ix.vec.spec.Identity().String())
-		if ranges, err = idRanges(ctx, tx, fmt.Sprintf(`SELECT count(*)::BIGINT * %d FROM blocks`, 4*ix.vec.spec.Dim+64), ix.readChunk(ctx)); err != nil {
-			return fail("vectors", err)
-		}
-		err = eachInRanges(ctx, tx, ranges, `SELECT b.public_id, v.vector FROM blocks b
-			LEFT JOIN (SELECT block_id, vector FROM `+ix.vec.table+` WHERE block_id IN (SELECT block_id FROM blocks WHERE %[1]s)) v
-			ON v.block_id = b.block_id WHERE %[1]s ORDER BY b.doc_id, b.ord`, "doc_id", nil, func(scan func(...any) error) error {
+		err = eachInDocOrder(ctx, tx, spill, chunk, docOrderRead{table: "blocks", rowid: "b.rowid", doc: "b.doc_id", docCol: 2, ordCol: 3,
+			size: fmt.Sprintf(`SELECT count(*)::BIGINT * %d FROM blocks`, 4*ix.vec.spec.Dim+64),
+			query: `SELECT b.public_id, v.vector, b.doc_id, b.ord FROM blocks b
+			LEFT JOIN ` + ix.vec.table + ` v ON v.block_id = b.block_id WHERE %[1]s`}, func(scan func(...any) error) error {
 			var id string
 			var vec sql.RawBytes // float32 little-endian (vectorValue), as digested
-			if err := scan(&id, &vec); err != nil {
+			var doc string
+			var ord int64
+			if err := scan(&id, &vec, &doc, &ord); err != nil {
 				return err
 			}
 			if vec == nil {
@@ -448,6 +522,120 @@ func (ix *state) verifyRows(ctx context.Context, opts *VerifyOptions) (*Verifica
 			return fail("vectors", err)
 		}
 	}
-	v.Digest = hex.EncodeToString(d.h.Sum(nil))
+	v.Digest = hex.EncodeToString(d.sum())
 	return v, nil
+}
+
+// ftsLength is a row of fts_blocks: a block's full-text lengths and level.
+type ftsLength struct {
+	body, context int32
+	level         int8
+}
+
+// ftsLengths are the rows of fts_blocks by block id: one[id] when the
+// block has exactly one (has[id]), more[id] when it has more (a damaged
+// full-text index; a join gives each).
+type ftsLengths struct {
+	one  []ftsLength
+	has  []bool
+	more map[int64][]ftsLength
+}
+
+// of is the rows of block id, in the order read.
+func (l *ftsLengths) of(id int64) []ftsLength {
+	if m, ok := l.more[id]; ok {
+		return m
+	}
+	if id >= 0 && id < int64(len(l.has)) && l.has[id] {
+		return l.one[id : id+1]
+	}
+	return nil
+}
+
+// readFTSLengths reads fts_blocks for the blocks' ids (0 to the highest
+// block id; others name no block), in chunks of rowids of about chunk
+// bytes. Errors: a query's.
+func readFTSLengths(ctx context.Context, q querier, chunk int64) (*ftsLengths, error) {
+	var maxID, end int64
+	if err := q.QueryRowContext(ctx, `SELECT coalesce(max(block_id), -1)::BIGINT, (SELECT coalesce(max(rowid) + 1, 0)::BIGINT FROM fts_blocks) FROM blocks`).Scan(&maxID, &end); err != nil {
+		return nil, err
+	}
+	l := &ftsLengths{one: make([]ftsLength, maxID+1), has: make([]bool, maxID+1), more: map[int64][]ftsLength{}}
+	step := max(1, chunk/64) // rows: 4 numbers each, a few tens of bytes in DuckDB's result
+	for lo := int64(0); lo < end; lo += step {
+		rows, err := q.QueryContext(ctx, `SELECT block_id, len_body, len_context, level FROM fts_blocks WHERE rowid >= ? AND rowid < ? AND block_id BETWEEN 0 AND ?`, lo, lo+step, maxID)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id int64
+			var f ftsLength
+			if err := rows.Scan(&id, &f.body, &f.context, &f.level); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			switch {
+			case l.more[id] != nil:
+				l.more[id] = append(l.more[id], f)
+			case l.has[id]:
+				l.more[id] = []ftsLength{l.one[id], f}
+			default:
+				l.one[id], l.has[id] = f, true
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// posting is one posting in verify's digest: its term's rank (first seen,
+// then lexical), its block's position in the canonical order (doc id,
+// ord), its frequencies.
+type posting struct {
+	term, block int32
+	tf          [fts.NumFields]uint32
+}
+
+// radixMinRun is the shortest run of postings postingRadix sorts; shorter
+// ones take a comparison sort.
+const radixMinRun = 1024
+
+// postingRadix sorts runs of postings by block position, least
+// significant digit first (radixBits at a time, stable), reusing its
+// buffers from run to run.
+type postingRadix struct {
+	tmp   []posting
+	count [1<<radixBits + 1]int
+}
+
+const radixBits = 11
+
+// sort sorts run by block, every block in [0, n): stable, so equal
+// blocks keep their order.
+func (rs *postingRadix) sort(run []posting, n int32) {
+	if cap(rs.tmp) < len(run) {
+		rs.tmp = make([]posting, len(run))
+	}
+	src, dst := run, rs.tmp[:len(run)]
+	for shift := uint(0); shift == 0 || n>>shift > 0; shift += radixBits {
+		clear(rs.count[:])
+		for _, p := range src {
+			rs.count[(uint32(p.block)>>shift)&(1<<radixBits-1)+1]++
+		}
+		for i := 1; i < len(rs.count); i++ {
+			rs.count[i] += rs.count[i-1]
+		}
+		for _, p := range src {
+			k := (uint32(p.block) >> shift) & (1<<radixBits - 1)
+			dst[rs.count[k]] = p
+			rs.count[k]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &run[0] {
+		copy(run, src)
+	}
 }
