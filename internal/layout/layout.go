@@ -109,7 +109,41 @@ func Lock(path string) (*Dir, error) {
 		l.unlock()
 		return nil, err
 	}
+	// Sort spills left by a process killed during a verify: every
+	// process that reads a generation holds this lock, so none is in use
+	// now. They hold rows' text, erased text too after a purge.
+	if err := removeSpills(path); err != nil {
+		l.unlock()
+		return nil, err
+	}
 	return d, nil
+}
+
+// SpillPrefix begins the name of a private directory in a generation's
+// directory where a verify spills the rows it sorts (index/docorder.go).
+// It is removed when the sort ends; Lock removes any left by a process
+// that was killed.
+const SpillPrefix = ".sort-"
+
+// removeSpills removes the sort spills (SpillPrefix) in every generation
+// of the index directory dir.
+func removeSpills(dir string) error {
+	gens, err := Generations(dir)
+	if err != nil {
+		return fmt.Errorf("lock %s: %w", dir, err)
+	}
+	for _, g := range gens {
+		spills, err := filepath.Glob(filepath.Join(dir, g, SpillPrefix+"*"))
+		if err != nil {
+			return fmt.Errorf("lock %s: %w", dir, err)
+		}
+		for _, sp := range spills {
+			if err := os.RemoveAll(sp); err != nil {
+				return fmt.Errorf("lock %s: remove a verify's leftover sort spill (it holds rows' text): %w", dir, err)
+			}
+		}
+	}
+	return nil
 }
 
 // Unlock releases the lock. The Dir must not be used afterwards.

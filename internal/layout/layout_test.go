@@ -396,3 +396,37 @@ func TestLockClearsStaleServer(t *testing.T) {
 		t.Error("stale SERVER survives Lock")
 	}
 }
+
+// A verify's sort spill left by a killed process (it holds rows' text,
+// erased text too after a purge) is removed by the next Lock of the index
+// directory, in every generation; the generation's other files stay.
+func TestLockRemovesLeftoverSpills(t *testing.T) {
+	dir := t.TempDir()
+	var spills []string
+	for _, g := range []string{"gen-000001", "gen-000002"} {
+		sp := filepath.Join(dir, g, SpillPrefix+"123")
+		if err := os.MkdirAll(sp, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(sp, "0001"), []byte("secret text"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, g, "index.duckdb"), []byte("db"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		spills = append(spills, sp)
+	}
+	d, err := Lock(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Unlock()
+	for _, sp := range spills {
+		if _, err := os.Stat(sp); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: still there after Lock (%v)", sp, err)
+		}
+		if _, err := os.Stat(filepath.Join(filepath.Dir(sp), "index.duckdb")); err != nil {
+			t.Errorf("the generation's index file: %v", err)
+		}
+	}
+}
