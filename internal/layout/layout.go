@@ -111,10 +111,14 @@ func Lock(path string) (*Dir, error) {
 	}
 	// Sort spills left by a process killed during a verify: every
 	// process that reads a generation holds this lock, so none is in use
-	// now. They hold rows' text, erased text too after a purge.
-	if err := removeSpills(path); err != nil {
-		l.unlock()
-		return nil, err
+	// now. They hold rows' text, erased text too after a purge. Where the
+	// lock does not exclude other processes (lock_other.go) they stay:
+	// one may be another process's, in use.
+	if locksProcesses {
+		if err := removeSpills(path); err != nil {
+			l.unlock()
+			return nil, err
+		}
 	}
 	return d, nil
 }
@@ -126,20 +130,25 @@ func Lock(path string) (*Dir, error) {
 const SpillPrefix = ".sort-"
 
 // removeSpills removes the sort spills (SpillPrefix) in every generation
-// of the index directory dir.
+// of the index directory dir. The names are listed, not globbed: dir may
+// hold pattern characters ('[', '*', '\\').
 func removeSpills(dir string) error {
 	gens, err := Generations(dir)
 	if err != nil {
 		return fmt.Errorf("lock %s: %w", dir, err)
 	}
 	for _, g := range gens {
-		spills, err := filepath.Glob(filepath.Join(dir, g, SpillPrefix+"*"))
+		entries, err := os.ReadDir(filepath.Join(dir, g))
 		if err != nil {
 			return fmt.Errorf("lock %s: %w", dir, err)
 		}
-		for _, sp := range spills {
+		for _, e := range entries {
+			if !strings.HasPrefix(e.Name(), SpillPrefix) {
+				continue
+			}
+			sp := filepath.Join(dir, g, e.Name())
 			if err := os.RemoveAll(sp); err != nil {
-				return fmt.Errorf("lock %s: remove a verify's leftover sort spill (it holds rows' text): %w", dir, err)
+				return fmt.Errorf("lock %s: remove %s, a verify's leftover sort spill (it holds rows' text; remove it by hand): %w", dir, sp, err)
 			}
 		}
 	}

@@ -15,6 +15,9 @@ var ErrLocked = errors.New("index: directory in use")
 // lock is the only guard there.
 type dirLock struct{}
 
+// locksProcesses: this lock does not exclude other processes.
+const locksProcesses = false
+
 func lockDir(dir string) (*dirLock, error) { return &dirLock{}, os.MkdirAll(dir, 0o700) }
 
 func (l *dirLock) unlock() error { return nil }

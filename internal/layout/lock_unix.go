@@ -22,6 +22,10 @@ type dirLock struct {
 	f *os.File
 }
 
+// locksProcesses: this lock excludes every other process (and every other
+// Lock of this one).
+const locksProcesses = true
+
 func lockDir(dir string) (*dirLock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", dir, err)
