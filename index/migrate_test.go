@@ -266,7 +266,7 @@ func TestNoExtensionAutoinstall(t *testing.T) {
 // open, autoMemoryFloor for a small file), not 80% of the
 // machine, and its allocator flushes what it frees past 8 MB, not 128 MiB.
 func TestMemoryLimit(t *testing.T) {
-	for _, tc := range []struct{ opt, want string }{{"", "64.0 MiB"}, {"64MB", "61.0 MiB"}} {
+	for _, tc := range []struct{ opt, want string }{{"", "80.0 MiB"}, {"64MB", "61.0 MiB"}} {
 		ix, err := Open(context.Background(), t.TempDir(), &Options{BlobURL: "mem://", MemoryLimit: tc.opt})
 		if err != nil {
 			t.Fatal(err)
