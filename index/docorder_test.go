@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -245,5 +246,37 @@ func TestPostingRadix(t *testing.T) {
 		if !slices.Equal(run, want) {
 			t.Errorf("positions below %d, %d postings: not the stable sort by block", c.n, c.len)
 		}
+	}
+}
+
+// ForEachBlock stops at the first block after its context is done, with
+// the context's error (review 10 L1: it delivered every block and
+// returned nil).
+func TestForEachBlockStopsWhenCancelled(t *testing.T) {
+	ctx := context.Background()
+	ix, err := Open(ctx, t.TempDir(), &Options{BlobURL: "mem://"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	var ins []Input
+	for i := range 40 {
+		ins = append(ins, Input{Source: fmt.Sprintf("/d%02d.md", i), Data: []byte(fmt.Sprintf("# D%d\n\nfirst %d\n\n## Two\n\nsecond %d\n", i, i, i))})
+	}
+	if _, _, err := ix.IngestBatch(ctx, ins); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	calls := 0
+	err = ix.ForEachBlock(cctx, "", func(Hit) error {
+		calls++
+		if calls == 3 {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || calls != 3 {
+		t.Errorf("walk cancelled at the third block: %d calls, %v; want 3 and context.Canceled", calls, err)
 	}
 }

@@ -205,14 +205,15 @@ func (ix *state) documentBlocks(ctx context.Context, docID, clearance string) ([
 // Public), by document id and position, as a hit with score 0, from one
 // snapshot. An error from fn stops the walk and is returned.
 //
-// The snapshot is one DuckDB transaction, held open while fn runs: it
-// reads the blocks a range of doc ids at a time (a bounded share of the
-// memory_limit), and calls fn as each range's rows arrive. While it is
-// open DuckDB skips the automatic checkpoint at the commits of other
-// writers, so their write-ahead log and rows not yet checkpointed grow
-// until the walk ends: a consumer that takes long over each block (a slow
-// network client) makes the writes of that time cost memory and, at the
-// next checkpoint, time. Copy the blocks out first where that matters.
+// The snapshot is one DuckDB transaction: it reads the documents at the
+// clearance and every block once each, in chunks (a bounded share of the
+// memory_limit), into sorted buckets spilled to a private directory beside
+// the generation's file (eachInDocOrder; about the blocks' text on disk,
+// removed at the end), ends the transaction, and then merges the two in
+// doc-id order, calling fn. So the first call comes once the whole table
+// is read, and a slow fn holds no transaction (DuckDB would skip the
+// automatic checkpoint of other writers' commits meanwhile). It stops at
+// the first block after ctx is done, with ctx's error.
 func (ix *Index) ForEachBlock(ctx context.Context, clearance string, fn func(Hit) error) error {
 	s, err := ix.acquire()
 	if err != nil {
@@ -256,6 +257,7 @@ func (ix *state) forEachBlock(ctx context.Context, clearance string, fn func(Hit
 		return fmt.Errorf("blocks: %w", err)
 	}
 	defer blocks.remove()
+	tx.Rollback() // every row needed is spilled: no snapshot held while fn runs
 	var docsErr error
 	nextDoc, stop := iter.Pull(docs.all(&docsErr))
 	defer stop()
@@ -263,6 +265,10 @@ func (ix *state) forEachBlock(ctx context.Context, clearance string, fn func(Hit
 	docsDone := false
 	var fnErr error // fn's, returned as it is
 	err = blocks.each(func(payload []byte) error {
+		if err := ctx.Err(); err != nil {
+			fnErr = err
+			return err
+		}
 		var h Hit
 		var path string
 		if err := scanRow(payload, []any{&h.BlockID, &h.DocID, &h.Body, &h.Context, &path, &h.Page, &h.ByteStart, &h.ByteEnd}); err != nil {
