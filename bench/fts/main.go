@@ -9,7 +9,8 @@
 // a baseline, the median peak of three processes that only read the file;
 // corpusfile.go); then one process opens all three and runs the queries
 // interleaved (each query on each engine in turn, after one warm-up
-// pass), adds 1,000 passages and deletes one; then each engine churns
+// pass), adds 1,000 passages and deletes 21, one at a time (their median
+// is "delete one"); then each engine churns
 // (-churn rounds: delete 10 % of the passages, ingest them again) and is
 // closed, and its files are measured again. Files are what the disk pays
 // (allocated blocks, as du counts). Every number is also given as a ratio
