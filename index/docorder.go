@@ -468,33 +468,33 @@ func assignValue(d, v any) error {
 			return nil
 		}
 	case *sql.RawBytes:
-		switch x := v.(type) {
-		case nil:
-			*p = nil
-			return nil
-		case []byte:
-			*p = slices.Clone(x)
-			return nil
-		case string:
-			*p = sql.RawBytes(x)
+		if setBytes((*[]byte)(p), v) {
 			return nil
 		}
 	case *[]byte:
-		switch x := v.(type) {
-		case nil:
-			*p = nil
-			return nil
-		case []byte:
-			*p = slices.Clone(x)
-			return nil
-		case string:
-			*p = []byte(x)
+		if setBytes(p, v) {
 			return nil
 		}
 	default:
 		return fmt.Errorf("destination %T not supported", d)
 	}
 	return fmt.Errorf("cannot store %T in %T", v, d)
+}
+
+// setBytes stores v (nil, []byte copied, or string) in *p and reports
+// whether it could.
+func setBytes(p *[]byte, v any) bool {
+	switch x := v.(type) {
+	case nil:
+		*p = nil
+	case []byte:
+		*p = slices.Clone(x)
+	case string:
+		*p = []byte(x)
+	default:
+		return false
+	}
+	return true
 }
 
 // spillInDocOrder is eachInDocOrder's scan: the rows of r bucketed by doc
