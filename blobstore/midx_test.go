@@ -366,17 +366,7 @@ func TestRepackFolds(t *testing.T) {
 func TestDecodeMidxDamaged(t *testing.T) {
 	ctx := context.Background()
 	s, _ := packedFileStore(t)
-	for i := range 5 {
-		b := s.NewBatch()
-		for j := range 3 {
-			src := fmt.Sprintf("/%d/%d", i, j)
-			id, _ := b.Put(ctx, []byte(src))
-			b.PutRecord(ctx, testRecord(src, id, "t"))
-		}
-		if err := b.Sync(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putPacks(t, s, 5, 3)
 	s.DeleteRecord(ctx, DocID("/1/1"))
 	s.px.mu.RLock()
 	good := s.px.encodeMidx()
@@ -454,19 +444,8 @@ func (r *failingReader) Read(p []byte) (int, error) {
 // (errMidx, the footers are read instead); a read that fails midway is
 // the object's error, returned as it is, not damage.
 func TestReadMidxStream(t *testing.T) {
-	ctx := context.Background()
 	s, _ := packedFileStore(t)
-	for i := range 30 {
-		b := s.NewBatch()
-		for j := range 300 {
-			src := fmt.Sprintf("/%d/%d", i, j)
-			id, _ := b.Put(ctx, []byte(src))
-			b.PutRecord(ctx, testRecord(src, id, "t"))
-		}
-		if err := b.Sync(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putPacks(t, s, 30, 300)
 	s.px.mu.RLock()
 	good := s.px.encodeMidx()
 	s.px.mu.RUnlock()
@@ -490,6 +469,24 @@ func TestReadMidxStream(t *testing.T) {
 		_, err := readMidxFrom(&failingReader{data: good, n: at, err: broken}, int64(len(good)))
 		if !errors.Is(err, broken) || errors.Is(err, errMidx) {
 			t.Errorf("read failing after %d bytes: %v, want the read's error", at, err)
+		}
+	}
+}
+
+// putPacks stores batches packs of perBatch blobs and records each, the
+// source of record j of batch i being "/i/j" (its blob the same bytes).
+func putPacks(t *testing.T, s *Store, batches, perBatch int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range batches {
+		b := s.NewBatch()
+		for j := range perBatch {
+			src := fmt.Sprintf("/%d/%d", i, j)
+			id, _ := b.Put(ctx, []byte(src))
+			b.PutRecord(ctx, testRecord(src, id, "t"))
+		}
+		if err := b.Sync(ctx); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
