@@ -64,6 +64,12 @@ SELECT table_name FROM keyed JOIN duckdb_tables() t USING (table_name)
 WHERE t.database_name = current_database() AND t.schema_name = 'main' AND t.estimated_size > 0
 ORDER BY table_name`
 
+// below reports whether reclaimable bytes of a file of file bytes fall
+// short of minShare of it or of minBytes.
+func below(file, reclaimable int64, minShare float64, minBytes int64) bool {
+	return file <= 0 || float64(reclaimable)/float64(file) < minShare || reclaimable < minBytes
+}
+
 // share is the reclaimable share of the file.
 func (sp space) share() float64 {
 	if sp.file <= 0 {
@@ -73,10 +79,13 @@ func (sp space) share() float64 {
 }
 
 // space measures the file after a CHECKPOINT (so that the log is in it).
-// The free blocks that the next writer refills (keyedLastGroups) are
-// subtracted only when the file would otherwise have at least minShare
-// and minBytes reclaimable: the answer is exact wherever a caller
-// compares it with those bounds. The caller holds writeMu.
+// What costs a scan of a table's storage is read only while it can
+// change the answer to "at least minShare of the file and minBytes
+// reclaimable?": below those bounds the figure returned is an upper bound
+// (each churned table counted as the whole file in proportion to its
+// deleted rows; the free blocks that the next writer refills,
+// keyedLastGroups, not subtracted); at or above them it is the estimate.
+// The caller holds writeMu.
 func (s *state) space(ctx context.Context, minShare float64, minBytes int64) (space, error) {
 	var sp space
 	conn, err := s.db.Conn(ctx)
@@ -115,23 +124,41 @@ func (s *state) space(ctx context.Context, minShare float64, minBytes int64) (sp
 	if err != nil {
 		return sp, err
 	}
+	// A table's deleted rows: its blocks in proportion. Its blocks are
+	// read (pragma_storage_info, about a second for the blocks table at
+	// 1M passages) only when the bound of the whole file in proportion
+	// does not already leave the total below the caller's bounds.
+	type churned struct {
+		name       string
+		dead, rows int64
+	}
+	var dead []churned
+	bound := sp.reclaimable
 	for _, t := range tables {
 		if t.stored == 0 {
 			continue
 		}
-		var live, blocks int64
+		var live int64
 		if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM "`+strings.ReplaceAll(t.name, `"`, `""`)+`"`).Scan(&live); err != nil {
 			return sp, fmt.Errorf("%s: %w", t.name, err)
 		}
-		if live >= t.stored {
-			continue
+		if live < t.stored {
+			dead = append(dead, churned{t.name, t.stored - live, t.stored})
+			bound += sp.file * (t.stored - live) / t.stored
 		}
+	}
+	if below(sp.file, bound, minShare, minBytes) {
+		sp.reclaimable = bound
+		return sp, nil
+	}
+	for _, t := range dead {
+		var blocks int64
 		if err := conn.QueryRowContext(ctx, `SELECT count(DISTINCT block_id) FROM pragma_storage_info(`+sqlString(t.name)+`) WHERE block_id >= 0`).Scan(&blocks); err != nil {
 			return sp, fmt.Errorf("%s: %w", t.name, err)
 		}
-		sp.reclaimable += blocks * blockSize * (t.stored - live) / t.stored
+		sp.reclaimable += blocks * blockSize * t.dead / t.rows
 	}
-	if sp.share() < minShare || sp.reclaimable < minBytes {
+	if below(sp.file, sp.reclaimable, minShare, minBytes) {
 		return sp, nil
 	}
 	// Only now: pragma_storage_info of the blocks table takes about a
