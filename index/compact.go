@@ -64,6 +64,12 @@ SELECT table_name FROM keyed JOIN duckdb_tables() t USING (table_name)
 WHERE t.database_name = current_database() AND t.schema_name = 'main' AND t.estimated_size > 0
 ORDER BY table_name`
 
+// proportion is n×part/whole, in floating point: n×part can pass
+// int64's range (a 100 GB table with 10^8 deleted rows).
+func proportion(n, part, whole int64) int64 {
+	return int64(float64(n) * (float64(part) / float64(whole)))
+}
+
 // below reports whether reclaimable bytes of a file of file bytes fall
 // short of minShare of it or of minBytes.
 func below(file, reclaimable int64, minShare float64, minBytes int64) bool {
@@ -144,7 +150,7 @@ func (s *state) space(ctx context.Context, minShare float64, minBytes int64) (sp
 		}
 		if live < t.stored {
 			dead = append(dead, churned{t.name, t.stored - live, t.stored})
-			bound += sp.file * (t.stored - live) / t.stored
+			bound += proportion(sp.file, t.stored-live, t.stored)
 		}
 	}
 	if below(sp.file, bound, minShare, minBytes) {
@@ -156,7 +162,7 @@ func (s *state) space(ctx context.Context, minShare float64, minBytes int64) (sp
 		if err := conn.QueryRowContext(ctx, `SELECT count(DISTINCT block_id) FROM pragma_storage_info(`+sqlString(t.name)+`) WHERE block_id >= 0`).Scan(&blocks); err != nil {
 			return sp, fmt.Errorf("%s: %w", t.name, err)
 		}
-		sp.reclaimable += blocks * blockSize * t.dead / t.rows
+		sp.reclaimable += proportion(blocks*blockSize, t.dead, t.rows)
 	}
 	if below(sp.file, sp.reclaimable, minShare, minBytes) {
 		return sp, nil
@@ -223,7 +229,7 @@ func (ix *Index) rewriteLive(ctx context.Context, s *state, minShare float64, mi
 	if err != nil {
 		return "", fmt.Errorf("compact %s: %w", s.gen, err)
 	}
-	if sp.share() < minShare || sp.reclaimable < minBytes {
+	if below(sp.file, sp.reclaimable, minShare, minBytes) {
 		return "", nil
 	}
 	gen, err := ix.layout.NewGeneration()
