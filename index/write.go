@@ -366,7 +366,12 @@ func (ix *state) reindex(ctx context.Context) error {
 		// the segments (the row alone was lost): a compaction keeps only
 		// live blocks' postings, so adding the block again cannot post it
 		// twice.
-		if err := ix.fts.Compact(ctx, ix.db); err != nil {
+		if err := ix.fts.CompactAll(ctx, ix.db); err != nil {
+			return fmt.Errorf("reindex: %w", err)
+		}
+		// The document frequencies in memory were loaded with the
+		// dropped postings counted: load them again from the rows.
+		if ix.fts, err = fts.Load(ctx, ix.db); err != nil {
 			return fmt.Errorf("reindex: %w", err)
 		}
 	}

@@ -113,11 +113,29 @@ func (ix *Index) Compact(ctx context.Context, db *sql.DB) error {
 	return ix.merge(ctx, db, segs, true)
 }
 
+// CompactAll is Compact even when the index is one segment without
+// tombstones: it also drops the postings of blocks that have no
+// fts_blocks row (neither live nor tombstoned), which a reindex then
+// adds again (Compact skips a lone clean segment, and they would be
+// posted twice).
+func (ix *Index) CompactAll(ctx context.Context, db *sql.DB) error {
+	ix.mu.RLock()
+	segs := append([]segment(nil), ix.segments...)
+	ix.mu.RUnlock()
+	return ix.mergeSegs(ctx, db, segs, true, true)
+}
+
 // merge rewrites segs as one new segment in one transaction; with compact,
 // as a compaction.
 func (ix *Index) merge(ctx context.Context, db *sql.DB, segs []segment, compact bool) error {
+	return ix.mergeSegs(ctx, db, segs, compact, false)
+}
+
+// mergeSegs is merge; with force, a compaction rewrites a lone segment
+// without tombstones too.
+func (ix *Index) mergeSegs(ctx context.Context, db *sql.DB, segs []segment, compact, force bool) error {
 	ix.mu.RLock()
-	nothing := len(segs) == 0 || (len(segs) == 1 && (!compact || ix.tombstones == 0))
+	nothing := len(segs) == 0 || (len(segs) == 1 && (!compact || (ix.tombstones == 0 && !force)))
 	newID, terms := ix.nextSeg, ix.nextTerm
 	ix.mu.RUnlock()
 	if nothing {
