@@ -88,8 +88,8 @@ func (sp space) share() float64 {
 // What costs a scan of a table's storage is read only while it can
 // change the answer to "at least minShare of the file and minBytes
 // reclaimable?": below those bounds the figure returned is an upper bound
-// (each churned table counted as the whole file in proportion to its
-// deleted rows; the free blocks that the next writer refills,
+// (the used blocks in proportion to the largest share of deleted rows of
+// any table, a block of slack per churned table; the free blocks that the next writer refills,
 // keyedLastGroups, not subtracted); at or above them it is the estimate.
 // The caller holds writeMu.
 func (s *state) space(ctx context.Context, minShare float64, minBytes int64) (space, error) {
@@ -132,14 +132,19 @@ func (s *state) space(ctx context.Context, minShare float64, minBytes int64) (sp
 	}
 	// A table's deleted rows: its blocks in proportion. Its blocks are
 	// read (pragma_storage_info, about a second for the blocks table at
-	// 1M passages) only when the bound of the whole file in proportion
-	// does not already leave the total below the caller's bounds.
+	// 1M passages) only when the bound (the used blocks in proportion to
+	// the largest share of deleted rows) does not already leave the total
+	// below the caller's bounds.
 	type churned struct {
 		name       string
 		dead, rows int64
 	}
 	var dead []churned
-	bound := sp.reclaimable
+	// The tables' blocks are among the used ones (a table's share of them
+	// no more than its share of deleted rows, the largest of them): the
+	// sum of each table's proportion of the whole file counted every
+	// churned small table (fts_blocks, fts_terms) as the whole file too.
+	var most float64
 	for _, t := range tables {
 		if t.stored == 0 {
 			continue
@@ -150,26 +155,32 @@ func (s *state) space(ctx context.Context, minShare float64, minBytes int64) (sp
 		}
 		if live < t.stored {
 			dead = append(dead, churned{t.name, t.stored - live, t.stored})
-			bound += proportion(sp.file, t.stored-live, t.stored)
+			most = max(most, float64(t.stored-live)/float64(t.stored))
 		}
 	}
+	// A block shared by two tables' segments (a partial block) counts in
+	// both: one block each for slack.
+	bound := sp.reclaimable + int64(float64(sp.file-sp.reclaimable)*most) + int64(len(dead))*blockSize
 	if below(sp.file, bound, minShare, minBytes) {
 		sp.reclaimable = bound
 		return sp, nil
 	}
+	last := map[string]int64{} // a table's last row group's blocks, read with its blocks
 	for _, t := range dead {
-		var blocks int64
-		if err := conn.QueryRowContext(ctx, `SELECT count(DISTINCT block_id) FROM pragma_storage_info(`+sqlString(t.name)+`) WHERE block_id >= 0`).Scan(&blocks); err != nil {
-			return sp, fmt.Errorf("%s: %w", t.name, err)
+		blocks, lastBlocks, err := storedBlocks(ctx, conn, t.name)
+		if err != nil {
+			return sp, err
 		}
+		last[t.name] = lastBlocks
 		sp.reclaimable += proportion(blocks*blockSize, t.dead, t.rows)
 	}
 	if below(sp.file, sp.reclaimable, minShare, minBytes) {
 		return sp, nil
 	}
 	// Only now: pragma_storage_info of the blocks table takes about a
-	// second at 1M passages.
-	refill, err := keyedLastGroups(ctx, conn)
+	// second at 1M passages (read once: the loop above kept its last row
+	// group).
+	refill, err := keyedLastGroups(ctx, conn, last)
 	if err != nil {
 		return sp, err
 	}
@@ -180,7 +191,7 @@ func (s *state) space(ctx context.Context, minShare float64, minBytes int64) (sp
 // keyedLastGroups is the number of blocks that the last row groups of the
 // keyed tables take (keyedLastGroupsQuery): the free blocks the next
 // writer's first checkpoint fills again.
-func keyedLastGroups(ctx context.Context, conn *sql.Conn) (int64, error) {
+func keyedLastGroups(ctx context.Context, conn *sql.Conn, known map[string]int64) (int64, error) {
 	var tables []string
 	err := func() error {
 		rows, err := conn.QueryContext(ctx, keyedLastGroupsQuery)
@@ -202,14 +213,27 @@ func keyedLastGroups(ctx context.Context, conn *sql.Conn) (int64, error) {
 	}
 	var n int64
 	for _, t := range tables {
-		var blocks int64
-		if err := conn.QueryRowContext(ctx, `WITH s AS (SELECT row_group_id, block_id FROM pragma_storage_info(`+sqlString(t)+`) WHERE block_id >= 0)
-			SELECT count(DISTINCT block_id) FROM s WHERE row_group_id = (SELECT max(row_group_id) FROM s)`).Scan(&blocks); err != nil {
-			return 0, fmt.Errorf("%s: last row group: %w", t, err)
+		blocks, ok := known[t]
+		if !ok {
+			var err error
+			if _, blocks, err = storedBlocks(ctx, conn, t); err != nil {
+				return 0, err
+			}
 		}
 		n += blocks
 	}
 	return n, nil
+}
+
+// storedBlocks is the number of blocks a table's storage takes, and of
+// them those of its last row group, from one read of pragma_storage_info.
+func storedBlocks(ctx context.Context, conn *sql.Conn, table string) (all, last int64, err error) {
+	err = conn.QueryRowContext(ctx, `WITH s AS (SELECT row_group_id, block_id FROM pragma_storage_info(`+sqlString(table)+`) WHERE block_id >= 0)
+		SELECT count(DISTINCT block_id), count(DISTINCT block_id) FILTER (WHERE row_group_id = (SELECT max(row_group_id) FROM s)) FROM s`).Scan(&all, &last)
+	if err != nil {
+		err = fmt.Errorf("%s: storage: %w", table, err)
+	}
+	return all, last, err
 }
 
 // rewriteLive rewrites the live generation into a new one when at least
