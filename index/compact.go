@@ -8,7 +8,8 @@ import (
 )
 
 // When a generation's file is rewritten. DuckDB reuses the blocks a
-// checkpoint frees but never shrinks the file, and never vacuums the rows
+// checkpoint frees but gives back only free blocks at the file's end,
+// and never vacuums the rows
 // deleted from a table that has an index (blocks, documents and the
 // vectors have keys): ten rounds of deleting and re-ingesting 10 % of a
 // corpus more than doubled the file. A rewrite (rewriteTo: ATTACH, COPY
@@ -22,7 +23,9 @@ const (
 	// closeRewriteShare: Close rewrites the file when at least this share
 	// of it is reclaimable (and at least closeRewriteMin), so that
 	// an index under churn stays within about 1/(1−share) of its live
-	// size without anyone running compact (Lucene reclaims deletes in its
+	// size plus the keyed tables' last row groups (keyedLastGroupsQuery:
+	// free space that comes back after any rewrite) without anyone
+	// running compact (Lucene reclaims deletes in its
 	// merges; SQLite needs VACUUM or auto_vacuum).
 	closeRewriteShare = 0.20
 )
@@ -41,14 +44,16 @@ type space struct {
 
 // keyedLastGroupsQuery counts the blocks of the last row group of every
 // table that has an index (a PRIMARY KEY or UNIQUE constraint, or a
-// CREATE INDEX): blocks, documents and document_text by their keys.
-// DuckDB appends to such a table's last row group instead of starting a
-// new one (it cannot vacuum an indexed table, so it does not make small
-// row groups there), and the first checkpoint after a process appends
-// rewrites that whole row group into free blocks, whichever process
-// wrote it last: the file keeps about one last row group of each keyed
-// table free, and a rewrite does not make that space go away; it comes
-// back at the next writer's first checkpoint. At 100,000 passages the
+// CREATE INDEX): blocks, documents, document_text and vectors_<set> by
+// their keys, and the small manifest, schema_migrations and
+// embedding_sets. DuckDB appends to such a table's last row group
+// instead of starting a new one (it cannot vacuum an indexed table, so it
+// does not make small row groups there), and every checkpoint after an
+// append rewrites that whole row group into free blocks: the file keeps
+// about one last row group of each keyed table free, and a rewrite does
+// not make that space go away; it comes back at the next writer's first
+// checkpoint. (A table this process never appended to is counted too:
+// that errs towards not rewriting.) At 100,000 passages the
 // blocks table is one row group of 71 MB: counted as reclaimable, it made
 // every writer's Close rewrite the whole file (6.7 s for a one-file
 // ingest). Measured with pragma_storage_info (DuckDB 1.5, reproduced on a
@@ -228,8 +233,12 @@ func keyedLastGroups(ctx context.Context, conn *sql.Conn, known map[string]int64
 // storedBlocks is the number of blocks a table's storage takes, and of
 // them those of its last row group, from one read of pragma_storage_info.
 func storedBlocks(ctx context.Context, conn *sql.Conn, table string) (all, last int64, err error) {
-	err = conn.QueryRowContext(ctx, `WITH s AS (SELECT row_group_id, block_id FROM pragma_storage_info(`+sqlString(table)+`) WHERE block_id >= 0)
-		SELECT count(DISTINCT block_id), count(DISTINCT block_id) FILTER (WHERE row_group_id = (SELECT max(row_group_id) FROM s)) FROM s`).Scan(&all, &last)
+	// The last row group is the highest of all, with blocks on disk or
+	// not (a constant segment has none): the highest with blocks would
+	// be a full one before it.
+	err = conn.QueryRowContext(ctx, `WITH s AS (SELECT row_group_id, block_id FROM pragma_storage_info(`+sqlString(table)+`))
+		SELECT count(DISTINCT block_id) FILTER (WHERE block_id >= 0),
+			count(DISTINCT block_id) FILTER (WHERE block_id >= 0 AND row_group_id = (SELECT max(row_group_id) FROM s)) FROM s`).Scan(&all, &last)
 	if err != nil {
 		err = fmt.Errorf("%s: storage: %w", table, err)
 	}

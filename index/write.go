@@ -305,8 +305,8 @@ func (ix *state) applyLanguages(deltas ...langDelta) {
 
 // Compact merges the full-text index into one segment and drops the
 // postings of deleted blocks (see fts.Index.Compact); then, when a tenth
-// of the DuckDB file or more is reclaimable (free blocks, deleted rows
-// still stored), it rewrites the live rows into a new generation, makes
+// of the DuckDB file or more is reclaimable (free blocks, less those the
+// next write fills again, and deleted rows still stored), it rewrites the live rows into a new generation, makes
 // it live and removes the one it replaced (index/compact.go). Searches
 // give the same results before and after.
 func (ix *Index) Compact(ctx context.Context) error {
