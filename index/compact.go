@@ -9,10 +9,9 @@ import (
 
 // When a generation's file is rewritten. DuckDB reuses the blocks a
 // checkpoint frees but gives back only free blocks at the file's end,
-// and never vacuums the rows
-// deleted from a table that has an index (blocks, documents and the
-// vectors have keys): ten rounds of deleting and re-ingesting 10 % of a
-// corpus more than doubled the file. A rewrite (rewriteTo: ATTACH, COPY
+// and never vacuums the rows deleted from a table that has an index
+// (blocks, documents and the vectors have keys): ten rounds of deleting
+// and re-ingesting 10 % of a corpus more than doubled the file. A rewrite (rewriteTo: ATTACH, COPY
 // FROM DATABASE) holds the live rows only.
 const (
 	// compactRewriteShare: Index.Compact rewrites the file when at least
@@ -25,8 +24,8 @@ const (
 	// an index under churn stays within about 1/(1−share) of its live
 	// size plus the keyed tables' last row groups (keyedLastGroupsQuery:
 	// free space that comes back after any rewrite) without anyone
-	// running compact (Lucene reclaims deletes in its
-	// merges; SQLite needs VACUUM or auto_vacuum).
+	// running compact (Lucene reclaims deletes in its merges; SQLite
+	// needs VACUUM or auto_vacuum).
 	closeRewriteShare = 0.20
 )
 
@@ -53,9 +52,9 @@ type space struct {
 // about one last row group of each keyed table free, and a rewrite does
 // not make that space go away; it comes back at the next writer's first
 // checkpoint. (A table this process never appended to is counted too:
-// that errs towards not rewriting.) At 100,000 passages the
-// blocks table is one row group of 71 MB: counted as reclaimable, it made
-// every writer's Close rewrite the whole file (6.7 s for a one-file
+// that errs towards not rewriting.) At 100,000 passages the blocks table
+// is one row group of 71 MB: counted as reclaimable, it made every
+// writer's Close rewrite the whole file (6.1-7.0 s for a one-file
 // ingest). Measured with pragma_storage_info (DuckDB 1.5, reproduced on a
 // plain table with and without a PRIMARY KEY).
 const keyedLastGroupsQuery = `
@@ -94,8 +93,9 @@ func (sp space) share() float64 {
 // change the answer to "at least minShare of the file and minBytes
 // reclaimable?": below those bounds the figure returned is an upper bound
 // (the used blocks in proportion to the largest share of deleted rows of
-// any table, a block of slack per churned table; the free blocks that the next writer refills,
-// keyedLastGroups, not subtracted); at or above them it is the estimate.
+// any table, a block of slack per churned table; the free blocks that the
+// next writer refills, keyedLastGroups, not subtracted); at or above them
+// it is the estimate.
 // The caller holds writeMu.
 func (s *state) space(ctx context.Context, minShare float64, minBytes int64) (space, error) {
 	var sp space
