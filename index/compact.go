@@ -197,22 +197,7 @@ func (s *state) space(ctx context.Context, minShare float64, minBytes int64) (sp
 // keyed tables take (keyedLastGroupsQuery): the free blocks the next
 // writer's first checkpoint fills again.
 func keyedLastGroups(ctx context.Context, conn *sql.Conn, known map[string]int64) (int64, error) {
-	var tables []string
-	err := func() error {
-		rows, err := conn.QueryContext(ctx, keyedLastGroupsQuery)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var name string
-			if err := rows.Scan(&name); err != nil {
-				return err
-			}
-			tables = append(tables, name)
-		}
-		return rows.Err()
-	}()
+	tables, err := queryColumn[string](ctx, conn, keyedLastGroupsQuery)
 	if err != nil {
 		return 0, fmt.Errorf("keyed tables: %w", err)
 	}
@@ -228,6 +213,25 @@ func keyedLastGroups(ctx context.Context, conn *sql.Conn, known map[string]int64
 		n += blocks
 	}
 	return n, nil
+}
+
+// queryColumn runs query, whose rows are one column of type T, and
+// returns its values in order.
+func queryColumn[T any](ctx context.Context, q querier, query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		var v T
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
 
 // storedBlocks is the number of blocks a table's storage takes, and of

@@ -339,22 +339,7 @@ func (ix *state) compact(ctx context.Context) error {
 // that read every block's body and context made an Open at 1M passages
 // 3.3 s instead of 1.6).
 func (ix *state) reindex(ctx context.Context) error {
-	var missing []int64
-	err := func() error {
-		rows, err := ix.db.QueryContext(ctx, `SELECT block_id FROM blocks WHERE block_id NOT IN (SELECT block_id FROM fts_blocks)`)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
-			missing = append(missing, id)
-		}
-		return rows.Err()
-	}()
+	missing, err := queryColumn[int64](ctx, ix.db, `SELECT block_id FROM blocks WHERE block_id NOT IN (SELECT block_id FROM fts_blocks)`)
 	if err != nil || len(missing) == 0 {
 		return err
 	}
