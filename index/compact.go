@@ -11,8 +11,8 @@ import (
 // checkpoint frees but gives back only free blocks at the file's end,
 // and never vacuums the rows deleted from a table that has an index
 // (blocks, documents and the vectors have keys): ten rounds of deleting
-// and re-ingesting 10 % of a corpus more than doubled the file. A rewrite (rewriteTo: ATTACH, COPY
-// FROM DATABASE) holds the live rows only.
+// and re-ingesting 10 % of a corpus more than doubled the file. A rewrite
+// (rewriteTo: ATTACH, COPY FROM DATABASE) holds the live rows only.
 const (
 	// compactRewriteShare: Index.Compact rewrites the file when at least
 	// this share of it is reclaimable, and at least compactRewriteMin
@@ -41,9 +41,9 @@ type space struct {
 	file, reclaimable int64
 }
 
-// keyedLastGroupsQuery counts the blocks of the last row group of every
-// table that has an index (a PRIMARY KEY or UNIQUE constraint, or a
-// CREATE INDEX): blocks, documents, document_text and vectors_<set> by
+// keyedLastGroupsQuery lists the tables, not empty, that have an index
+// (a PRIMARY KEY or UNIQUE constraint, or a CREATE INDEX), whose last row
+// groups keyedLastGroups counts: blocks, documents, document_text and vectors_<set> by
 // their keys, and the small manifest, schema_migrations and
 // embedding_sets. DuckDB appends to such a table's last row group
 // instead of starting a new one (it cannot vacuum an indexed table, so it
