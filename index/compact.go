@@ -215,25 +215,6 @@ func keyedLastGroups(ctx context.Context, conn *sql.Conn, known map[string]int64
 	return n, nil
 }
 
-// queryColumn runs query, whose rows are one column of type T, and
-// returns its values in order.
-func queryColumn[T any](ctx context.Context, q querier, query string, args ...any) ([]T, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		var v T
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
-}
-
 // storedBlocks is the number of blocks a table's storage takes, and of
 // them those of its last row group, from one read of pragma_storage_info.
 func storedBlocks(ctx context.Context, conn *sql.Conn, table string) (all, last int64, err error) {

@@ -178,21 +178,9 @@ func (ix *state) documentBlocks(ctx context.Context, docID, clearance string) ([
 		return nil, fmt.Errorf("document blocks %s: %w", docID, err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, `SELECT block_id FROM blocks WHERE doc_id = ? ORDER BY ord`, docID)
+	ids, err := queryColumn[int64](ctx, tx, `SELECT block_id FROM blocks WHERE doc_id = ? ORDER BY ord`, docID)
 	if err != nil {
 		return nil, fmt.Errorf("document blocks %s: %w", docID, err)
-	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
 	}
 	hits, _, err := fillHits(ctx, tx, ids, levels)
 	if err != nil {
