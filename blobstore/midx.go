@@ -343,12 +343,8 @@ func (x *packIndex) installMidx(m *midx, present map[string]int64) bool {
 		x.byName[p.name] = uint32(i)
 		x.maxSeq = max(x.maxSeq, p.seq)
 	}
-	if len(m.blobs) > 0 {
-		x.blobs.runs = [][]ent[[32]byte]{m.blobs}
-	}
-	if len(m.recs) > 0 {
-		x.recs.runs = [][]ent[[16]byte]{m.recs}
-	}
+	x.blobs.install(m.blobs)
+	x.recs.install(m.recs)
 	x.copies = m.copies
 	x.midxPacks, x.midxAdded, x.midxRemoved = len(m.packs), x.added, x.removed
 	return true

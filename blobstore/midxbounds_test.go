@@ -28,27 +28,34 @@ func TestMidxEntryOutsidePackFallsBackToFooters(t *testing.T) {
 	}
 	// bad encodes the index with f applied to the record entries (the
 	// index's own entries are left as they are).
-	bad := func(f func(run []ent[[16]byte])) []byte {
+	bad := func(f func(run []*ent[[16]byte])) []byte {
 		x := s.px
 		x.mu.Lock()
 		defer x.mu.Unlock()
 		x.recs.compact(x.packs)
-		run := x.recs.runs[0]
+		var run []*ent[[16]byte] // the records in key order, across the shards
+		for _, runs := range x.recs.shards {
+			for _, r := range runs {
+				for i := range r {
+					run = append(run, &r[i])
+				}
+			}
+		}
 		if len(run) != 2 {
 			t.Fatalf("%d records", len(run))
 		}
-		saved := append([]ent[[16]byte](nil), run...)
+		saved := []ent[[16]byte]{*run[0], *run[1]}
 		f(run)
 		data := x.encodeMidx()
-		copy(run, saved)
+		*run[0], *run[1] = saved[0], saved[1]
 		return data
 	}
 	cases := map[string][]byte{
-		"end wraps 32 bits":   bad(func(r []ent[[16]byte]) { r[1].off, r[1].n = 0xFFFFFFF0, 0x20 }),
-		"4 GiB long":          bad(func(r []ent[[16]byte]) { r[1].n = 0xFFFFFF00 }),
-		"past the data":       bad(func(r []ent[[16]byte]) { r[1].n += uint32(s.px.packs[0].size) }),
-		"inside the magic":    bad(func(r []ent[[16]byte]) { r[0].off = 2 }),
-		"in the footer index": bad(func(r []ent[[16]byte]) { r[1].off = uint32(s.px.packs[0].size) - trailerSize - 8 }),
+		"end wraps 32 bits":   bad(func(r []*ent[[16]byte]) { r[1].off, r[1].n = 0xFFFFFFF0, 0x20 }),
+		"4 GiB long":          bad(func(r []*ent[[16]byte]) { r[1].n = 0xFFFFFF00 }),
+		"past the data":       bad(func(r []*ent[[16]byte]) { r[1].n += uint32(s.px.packs[0].size) }),
+		"inside the magic":    bad(func(r []*ent[[16]byte]) { r[0].off = 2 }),
+		"in the footer index": bad(func(r []*ent[[16]byte]) { r[1].off = uint32(s.px.packs[0].size) - trailerSize - 8 }),
 	}
 	for name, data := range cases {
 		if _, err := decodeMidx(data); !errors.Is(err, errMidx) {

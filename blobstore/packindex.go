@@ -1,11 +1,17 @@
 package blobstore
 
 // The in-memory index of a store's packs: built from their footers on first
-// use, kept by the store's own writes. It is an LSM of sorted runs, one per
-// pack added and merged two by two (a run merges into the one before while
-// that one is not twice its size), so it costs O(log n) binary searches a
-// lookup and O(n log n) copies in all, and no map of strings: 48 bytes an
-// entry for a blob, 32 for a record (TestPackIndexMemory measures it).
+// use, kept by the store's own writes. Each kind's keys are split into 256
+// shards by their first byte (keys are hashes: the shards are even), and
+// each shard is an LSM of sorted runs, one per pack added and merged two
+// by two (a run merges into the one before while that one is not twice its
+// size), so it costs O(log n) binary searches a lookup and O(n log n)
+// copies in all, and no map of strings: 48 bytes an entry for a blob, 32
+// for a record (TestPackIndexMemory measures it). The shards bound what a
+// merge holds at once: the runs it merges and their merged copy are a
+// shard's, a 256th of the index, where one table's last merges held the
+// whole index twice over (155 MB of a 1M-passage build's 260 MB live
+// heap).
 
 import (
 	"bytes"
@@ -41,25 +47,36 @@ func (s byKey[K]) Len() int           { return len(s.e) }
 func (s byKey[K]) Less(i, j int) bool { return s.cmp(&s.e[i].key, &s.e[j].key) < 0 }
 func (s byKey[K]) Swap(i, j int)      { s.e[i], s.e[j] = s.e[j], s.e[i] }
 
-// table is one kind's sorted runs, oldest first. lost, when set, is
-// called with each entry that add or compact drops for a newer one of the
-// same key (its pack not gone), under the index's write lock (each's
-// merges, under the read lock, do not call it).
-type table[K any] struct {
-	runs [][]ent[K]
-	cmp  func(a, b *K) int
-	lost func(e *ent[K])
+// tableShards is the number of shards of a table: one per value of a
+// key's first byte.
+const tableShards = 256
+
+// packKey is the key of a table: a blob id or a record's doc key.
+type packKey interface{ [16]byte | [32]byte }
+
+// table is one kind's entries: for each shard (a key's first byte), its
+// sorted runs, oldest first. lost, when set, is called with each entry
+// that add or compact drops for a newer one of the same key (its pack not
+// gone), under the index's write lock (each's merges, under the read
+// lock, do not call it).
+type table[K packKey] struct {
+	shards [tableShards][][]ent[K]
+	cmp    func(a, b *K) int
+	lost   func(e *ent[K])
 }
 
 func cmp16(a, b *[16]byte) int { return bytes.Compare(a[:], b[:]) }
 func cmp32(a, b *[32]byte) int { return bytes.Compare(a[:], b[:]) }
+
+// runs returns the runs of k's shard.
+func (t *table[K]) runs(k *K) [][]ent[K] { return t.shards[(*k)[0]] }
 
 // lookup returns the entry of k in the pack with the highest sequence
 // number, skipping packs that are gone.
 func (t *table[K]) lookup(k *K, packs []*packInfo) (ent[K], bool) {
 	var best ent[K]
 	found := false
-	for _, run := range t.runs {
+	for _, run := range t.runs(k) {
 		i := sort.Search(len(run), func(i int) bool { return t.cmp(&run[i].key, k) >= 0 })
 		for ; i < len(run) && t.cmp(&run[i].key, k) == 0; i++ {
 			p := packs[run[i].pack]
@@ -74,17 +91,41 @@ func (t *table[K]) lookup(k *K, packs []*packInfo) (ent[K], bool) {
 	return best, found
 }
 
-// add inserts a pack's entries (any order) as a new run, then merges runs
-// while the one before the last is not twice the last's size.
+// add inserts a pack's entries (any order): sorted, each shard's part
+// becomes a new run of that shard (a sub-slice of entries: its array
+// lives until every shard has merged its part away), and a shard's runs
+// merge while the one before the last is not twice the last's size.
 func (t *table[K]) add(entries []ent[K], packs []*packInfo) {
-	if len(entries) == 0 {
-		return
-	}
 	sort.Sort(byKey[K]{entries, t.cmp})
-	t.runs = append(t.runs, entries)
-	for n := len(t.runs); n >= 2 && len(t.runs[n-2]) <= 2*len(t.runs[n-1]); n = len(t.runs) {
-		t.runs[n-2] = t.merge(t.runs[n-2], t.runs[n-1], packs, t.lost)
-		t.runs = t.runs[:n-1]
+	for i := 0; i < len(entries); {
+		s := entries[i].key[0]
+		j := i + 1
+		for j < len(entries) && entries[j].key[0] == s {
+			j++
+		}
+		runs := append(t.shards[s], entries[i:j:j])
+		for n := len(runs); n >= 2 && len(runs[n-2]) <= 2*len(runs[n-1]); n = len(runs) {
+			runs[n-2] = t.merge(runs[n-2], runs[n-1], packs, t.lost)
+			runs[n-1] = nil
+			runs = runs[:n-1]
+		}
+		t.shards[s] = runs
+		i = j
+	}
+}
+
+// install makes run (sorted by key, one entry a key) the table's only
+// content: each shard's part of it (a sub-slice) its only run. The table
+// is empty.
+func (t *table[K]) install(run []ent[K]) {
+	for i := 0; i < len(run); {
+		s := run[i].key[0]
+		j := i + 1
+		for j < len(run) && run[j].key[0] == s {
+			j++
+		}
+		t.shards[s] = [][]ent[K]{run[i:j:j]}
+		i = j
 	}
 }
 
@@ -132,23 +173,25 @@ func (t *table[K]) merge(a, b []ent[K], packs []*packInfo, lost func(e *ent[K]))
 	return slices.Clip(out)
 }
 
-// compact merges every run into one, without the entries of packs that
-// are gone.
+// compact merges each shard's runs into one, without the entries of
+// packs that are gone.
 func (t *table[K]) compact(packs []*packInfo) {
-	var all []ent[K]
-	for _, r := range t.runs {
-		all = t.merge(all, r, packs, t.lost)
-	}
-	t.runs = nil
-	if len(all) > 0 {
-		t.runs = [][]ent[K]{all}
+	for s := range t.shards {
+		var all []ent[K]
+		for _, r := range t.shards[s] {
+			all = t.merge(all, r, packs, t.lost)
+		}
+		t.shards[s] = nil
+		if len(all) > 0 {
+			t.shards[s] = [][]ent[K]{all}
+		}
 	}
 }
 
 // all calls fn with every entry of k in the runs (the losing copies not
 // merged away yet too), packs that are gone skipped.
 func (t *table[K]) all(k *K, packs []*packInfo, fn func(e ent[K])) {
-	for _, run := range t.runs {
+	for _, run := range t.runs(k) {
 		i := sort.Search(len(run), func(i int) bool { return t.cmp(&run[i].key, k) >= 0 })
 		for ; i < len(run) && t.cmp(&run[i].key, k) == 0; i++ {
 			if !packs[run[i].pack].gone {
@@ -159,21 +202,34 @@ func (t *table[K]) all(k *K, packs []*packInfo, fn func(e ent[K])) {
 }
 
 // each calls fn with the winning entry of every key (the highest sequence
-// number, packs that are gone skipped), in key order.
+// number, packs that are gone skipped), in key order. A shard of more
+// than one run is merged into a copy of its size, dropped before the
+// next shard's.
 func (t *table[K]) each(packs []*packInfo, fn func(e ent[K])) {
-	var all []ent[K]
-	if len(t.runs) == 1 {
-		all = t.runs[0]
-	} else {
-		for _, r := range t.runs {
-			all = t.merge(all, r, packs, nil)
+	for _, runs := range t.shards {
+		var all []ent[K]
+		if len(runs) == 1 {
+			all = runs[0]
+		} else {
+			for _, r := range runs {
+				all = t.merge(all, r, packs, nil)
+			}
+		}
+		for _, e := range all {
+			if !packs[e.pack].gone {
+				fn(e)
+			}
 		}
 	}
-	for _, e := range all {
-		if !packs[e.pack].gone {
-			fn(e)
-		}
+}
+
+// runCount counts the runs of every shard.
+func (t *table[K]) runCount() int {
+	n := 0
+	for _, runs := range t.shards {
+		n += len(runs)
 	}
+	return n
 }
 
 // packInfo is one pack of the store.
