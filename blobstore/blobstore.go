@@ -618,6 +618,16 @@ func (s *Store) read(ctx context.Context, key string) ([]byte, error) {
 // buckets it fsyncs the temporary file before the driver's rename and the
 // directory after it (litestream's WriteLTXFile does the same).
 func (s *Store) write(ctx context.Context, key string, data []byte, contentType string) error {
+	return s.writeWith(ctx, key, contentType, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeWith is write with the data written by fill, called once unless
+// the object's writer cannot be opened; an error of fill's abandons the
+// write (nothing is stored) and is returned.
+func (s *Store) writeWith(ctx context.Context, key, contentType string, fill func(w io.Writer) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if s.localDir != "" {
@@ -643,7 +653,7 @@ func (s *Store) write(ctx context.Context, key string, data []byte, contentType 
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(data)
+	err = fill(w)
 	if err == nil && f != nil {
 		err = f.Sync()
 	}

@@ -44,10 +44,23 @@ const (
 
 var errMidx = errors.New("multi-pack index damaged")
 
-// encodeMidx writes the index's packs and winning entries. The caller
-// holds x.mu (read).
+// encodeMidx is the multi-pack index encodeMidxTo writes, in memory
+// (tests, and decodeMidx's checks of hand-made ones). The caller holds
+// x.mu (read).
 func (x *packIndex) encodeMidx() []byte {
 	var b bytes.Buffer
+	x.encodeMidxTo(&b) // a bytes.Buffer's writes do not fail
+	return b.Bytes()
+}
+
+// encodeMidxTo writes the index's packs and winning entries to w, as it
+// goes (through a 64 KiB buffer: at 1M documents the index is 70 MB,
+// which an encoding held in memory, in buffers that grow by doubling,
+// took about three times over), and returns w's first error. The caller
+// holds x.mu (read).
+func (x *packIndex) encodeMidxTo(w io.Writer) error {
+	crc := crc32.New(castagnoli)
+	b := bufio.NewWriterSize(io.MultiWriter(w, crc), 64<<10)
 	b.WriteString(midxMagic)
 	le := binary.LittleEndian
 	remap := make([]uint32, len(x.packs))
@@ -70,32 +83,27 @@ func (x *packIndex) encodeMidx() []byte {
 		b.Write(f[:])
 		b.Write(le.AppendUint32(nil, uint32(p.entries)))
 	}
-	var blobs, recs bytes.Buffer
-	nb, nr := 0, 0
-	// The pack, offset and length as uvarints (a tenth of the index's
-	// bytes: it duplicates the footers, on the same disk).
-	fields := func(w *bytes.Buffer, pack, off, n, crc uint32) {
-		var f [3*binary.MaxVarintLen32 + 4]byte
-		i := binary.PutUvarint(f[:], uint64(pack))
-		i += binary.PutUvarint(f[i:], uint64(off))
-		i += binary.PutUvarint(f[i:], uint64(n))
-		le.PutUint32(f[i:], crc)
-		w.Write(f[:i+4])
+	// An entry: its key, then the pack, offset and length as uvarints (a
+	// tenth of the index's bytes: it duplicates the footers, on the same
+	// disk), then the CRC. Encoded in buf, one allocation for all (a
+	// slice of the entry or an array passed to the bufio.Writer escapes).
+	buf := make([]byte, 0, 32+3*binary.MaxVarintLen32+4)
+	entry := func(key []byte, pack, off, n, crc uint32) {
+		buf = append(buf[:0], key...)
+		buf = binary.AppendUvarint(buf, uint64(pack))
+		buf = binary.AppendUvarint(buf, uint64(off))
+		buf = binary.AppendUvarint(buf, uint64(n))
+		buf = le.AppendUint32(buf, crc)
+		b.Write(buf)
 	}
-	x.blobs.each(x.packs, func(e ent[[32]byte]) {
-		blobs.Write(e.key[:])
-		fields(&blobs, remap[e.pack], e.off, e.n, e.crc)
-		nb++
-	})
-	x.recs.each(x.packs, func(e ent[[16]byte]) {
-		recs.Write(e.key[:])
-		fields(&recs, remap[e.pack], e.off, e.n, e.crc)
-		nr++
-	})
+	// Each count precedes its entries: a first pass counts them.
+	nb, nr := 0, 0
+	x.blobs.each(x.packs, func(ent[[32]byte]) { nb++ })
+	x.recs.each(x.packs, func(ent[[16]byte]) { nr++ })
 	b.Write(le.AppendUint64(nil, uint64(nb)))
-	b.Write(blobs.Bytes())
+	x.blobs.each(x.packs, func(e ent[[32]byte]) { entry(e.key[:], remap[e.pack], e.off, e.n, e.crc) })
 	b.Write(le.AppendUint64(nil, uint64(nr)))
-	b.Write(recs.Bytes())
+	x.recs.each(x.packs, func(e ent[[16]byte]) { entry(e.key[:], remap[e.pack], e.off, e.n, e.crc) })
 	keys := make([][32]byte, 0, len(x.copies))
 	for k, ps := range x.copies {
 		for _, p := range ps {
@@ -120,8 +128,11 @@ func (x *packIndex) encodeMidx() []byte {
 			b.Write(le.AppendUint32(nil, p))
 		}
 	}
-	b.Write(le.AppendUint32(nil, crc32.Checksum(b.Bytes(), castagnoli)))
-	return b.Bytes()
+	if err := b.Flush(); err != nil {
+		return err
+	}
+	_, err := w.Write(le.AppendUint32(nil, crc.Sum32()))
+	return err
 }
 
 // midx is a decoded multi-pack index.
@@ -364,10 +375,21 @@ func (s *Store) writeMidx(ctx context.Context, minAdded int) error {
 		x.mu.RUnlock()
 		return nil
 	}
-	data := x.encodeMidx()
 	n := x.livePacks()
-	x.mu.RUnlock()
-	if err := s.write(ctx, midxKey, data, "application/octet-stream"); err != nil {
+	// Encoded as it is written, under the read lock (lookups go on; a
+	// batch's new pack waits); the lock is released before the file's
+	// fsync and rename, or the upload's completion.
+	locked := true
+	err := s.writeWith(ctx, midxKey, "application/octet-stream", func(w io.Writer) error {
+		err := x.encodeMidxTo(w)
+		x.mu.RUnlock()
+		locked = false
+		return err
+	})
+	if locked {
+		x.mu.RUnlock()
+	}
+	if err != nil {
 		return fmt.Errorf("write %s: %w", midxKey, err)
 	}
 	x.mu.Lock()
