@@ -99,3 +99,52 @@ func TestDictBytes(t *testing.T) {
 	}
 	runtime.KeepAlive(d)
 }
+
+// Load's way in: a dictionary reserved for the terms, filled by putNew in
+// any id order, answers as a map does, grows nothing while the terms are
+// as reserved, and reports a term put twice without changing. A damaged
+// maximum id reserves no ids.
+func TestDictReservePutNew(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const n = 20_000
+	terms := make([]string, n)
+	bytes := 0
+	for i := range terms {
+		terms[i] = fmt.Sprintf("t%x", i*7919)
+		bytes += len(terms[i])
+	}
+	d := newDict()
+	d.reserve(n, bytes, n-1)
+	slots, arena := len(d.slots), cap(d.arena)
+	for _, id := range rng.Perm(n) {
+		if d.putNew([]byte(terms[id]), int32(id)) {
+			t.Fatalf("putNew(%q) reported a duplicate", terms[id])
+		}
+	}
+	if len(d.slots) != slots || cap(d.arena) != arena || cap(d.loc) != n {
+		t.Errorf("grew: %d slots (reserved %d), arena cap %d (%d), loc cap %d (%d)", len(d.slots), slots, cap(d.arena), arena, cap(d.loc), n)
+	}
+	if !d.putNew([]byte(terms[5]), n+7) {
+		t.Error("putNew of a present term did not report it")
+	}
+	if d.n != n || d.term(n+7) != "" {
+		t.Errorf("after the duplicate: %d terms, term(%d) = %q", d.n, n+7, d.term(n+7))
+	}
+	for id, term := range terms {
+		if got, ok := d.get(term); !ok || got != int32(id) || d.term(int32(id)) != term {
+			t.Fatalf("get(%q) = %d, %v; term(%d) = %q", term, got, ok, id, d.term(int32(id)))
+		}
+	}
+	if _, ok := d.get("absent"); ok {
+		t.Error("an absent term was found")
+	}
+	big := newDict()
+	big.reserve(10, 50, 1<<30)
+	if cap(big.loc) != 0 {
+		t.Errorf("a maximum id of 2^30 for 10 terms reserved %d ids", cap(big.loc))
+	}
+	big.putNew([]byte("x"), 3)
+	if id, ok := big.get("x"); !ok || id != 3 {
+		t.Errorf("get(x) = %d, %v after an unreserved put", id, ok)
+	}
+}

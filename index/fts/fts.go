@@ -127,19 +127,24 @@ type Querier interface {
 // tombstones and segments into memory.
 func Load(ctx context.Context, q Querier) (*Index, error) {
 	ix := &Index{ids: newDict(), cache: newCache(DefaultCacheBytes)}
+	var terms, termBytes int64
+	var maxTerm int32
+	if err := q.QueryRowContext(ctx, `SELECT count(*), coalesce(max(term_id), -1), coalesce(sum(strlen(term)), 0)::BIGINT FROM fts_terms`).Scan(&terms, &maxTerm, &termBytes); err != nil {
+		return nil, fmt.Errorf("load fts dictionary: %w", err)
+	}
+	ix.ids.reserve(int(terms), int(termBytes), maxTerm)
 	err := scan(ctx, q, `SELECT term_id, term FROM fts_terms`, func(r *sql.Rows) error {
 		var id int32
-		var t string
+		var t sql.RawBytes // copied into the dictionary's arena: no string a term
 		if err := r.Scan(&id, &t); err != nil {
 			return err
 		}
-		if id < 0 || t == "" || len(t) > maxTermLen {
+		if id < 0 || len(t) == 0 || len(t) > maxTermLen {
 			return fmt.Errorf("term id %d: %d bytes (want 1 to %d) or a negative id", id, len(t), maxTermLen)
 		}
-		if _, dup := ix.ids.get(t); dup {
+		if ix.ids.putNew(t, id) {
 			return fmt.Errorf("term id %d: its term is in the dictionary twice", id)
 		}
-		ix.ids.put(t, id)
 		ix.nextTerm = max(ix.nextTerm, id+1)
 		return nil
 	})

@@ -360,3 +360,41 @@ func TestHugeKAllocatesForCandidates(t *testing.T) {
 		}
 	}
 }
+
+// Load refuses a dictionary that names a term twice or holds an empty
+// term (a damaged file), and loads one whose ids have gaps (terms a
+// compaction dropped) with every term at its id.
+func TestLoadDictionaryChecks(t *testing.T) {
+	ctx := context.Background()
+	for name, c := range map[string]struct {
+		rows string
+		ok   bool
+	}{
+		"a term twice":  {`(0, 'apple'), (1, 'pear'), (2, 'apple')`, false},
+		"an empty term": {`(0, 'apple'), (1, '')`, false},
+		"gaps":          {`(5, 'apple'), (0, 'pear'), (9, 'fig')`, true},
+	} {
+		db := newDB(t)
+		if _, err := db.Exec(`INSERT INTO fts_terms VALUES ` + c.rows); err != nil {
+			t.Fatal(err)
+		}
+		ix, err := Load(ctx, db)
+		if !c.ok {
+			if err == nil || !strings.Contains(err.Error(), "load fts dictionary") {
+				t.Errorf("%s: Load = %v, want a dictionary error", name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for term, id := range map[string]int32{"apple": 5, "pear": 0, "fig": 9} {
+			if got, ok := ix.ids.get(term); !ok || got != id {
+				t.Errorf("%s: %q has id %d, %v; want %d", name, term, got, ok, id)
+			}
+		}
+		if ix.nextTerm != 10 {
+			t.Errorf("%s: next term id %d, want 10", name, ix.nextTerm)
+		}
+	}
+}
