@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"runtime/debug"
 	"strings"
 )
 
@@ -254,6 +255,13 @@ func (ix *Index) rewriteLive(ctx context.Context, s *state, minShare float64, mi
 	if err != nil {
 		return "", fmt.Errorf("compact: %w", err)
 	}
+	// The copy grows DuckDB's memory (at 1M passages from about 330 MB
+	// to 560 MB resident) while the Go heap, at its peak after a build,
+	// keeps up to twice its live size mapped (400 MB for 184 live): a
+	// build's peak RSS was this copy's. A collection that hands the free
+	// pages back first costs one GC cycle (0.1 s at 1M) in a rewrite of
+	// seconds to minutes.
+	debug.FreeOSMemory()
 	if err := s.rewriteTo(ctx, ix.layout.GenerationPath(gen)); err != nil {
 		ix.layout.Abandon(gen)
 		return "", fmt.Errorf("compact: %w", err)
