@@ -57,7 +57,7 @@ func (x *packIndex) encodeMidx() []byte {
 // goes (through a 64 KiB buffer: at 1M documents the index is 70 MB,
 // which an encoding held in memory, in buffers that grow by doubling,
 // took about three times over), and returns w's first error. The caller
-// holds x.mu (read).
+// holds x.mu (read), or x is a view (packIndex.view) no one changes.
 func (x *packIndex) encodeMidxTo(w io.Writer) error {
 	crc := crc32.New(castagnoli)
 	b := bufio.NewWriterSize(io.MultiWriter(w, crc), 64<<10)
@@ -376,19 +376,13 @@ func (s *Store) writeMidx(ctx context.Context, minAdded int) error {
 		return nil
 	}
 	n := x.livePacks()
-	// Encoded as it is written, under the read lock (lookups go on; a
-	// batch's new pack waits); the lock is released before the file's
-	// fsync and rename, or the upload's completion.
-	locked := true
-	err := s.writeWith(ctx, midxKey, "application/octet-stream", func(w io.Writer) error {
-		err := x.encodeMidxTo(w)
-		x.mu.RUnlock()
-		locked = false
-		return err
-	})
-	if locked {
-		x.mu.RUnlock()
-	}
+	// Encoded as it is written, from a view taken under the read lock
+	// (runs shared, lists copied): an object store's Write blocks while
+	// its upload waits on the network, and a lock held there would stall
+	// a batch's addPack and, behind it, every lookup.
+	v := x.view()
+	x.mu.RUnlock()
+	err := s.writeWith(ctx, midxKey, "application/octet-stream", v.encodeMidxTo)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", midxKey, err)
 	}

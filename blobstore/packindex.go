@@ -223,6 +223,17 @@ func (t *table[K]) each(packs []*packInfo, fn func(e ent[K])) {
 	}
 }
 
+// view returns a copy of the table that stays as it is while the table
+// changes: each shard's list of runs copied, the runs shared (a run is
+// never changed once made: add and compact make new ones).
+func (t *table[K]) view() table[K] {
+	v := table[K]{cmp: t.cmp}
+	for s, runs := range t.shards {
+		v.shards[s] = slices.Clone(runs)
+	}
+	return v
+}
+
 // runCount counts the runs of every shard.
 func (t *table[K]) runCount() int {
 	n := 0
@@ -290,6 +301,28 @@ func newPackIndex() *packIndex {
 		}
 	}
 	return x
+}
+
+// view returns what encodeMidxTo reads of the index (packs, tables,
+// copies), as it is now, to be read without mu: the packs and copies
+// copied (gone flags and copies change in place), the tables by their
+// views. Runs merged away meanwhile stay in memory until the view goes.
+// The caller holds mu.
+func (x *packIndex) view() *packIndex {
+	v := &packIndex{
+		packs:  make([]*packInfo, len(x.packs)),
+		blobs:  x.blobs.view(),
+		recs:   x.recs.view(),
+		copies: make(map[[32]byte][]uint32, len(x.copies)),
+	}
+	for i, p := range x.packs {
+		c := *p
+		v.packs[i] = &c
+	}
+	for k, ps := range x.copies {
+		v.copies[k] = slices.Clone(ps)
+	}
+	return v
 }
 
 // blobPacks calls fn with the index (in packs) of every pack that holds
