@@ -69,6 +69,33 @@ func TestPackIndexShardsMatchModel(t *testing.T) {
 				t.Fatalf("step %d: record %x: got %+v %v, want %+v %v", step, dk[:4], gr, ok, wr, wok)
 			}
 		}
+		// blobPacks (Repack's erasure): every live pack holding the blob.
+		holders := map[[32]byte]map[uint32]bool{}
+		for pi, p := range x.packs {
+			if p.gone {
+				continue
+			}
+			for _, e := range packEntries[p.name] {
+				if e.kind == kindBlob {
+					if holders[e.key] == nil {
+						holders[e.key] = map[uint32]bool{}
+					}
+					holders[e.key][uint32(pi)] = true
+				}
+			}
+		}
+		for _, k := range pool {
+			got := map[uint32]bool{}
+			x.blobPacks(&k, func(p uint32) { got[p] = true })
+			if len(got) != len(holders[k]) {
+				t.Fatalf("step %d: blobPacks(%x) = %v, want %v", step, k[:4], got, holders[k])
+			}
+			for p := range got {
+				if !holders[k][p] {
+					t.Fatalf("step %d: blobPacks(%x) = %v, want %v", step, k[:4], got, holders[k])
+				}
+			}
+		}
 		var prev []byte
 		nb := 0
 		x.blobs.each(x.packs, func(e ent[[32]byte]) {
