@@ -80,17 +80,16 @@ func (d *dict) reserve(terms, bytes int, maxID int32) {
 }
 
 // putNew adds t with id unless t is present (dup), with one probe of the
-// table where get and put took two (Load, 639k terms at 1M). id is not
-// present; 0 < len(t) ≤ maxTermLen, which the caller checks. maphash.Bytes
-// hashes as maphash.String does the same bytes.
-func (d *dict) putNew(t []byte, id int32) (dup bool) {
+// table where get and put took two (Load, 639k terms at 1M). id has no
+// term yet (has); 0 < len(t) ≤ maxTermLen, which the caller checks.
+func (d *dict) putNew(t string, id int32) (dup bool) {
 	if (d.n+1)*4 > len(d.slots)*3 {
 		d.grow()
 	}
 	mask := uint64(len(d.slots) - 1)
-	i := maphash.Bytes(d.seed, t) & mask
+	i := maphash.String(d.seed, t) & mask
 	for ; d.slots[i] != 0; i = (i + 1) & mask {
-		if string(d.termBytes(d.slots[i]-1)) == string(t) {
+		if string(d.termBytes(d.slots[i]-1)) == t {
 			return true
 		}
 	}
@@ -99,6 +98,11 @@ func (d *dict) putNew(t []byte, id int32) (dup bool) {
 	d.slots[i] = id + 1
 	d.n++
 	return false
+}
+
+// has reports whether id has a term.
+func (d *dict) has(id int32) bool {
+	return id >= 0 && int(id) < len(d.loc) && d.loc[id] != 0
 }
 
 // setLoc records that id's term, of n bytes, is appended to the arena

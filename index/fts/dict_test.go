@@ -117,14 +117,14 @@ func TestDictReservePutNew(t *testing.T) {
 	d.reserve(n, bytes, n-1)
 	slots, arena := len(d.slots), cap(d.arena)
 	for _, id := range rng.Perm(n) {
-		if d.putNew([]byte(terms[id]), int32(id)) {
+		if d.putNew(terms[id], int32(id)) {
 			t.Fatalf("putNew(%q) reported a duplicate", terms[id])
 		}
 	}
 	if len(d.slots) != slots || cap(d.arena) != arena || cap(d.loc) != n {
 		t.Errorf("grew: %d slots (reserved %d), arena cap %d (%d), loc cap %d (%d)", len(d.slots), slots, cap(d.arena), arena, cap(d.loc), n)
 	}
-	if !d.putNew([]byte(terms[5]), n+7) {
+	if !d.putNew(terms[5], n+7) {
 		t.Error("putNew of a present term did not report it")
 	}
 	if d.n != n || d.term(n+7) != "" {
@@ -143,7 +143,7 @@ func TestDictReservePutNew(t *testing.T) {
 	if cap(big.loc) != 0 {
 		t.Errorf("a maximum id of 2^30 for 10 terms reserved %d ids", cap(big.loc))
 	}
-	big.putNew([]byte("x"), 3)
+	big.putNew("x", 3)
 	if id, ok := big.get("x"); !ok || id != 3 {
 		t.Errorf("get(x) = %d, %v after an unreserved put", id, ok)
 	}

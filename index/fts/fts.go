@@ -135,12 +135,15 @@ func Load(ctx context.Context, q Querier) (*Index, error) {
 	ix.ids.reserve(int(terms), int(termBytes), maxTerm)
 	err := scan(ctx, q, `SELECT term_id, term FROM fts_terms`, func(r *sql.Rows) error {
 		var id int32
-		var t sql.RawBytes // copied into the dictionary's arena: no string a term
+		var t string
 		if err := r.Scan(&id, &t); err != nil {
 			return err
 		}
-		if id < 0 || len(t) == 0 || len(t) > maxTermLen {
+		if id < 0 || t == "" || len(t) > maxTermLen {
 			return fmt.Errorf("term id %d: %d bytes (want 1 to %d) or a negative id", id, len(t), maxTermLen)
+		}
+		if ix.ids.has(id) {
+			return fmt.Errorf("term id %d: it names two terms", id)
 		}
 		if ix.ids.putNew(t, id) {
 			return fmt.Errorf("term id %d: its term is in the dictionary twice", id)

@@ -361,8 +361,8 @@ func TestHugeKAllocatesForCandidates(t *testing.T) {
 	}
 }
 
-// Load refuses a dictionary that names a term twice or holds an empty
-// term (a damaged file), and loads one whose ids have gaps (terms a
+// Load refuses a dictionary that names a term twice, gives an id two
+// terms or holds an empty term (a damaged file), and loads one whose ids have gaps (terms a
 // compaction dropped) with every term at its id.
 func TestLoadDictionaryChecks(t *testing.T) {
 	ctx := context.Background()
@@ -371,6 +371,7 @@ func TestLoadDictionaryChecks(t *testing.T) {
 		ok   bool
 	}{
 		"a term twice":  {`(0, 'apple'), (1, 'pear'), (2, 'apple')`, false},
+		"an id twice":   {`(0, 'apple'), (1, 'pear'), (1, 'fig')`, false},
 		"an empty term": {`(0, 'apple'), (1, '')`, false},
 		"gaps":          {`(5, 'apple'), (0, 'pear'), (9, 'fig')`, true},
 	} {
