@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 )
 
@@ -260,8 +261,11 @@ func (ix *Index) rewriteLive(ctx context.Context, s *state, minShare float64, mi
 	// keeps up to twice its live size mapped (400 MB for 184 live): a
 	// build's peak RSS was this copy's. A collection that hands the free
 	// pages back first costs one GC cycle (0.1 s at 1M) in a rewrite of
-	// seconds to minutes.
-	debug.FreeOSMemory()
+	// seconds to minutes; it collects the whole process's heap, so only
+	// when that gives back enough to matter.
+	if heapToGiveBack() >= giveBackMin {
+		debug.FreeOSMemory()
+	}
 	if err := s.rewriteTo(ctx, ix.layout.GenerationPath(gen)); err != nil {
 		ix.layout.Abandon(gen)
 		return "", fmt.Errorf("compact: %w", err)
@@ -277,6 +281,32 @@ func (ix *Index) rewriteLive(ctx context.Context, s *state, minShare float64, mi
 		}
 	}
 	return s.gen, nil
+}
+
+// giveBackMin is the least heapToGiveBack for which a rewrite first
+// hands the Go heap's free pages back (debug.FreeOSMemory).
+const giveBackMin = 64 << 20
+
+// heapToGiveBack estimates, in bytes, what a collection and a scavenge
+// would give back to the operating system: the heap's free and unused
+// pages not released yet, and its objects beyond the live heap of the
+// last collection (runtime/metrics; 0 for a metric the runtime lacks).
+func heapToGiveBack() uint64 {
+	ss := []metrics.Sample{
+		{Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/memory/classes/heap/unused:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/gc/heap/live:bytes"},
+	}
+	metrics.Read(ss)
+	v := make([]uint64, len(ss))
+	for i, s := range ss {
+		if s.Value.Kind() == metrics.KindUint64 {
+			v[i] = s.Value.Uint64()
+		}
+	}
+	free, unused, objects, live := v[0], v[1], v[2], v[3]
+	return free + unused + objects - min(objects, live)
 }
 
 // compactLive is Index.Compact's part under writeMu: the full-text

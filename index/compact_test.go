@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -461,5 +462,28 @@ func TestOpenReindexesBlocksWithoutRows(t *testing.T) {
 	st := s.fts.Stats()
 	if rows != 40 || distinct != 40 || st.Blocks != 40 || df-int64(st.Tombstones) != 40 {
 		t.Errorf("after the reindex: fts_blocks %d rows (%d distinct), %d live, df(common) %d with %d tombstones; want 40 each", rows, distinct, st.Blocks, df, st.Tombstones)
+	}
+}
+
+// heapToGiveBack sees a heap that a collection would shrink (192 MiB of
+// garbage, collections off) and, once debug.FreeOSMemory has run, no
+// longer does: a rewrite collects the
+// process's heap only when that gives back giveBackMin or more.
+func TestHeapToGiveBack(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // no collection frees the garbage first
+	var keep [][]byte
+	for range 192 {
+		keep = append(keep, make([]byte, 1<<20))
+	}
+	for _, b := range keep {
+		b[0] = 1
+	}
+	keep = nil
+	if got := heapToGiveBack(); got < 128<<20 {
+		t.Errorf("with 192 MiB of garbage: %d MiB to give back, want ≥ 128", got>>20)
+	}
+	debug.FreeOSMemory()
+	if got := heapToGiveBack(); got >= giveBackMin {
+		t.Errorf("after FreeOSMemory: %d MiB to give back, want < %d", got>>20, giveBackMin>>20)
 	}
 }
