@@ -3,6 +3,8 @@ package blobstore
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -368,11 +370,14 @@ func TestPackIndexMemory(t *testing.T) {
 		for j := i; j < i+per && j < n; j++ {
 			var e packEntry
 			e.kind = kindBlob
-			e.key = [32]byte{byte(j), byte(j >> 8), byte(j >> 16), 7}
+			// Keys as the store's are, hashes (a blob's id is its
+			// SHA-256, a record's key the doc id's bytes, itself a
+			// hash): spread over every shard.
+			e.key = sha256.Sum256(binary.LittleEndian.AppendUint32([]byte("blob"), uint32(j)))
 			e.off, e.n = uint64(8+j%per*1000), 1000
 			entries = append(entries, e)
 			e.kind = kindRecord
-			e.key = [32]byte{byte(j >> 16), byte(j >> 8), byte(j), 9}
+			e.key = sha256.Sum256(binary.LittleEndian.AppendUint32([]byte("record"), uint32(j)))
 			entries = append(entries, e)
 			if j == n/2 {
 				probe = e.docKey()
