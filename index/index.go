@@ -142,7 +142,7 @@ type Index struct {
 	ownBlobs bool // Close closes the blob store
 	cfg      config
 
-	writeMu sync.Mutex // one writer; see the locking rules
+	writeMu writerLock // one writer; see the locking rules
 	stale   string     // guarded by writeMu: a published generation this process failed to switch to
 	// mergeErr, guarded by writeMu, is the error of the last background
 	// merge (mergeAfter), until the next ingest or Close reports it;
@@ -682,3 +682,22 @@ func fileSize(path string) int64 {
 	}
 	return 0
 }
+
+// writerLock is Index.writeMu: a mutex that counts its releases, so that
+// a writer that read the index without it (an ingest's prepareBatch) can
+// tell, once it holds it, whether any other writer held it meanwhile.
+// Every write to a generation's rows is made under writeMu (the locking
+// rules) by this process, the only writer of the directory (its LOCK).
+type writerLock struct {
+	sync.Mutex
+	released atomic.Uint64
+}
+
+// Unlock counts the release, then unlocks.
+func (l *writerLock) Unlock() {
+	l.released.Add(1)
+	l.Mutex.Unlock()
+}
+
+// releases returns how many times the lock has been released.
+func (l *writerLock) releases() uint64 { return l.released.Load() }

@@ -1,0 +1,88 @@
+package index
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// An ingest prepares its batch without writeMu and, under it, reads the
+// batch's documents again only when another writer held the lock
+// meanwhile (writerLock's release count): a write that lands between
+// the preparation and the lock is seen (the batch is prepared again, the
+// result as if it came after), and a batch that nothing overtook reads
+// its documents once.
+func TestIngestRechecksOnlyAfterAnotherWriter(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix, err := Open(ctx, dir, &Options{BlobURL: "file://" + filepath.Join(dir, "blobs")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	in := func(src, text string) Input {
+		return Input{Source: src, Name: filepath.Base(src) + ".txt", MediaType: "text/plain", Data: []byte(text)}
+	}
+	ingest := func(ins ...Input) []Result {
+		t.Helper()
+		res, errs, err := ix.IngestBatch(ctx, ins)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		return res
+	}
+	ingest(in("mem://a", "alpha first version"))
+
+	var stages []string
+	overtake := true
+	ingestHook = func(stage string) {
+		stages = append(stages, stage)
+		if stage == "prepared" && overtake {
+			// Another writer, between this batch's preparation and its
+			// lock: document a changes, document b appears.
+			overtake = false
+			ingest(in("mem://a", "alpha second version"), in("mem://b", "beta first version"))
+		}
+	}
+	defer func() { ingestHook = nil }()
+	res := ingest(in("mem://a", "alpha third version"), in("mem://b", "beta second version"))
+	// The batch, its overtaking writer's (its own hooks), the recheck, a
+	// second preparation; then a second recheck when the overtaking
+	// writer's background merge (mergeAfter) took writeMu meanwhile.
+	want := []string{"prepared", "prepared", "recheck", "prepared"}
+	if len(stages) < len(want) || len(stages) > len(want)+1 || !slices.Equal(stages[:len(want)], want) || len(stages) > len(want) && stages[len(want)] != "recheck" {
+		t.Fatalf("stages %v, want %v and perhaps a recheck", stages, want)
+	}
+	if res[0].Status != Replaced || res[1].Status != Replaced {
+		t.Errorf("statuses %s, %s, want %s twice (each replaces the overtaking writer's version)", res[0].Status, res[1].Status, Replaced)
+	}
+	for _, c := range []struct{ query, want string }{{"third", "mem://a"}, {"second", "mem://b"}} {
+		hits, err := ix.Search(ctx, c.query, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hits) != 1 || hits[0].Source != c.want {
+			t.Errorf("search %q: %d hits, want %s alone", c.query, len(hits), c.want)
+		}
+	}
+	if v, err := ix.Verify(ctx, nil); err != nil || !v.OK() {
+		t.Fatalf("verify: %v, %+v", err, v)
+	}
+
+	// Nothing overtakes (the merges that the last writes started are
+	// done first): the documents are read once.
+	if err := ix.WaitForMerges(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stages = nil
+	ingest(in("mem://a", "alpha fourth version"), in("mem://c", "gamma"))
+	if len(stages) != 1 || stages[0] != "prepared" {
+		t.Errorf("stages %v, want [prepared] (no second read)", stages)
+	}
+}
