@@ -376,9 +376,11 @@ func (r *midxReader) entries(n uint64, keyLen int, put func(key []byte, pack, of
 			used += at + 4
 			n--
 		}
-		if used == 0 {
-			// Not one whole entry in the window, which is not the end of
-			// the index: the stream ended short of its size, or failed.
+		if err != nil {
+			// The window is short of what was asked: the stream ended
+			// short of the index's size, or failed. bufio.Reader hands
+			// a read error back once: kept now, not left for a later
+			// Peek (which would read on past it).
 			r.fail(err)
 			return
 		}
