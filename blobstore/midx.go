@@ -316,34 +316,17 @@ func (r *midxReader) fail(err error) {
 
 func (r *midxReader) u16() uint16 { return binary.LittleEndian.Uint16(r.next(2)) }
 
-// uvarint reads an unsigned varint of at most 32 bits.
-func (r *midxReader) uvarint() uint32 {
-	if r.err != nil {
-		return 0
-	}
-	b, err := r.r.Peek(int(min(r.left, binary.MaxVarintLen32)))
-	if err != nil && len(b) == 0 {
-		r.fail(err)
-		return 0
-	}
-	v, n := binary.Uvarint(b)
-	if n <= 0 || v > 1<<32-1 {
-		r.err = errMidx
-		return 0
-	}
-	r.r.Discard(n)
-	r.left -= int64(n)
-	return uint32(v)
-}
 func (r *midxReader) u32() uint32 { return binary.LittleEndian.Uint32(r.next(4)) }
 
 // entries reads n entries of a table (a key of keyLen bytes; uvarints
-// pack, off and n of at most 32 bits; a u32 CRC) and calls put with each,
-// key valid until put returns. It decodes them from windows of the read
-// buffer, each taken and released once (Peek, Discard), rather than field
-// by field: at 2M entries that was half of the decoding's CPU
-// (BenchmarkReadMidx). An entry must end within the index: otherwise, or
-// on a field that is not as above, it sets err.
+// pack, off and n, each of at most 5 bytes and 32 bits; a u32 CRC) and
+// calls put with each, key valid until put returns. It decodes them from
+// windows of the read buffer, each taken and released once (Peek,
+// Discard), rather than field by field: at 2M entries that was half of
+// the decoding's CPU (BenchmarkReadMidx). An entry must end within the
+// index: otherwise, or on a field that is not as above, it sets err
+// (errMidx); a read that fails or ends short of the index sets it too
+// (fail: the read's error kept in ioErr).
 func (r *midxReader) entries(n uint64, keyLen int, put func(key []byte, pack, off, n, crc uint32)) {
 	longest := keyLen + 3*binary.MaxVarintLen32 + 4
 	for n > 0 && r.err == nil {
@@ -388,6 +371,7 @@ func (r *midxReader) entries(n uint64, keyLen int, put func(key []byte, pack, of
 		r.left -= int64(used)
 	}
 }
+
 func (r *midxReader) u64() uint64 { return binary.LittleEndian.Uint64(r.next(8)) }
 
 // installMidx makes m the index's content when every pack it names is
