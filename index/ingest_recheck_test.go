@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -20,7 +21,7 @@ func TestIngestRechecksOnlyAfterAnotherWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ix.Close()
+	defer func() { ix.Close() }() // the index open at the end (reopened below)
 	in := func(src, text string) Input {
 		return Input{Source: src, Name: filepath.Base(src) + ".txt", MediaType: "text/plain", Data: []byte(text)}
 	}
@@ -84,5 +85,27 @@ func TestIngestRechecksOnlyAfterAnotherWriter(t *testing.T) {
 	ingest(in("mem://a", "alpha fourth version"), in("mem://c", "gamma"))
 	if len(stages) != 1 || stages[0] != "prepared" {
 		t.Errorf("stages %v, want [prepared] (no second read)", stages)
+	}
+
+	// The first write after an open (a server's, a CLI's; the case the
+	// skip is for): nothing in the background holds writeMu, and a batch
+	// of more than docSetMinBatch documents reads them once.
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ix, err = Open(ctx, dir, &Options{BlobURL: "file://" + filepath.Join(dir, "blobs")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.Search(ctx, "alpha", nil); err != nil {
+		t.Fatal(err)
+	}
+	var batch []Input
+	for i := range docSetMinBatch + 1 {
+		batch = append(batch, in(fmt.Sprintf("mem://n%d", i), fmt.Sprintf("new document %d", i)))
+	}
+	stages = nil
+	ingest(batch...)
+	if len(stages) != 1 || stages[0] != "prepared" {
+		t.Errorf("first write after an open: stages %v, want [prepared]", stages)
 	}
 }
