@@ -72,11 +72,12 @@ var docSetMinBatch = 64
 
 // docSetLoadAfter is how many lookups of more than docSetMinBatch ids a
 // generation answers by a semi-join before it loads the set (docSet).
-// Each batch makes two (prepare, then the check under the writer lock),
-// so 16 is 8 batches: at 1M documents about 0.3-0.8 s of semi-joins
-// against a load of about 0.4 s; a one-batch write pays two. A variable
-// for tests.
-var docSetLoadAfter = 16
+// A batch makes one (prepareBatch), and a second under the writer lock
+// only when another writer held it meanwhile (unchangedSince), so 8 is
+// about 8 batches: at 1M documents about 0.3-0.8 s of semi-joins against
+// a load of about 0.4 s; a one-batch write pays one. A variable for
+// tests.
+var docSetLoadAfter = 8
 
 // candidates returns those of ids that the generation may hold, in order;
 // the others it does not hold.

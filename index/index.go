@@ -699,5 +699,13 @@ func (l *writerLock) Unlock() {
 	l.Mutex.Unlock()
 }
 
+// unlockMerge unlocks without counting the release: for a holder that
+// ran only the full-text merges (state.maintain), which rewrite the
+// full-text tables (fts_*) and no documents row, the rows an
+// ingest's recheck reads (unchangedSince). Counted, the merge that every
+// batch starts in the background (mergeAfter) made the next batch read
+// its documents twice.
+func (l *writerLock) unlockMerge() { l.Mutex.Unlock() }
+
 // releases returns how many times the lock has been released.
 func (l *writerLock) releases() uint64 { return l.released.Load() }

@@ -361,7 +361,7 @@ func (ix *Index) mergeAfter(s *state) error {
 		defer ix.merges.Done()
 		defer s.unref()
 		ix.writeMu.Lock()
-		defer ix.writeMu.Unlock()
+		defer ix.writeMu.unlockMerge() // merges only: no documents row changes
 		if ix.cur.Load() != s || !ix.mergePending {
 			// Closed, or another generation is live (s takes no more
 			// writes), or a later batch's merge, Close or an earlier
@@ -386,7 +386,7 @@ func (ix *Index) mergeAfter(s *state) error {
 // Errors: the merge's; ErrClosed after Close.
 func (ix *Index) WaitForMerges(ctx context.Context) error {
 	ix.writeMu.Lock()
-	defer ix.writeMu.Unlock()
+	defer ix.writeMu.unlockMerge() // merges only: no documents row changes
 	s := ix.cur.Load()
 	if s == nil {
 		return ErrClosed

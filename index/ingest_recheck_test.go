@@ -93,6 +93,23 @@ func TestIngestRechecksOnlyAfterAnotherWriter(t *testing.T) {
 		t.Errorf("stages %v, want [prepared] (no second read)", stages)
 	}
 
+	// Back to back (a bulk ingest): the previous batch's background merge
+	// holds writeMu between this batch's preparation and its lock (the
+	// hook waits for it), and changes no documents row, so the batch
+	// still reads its documents once.
+	ingestHook = func(stage string) {
+		stages = append(stages, stage)
+		if stage == "prepared" {
+			ix.merges.Wait()
+		}
+	}
+	stages = nil
+	ingest(in("mem://a", "alpha fifth version"), in("mem://d", "delta"))
+	if len(stages) != 1 || stages[0] != "prepared" {
+		t.Errorf("after a background merge: stages %v, want [prepared] (a merge does not count as a writer)", stages)
+	}
+	ingestHook = func(stage string) { stages = append(stages, stage) }
+
 	// The first write after an open (a server's, a CLI's; the case the
 	// skip is for): nothing in the background holds writeMu, and a batch
 	// of more than docSetMinBatch documents reads them once.
