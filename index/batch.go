@@ -63,8 +63,9 @@ func (b *batch) waitStored() error {
 // records in the background (batch.waitStored), taking no lock: nothing
 // it stores is referenced until commitBatch, which appends the rows
 // meanwhile and commits once they are durable. A model error fails the
-// batch with nothing stored.
-func (ix *state) prepareBatch(ctx context.Context, ins []input) (*batch, error) {
+// batch with nothing stored. memo keeps the vectors across the tries of
+// one ingest (embedMemo; nil: none kept).
+func (ix *state) prepareBatch(ctx context.Context, ins []input, memo *embedMemo) (*batch, error) {
 	b := &batch{res: make([]Result, len(ins)), errs: make([]error, len(ins)), ids: make([]string, len(ins))}
 	for i, in := range ins {
 		b.ids[i] = blobstore.DocID(in.Source)
@@ -175,7 +176,7 @@ func (ix *state) prepareBatch(ctx context.Context, ins []input) (*batch, error) 
 	}
 	// Embed before anything is stored: a model that fails or times out
 	// fails the batch with nothing written.
-	if err := ix.embedAll(ctx, b.writes); err != nil {
+	if err := ix.embedAll(ctx, b.writes, memo); err != nil {
 		return b, fmt.Errorf("ingest: embed: %w", err)
 	}
 	if len(blobs) == 0 && len(b.records) == 0 {

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/escurel/escurel/blobstore"
+	"github.com/escurel/escurel/embed"
 	"github.com/escurel/escurel/index/chunk"
 	"github.com/escurel/escurel/index/fts"
 )
@@ -239,10 +240,11 @@ func (ix *Index) IngestBatch(ctx context.Context, ins []Input) (res []Result, er
 // when the rows' failed, the retry finds that metadata stored and would
 // report the document Unchanged, so the first try's MetaUpdated stands.
 func (ix *Index) ingest(ctx context.Context, ins []input) (res []Result, errs []error, err error) {
-	res, errs, err = ix.ingestOnce(ctx, ins)
+	memo := &embedMemo{} // every try's vectors, so no text is embedded twice
+	res, errs, err = ix.ingestOnce(ctx, ins, memo)
 	if ix.outOfMemory(ctx, "ingest", err) {
 		first := res
-		res, errs, err = ix.ingestOnce(ctx, ins)
+		res, errs, err = ix.ingestOnce(ctx, ins, memo)
 		for i := range min(len(first), len(res)) {
 			if first[i].Status == MetaUpdated && res[i].Status == Unchanged {
 				res[i].Status = MetaUpdated
@@ -266,7 +268,7 @@ var ingestHook func(stage string)
 // batch's documents are as prepare read them, and commits: records, then
 // the transaction. When another writer got there first it prepares again;
 // after a few tries it prepares under the lock.
-func (ix *Index) ingestOnce(ctx context.Context, ins []input) (res []Result, errs []error, err error) {
+func (ix *Index) ingestOnce(ctx context.Context, ins []input, memo *embedMemo) (res []Result, errs []error, err error) {
 	const tries = 3
 	if ix.readOnly {
 		return nil, nil, ix.readOnlyError()
@@ -280,7 +282,7 @@ func (ix *Index) ingestOnce(ctx context.Context, ins []input) (res []Result, err
 		// Read before prepareBatch reads the documents: a writer that
 		// held writeMu then, or took it since, releases it after.
 		released := ix.writeMu.releases()
-		b, err := s.prepareBatch(ctx, ins)
+		b, err := s.prepareBatch(ctx, ins, memo)
 		if err != nil {
 			s.unref()
 			return b.res, b.errs, err
@@ -326,7 +328,7 @@ func (ix *Index) ingestOnce(ctx context.Context, ins []input) (res []Result, err
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := s.prepareBatch(ctx, ins)
+	b, err := s.prepareBatch(ctx, ins, memo)
 	if err == nil {
 		err = s.commitBatch(ctx, b)
 	}
@@ -424,26 +426,61 @@ func CheckSensitivity(s string) error {
 	return nil
 }
 
+// embedMemo holds the vectors of one ingest call, by the text embedded,
+// across its tries: a batch prepared again (another writer changed one of
+// its documents meanwhile, or DuckDB ran out of memory and the limit was
+// raised) sends the embedder only the texts no earlier try sent, so that
+// with a paid model a retry is not paid twice. Its vectors are of one
+// embedder identity (embed.Spec.Identity): a try on a generation with
+// another (a reembed switched meanwhile) starts it afresh. It lives for
+// the call: at most a batch's texts (≤ 32 MiB) and their vectors.
+type embedMemo struct {
+	spec embed.Spec
+	vecs map[string][]float32 // normalized, never written after they are stored
+}
+
 // embedAll embeds the blocks of docs, in batches across documents and
-// several batches at once (embedTexts). An embedder error fails them all.
-func (ix *state) embedAll(ctx context.Context, docs []pending) error {
+// several batches at once (embedTexts); a text memo holds (a vector from
+// an earlier try of the same ingest) is not sent again, and those sent
+// are added to memo (nil: none kept). An embedder error fails them all.
+func (ix *state) embedAll(ctx context.Context, docs []pending, memo *embedMemo) error {
 	if ix.vec == nil {
 		return nil
 	}
-	var texts []string
+	if memo != nil && (memo.vecs == nil || memo.spec != ix.embedSpec.Identity()) {
+		memo.spec, memo.vecs = ix.embedSpec.Identity(), map[string][]float32{}
+	}
+	var texts, send []string
 	for _, d := range docs {
 		for _, b := range d.blocks {
-			texts = append(texts, ix.embeddingText(b.context, b.body))
+			t := ix.embeddingText(b.context, b.body)
+			texts = append(texts, t)
+			if memo == nil || memo.vecs[t] == nil {
+				send = append(send, t)
+			}
 		}
 	}
-	vecs, err := ix.embedTexts(ctx, texts)
+	vecs, err := ix.embedTexts(ctx, send)
 	if err != nil {
 		return err
+	}
+	if memo == nil {
+		i := 0
+		for _, d := range docs {
+			for j := range d.blocks {
+				d.blocks[j].vector = vecs[i]
+				i++
+			}
+		}
+		return nil
+	}
+	for i, t := range send {
+		memo.vecs[t] = vecs[i]
 	}
 	i := 0
 	for _, d := range docs {
 		for j := range d.blocks {
-			d.blocks[j].vector = vecs[i]
+			d.blocks[j].vector = memo.vecs[texts[i]]
 			i++
 		}
 	}
