@@ -79,6 +79,10 @@ test: deps onnxruntime
 		if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	@# The benchmark module is built and vetted so that it cannot rot unseen.
 	cd bench/fts && $(GO) vet -tags sqlite_fts5 ./...
+	@# The pure-Go packages, tests included, build for Windows and macOS
+	@# (the rest needs DuckDB's cgo build for the target).
+	GOOS=windows CGO_ENABLED=0 $(GO) vet ./blobstore ./internal/layout
+	GOOS=darwin CGO_ENABLED=0 $(GO) vet ./blobstore ./internal/layout
 	ESCUREL_ONNXRUNTIME_LIB=$(ORT_LIB) $(GO) test ./...
 	@# The dense kernels as compiled off x86-64 Linux (arm64, macOS): one
 	@# version each, no AVX-512 (index/dense/kernel.c).

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -92,8 +91,7 @@ func TestListingDuringWrites(t *testing.T) {
 // Objects and directories of a file:// store are private to the owner
 // whatever the umask (issue 19, item 7).
 func TestFileStoreIsPrivate(t *testing.T) {
-	old := syscall.Umask(0o022)
-	defer syscall.Umask(old)
+	withUmask(t, 0o022)
 	ctx := context.Background()
 	for _, loose := range []bool{true, false} {
 		root := filepath.Join(t.TempDir(), "blobs")

@@ -5,9 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // BenchmarkRemovePacked times a delete's part of the blob store in the
@@ -48,7 +46,7 @@ func BenchmarkRemovePacked(b *testing.B) {
 		}
 	}
 	b.ResetTimer()
-	c0 := cpuTime()
+	c0, cpuOK := cpuTime()
 	for i := 0; i < b.N; i++ {
 		if err := s.RemoveRecord(ctx, DocID("/r"+strconv.Itoa(i%packs))); err != nil {
 			b.Fatal(err)
@@ -57,14 +55,7 @@ func BenchmarkRemovePacked(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64((cpuTime()-c0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
-}
-
-// cpuTime is the process's CPU time so far, user and system, all threads.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+	if c1, ok := cpuTime(); ok && cpuOK {
+		b.ReportMetric(float64((c1-c0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

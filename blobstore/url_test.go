@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/escurel/escurel/internal/s3test"
@@ -139,8 +138,7 @@ func TestObjectStorePathIsPrefix(t *testing.T) {
 // is created when missing and private (directories 0700, objects 0600),
 // and a path after an object store's bucket is the key prefix.
 func TestUploadFilesOpensAsOpenBucket(t *testing.T) {
-	old := syscall.Umask(0o022)
-	defer syscall.Umask(old)
+	withUmask(t, 0o022)
 	ctx := context.Background()
 	src := t.TempDir()
 	if err := os.WriteFile(filepath.Join(src, "a.parquet"), []byte("rows"), 0o600); err != nil {
