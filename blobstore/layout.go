@@ -78,6 +78,27 @@ func UsePacks(ctx context.Context, urlstr string) error {
 // Packed reports whether the store is in the pack layout.
 func (s *Store) Packed() bool { return s.px != nil }
 
+// SmallPacks returns how many packs smaller than below bytes the store
+// holds, as this Store knows them (those loaded, and those it wrote
+// since): the packs of single writes and of removals' tombstones, each an
+// object that every Sync lists and every open reads (Repack's FoldBelow
+// folds them). 0 in the loose layout, or before the packs are loaded.
+func (s *Store) SmallPacks(below int64) int {
+	if s.px == nil {
+		return 0
+	}
+	x := s.px
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	n := 0
+	for _, p := range x.packs {
+		if !p.gone && p.size < below {
+			n++
+		}
+	}
+	return n
+}
+
 // openLayout reads the store's layout object, writing it first on a new
 // store (as opts say); in the pack layout it sets s.px and notes whether
 // loose objects exist.

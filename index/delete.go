@@ -386,6 +386,7 @@ func (ix *Index) Delete(ctx context.Context, names ...string) ([]string, error) 
 	if s.outOfMemory(ctx, "delete", err) { // records removed are removed again, idempotently
 		done, err = s.deleteDocs(ctx, names...)
 	}
+	ix.foldAfter() // each removal leaves a pack of tombstones, even one that failed after
 	return done, err
 }
 

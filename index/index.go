@@ -150,7 +150,8 @@ type Index struct {
 	// (Close runs it).
 	mergeErr     error
 	mergePending bool
-	merges       sync.WaitGroup // background merges not yet finished (mergeAfter)
+	merges       sync.WaitGroup // background merges and folds not yet finished (mergeAfter, foldAfter)
+	folding      bool           // guarded by writeMu: a fold of small packs started and not run yet (foldAfter)
 	// blobsGone counts the removals of blobs (Purge, GC), each added under
 	// writeMu after its last blob is deleted. An ingest reads it before it
 	// uploads its blobs without the lock, and prepares again when it
@@ -701,7 +702,8 @@ func (l *writerLock) Unlock() {
 
 // unlockMerge unlocks without counting the release: for a holder that
 // ran only the full-text merges (state.maintain), which rewrite the
-// full-text tables (fts_*) and no documents row, the rows an
+// full-text tables (fts_*), or folded small packs of the blob store
+// (foldAfter), which changes nothing read; no documents row, the rows an
 // ingest's recheck reads (unchangedSince). Counted, the merge that every
 // batch starts in the background (mergeAfter) made the next batch read
 // its documents twice.

@@ -311,6 +311,9 @@ func (ix *Index) ingestOnce(ctx context.Context, ins []input, memo *embedMemo) (
 		}
 		if ok && err == nil {
 			err = s.commitBatch(ctx, b)
+			if err == nil {
+				ix.foldAfter()
+			}
 			if err == nil && len(b.writes) > 0 {
 				err = ix.mergeAfter(s)
 			}
@@ -331,6 +334,9 @@ func (ix *Index) ingestOnce(ctx context.Context, ins []input, memo *embedMemo) (
 	b, err := s.prepareBatch(ctx, ins, memo)
 	if err == nil {
 		err = s.commitBatch(ctx, b)
+	}
+	if err == nil {
+		ix.foldAfter()
 	}
 	if err == nil && len(b.writes) > 0 {
 		err = ix.mergeAfter(s)

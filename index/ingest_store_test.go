@@ -12,7 +12,7 @@ import (
 )
 
 // packFiles counts the blob store's published packs.
-func packFiles(t *testing.T, dir string) int {
+func packFiles(t testing.TB, dir string) int {
 	t.Helper()
 	names, err := filepath.Glob(filepath.Join(dir, "blobs", "packs", "*.pack"))
 	if err != nil {
