@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -246,7 +247,10 @@ func (s *Server) ingestInput(in *IngestInput, body []byte) (index.Input, error) 
 	case in.Text != "":
 		out.Data = []byte(in.Text)
 	default:
-		out.Data = body
+		// A copy: body is the HTTP layer's buffer (huma's pool), reused
+		// for the next request once the handler returns, while the job
+		// may still wait in the queue or run.
+		out.Data = bytes.Clone(body)
 	}
 	if int64(len(out.Data)) > max {
 		return out, &FieldError{"data", fmt.Sprintf("%d bytes, at most %d (the server's upload limit)", len(out.Data), max), len(out.Data)}
