@@ -398,10 +398,10 @@ func testDeleteStatementsUseKeys(t *testing.T, warm bool) {
 // a table other than by its key, or "".
 func scanProblem(plan string) string {
 	type node struct {
-		Type     string            `json:"operator_type"`
-		Extra    map[string]any    `json:"extra_info"` // strings, or lists of them (a FILTER's expressions)
-		Scanned  int64             `json:"operator_rows_scanned"`
-		Children []node            `json:"children"`
+		Type     string         `json:"operator_type"`
+		Extra    map[string]any `json:"extra_info"` // strings, or lists of them (a FILTER's expressions)
+		Scanned  int64          `json:"operator_rows_scanned"`
+		Children []node         `json:"children"`
 	}
 	var root node
 	if err := json.Unmarshal([]byte(plan), &root); err != nil {
