@@ -5,6 +5,8 @@ package index
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"iter"
 	"time"
@@ -142,6 +144,30 @@ func (ix *Index) Document(ctx context.Context, docID, clearance string) (Documen
 		return d, err
 	}
 	return DocumentInfo{}, fmt.Errorf("document %s: %w", docID, ErrNotFound)
+}
+
+// DocumentSensitivity returns the sensitivity of document docID's row in
+// the live generation, and whether there is one: a lookup by the doc_id
+// key and nothing else (about 0.3 ms at 100k documents, against 1.5-3.3
+// for Document). It applies no clearance: it is for an access check that
+// decides what the level allows, such as escurel serve's before every
+// ingest job; the level is a row's, possibly above its record's
+// (derivation may raise it). Errors: ErrClosed, or the query's.
+func (ix *Index) DocumentSensitivity(ctx context.Context, docID string) (string, bool, error) {
+	s, err := ix.acquire()
+	if err != nil {
+		return "", false, err
+	}
+	defer s.unref()
+	var level string
+	err = s.db.QueryRowContext(ctx, `SELECT sensitivity FROM documents WHERE doc_id = ?`, docID).Scan(&level)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("document %s: %w", docID, err)
+	}
+	return level, true, nil
 }
 
 // where returns the conditions of o (clearance, source prefix, status) and

@@ -15,6 +15,8 @@ import (
 // the clearance on the row found, and reports the blocks the row records;
 // a row that records none (block_count -1: written before schema 13)
 // has its blocks counted, by Document and by ListDocuments alike.
+// DocumentSensitivity reads a row's level by the same key, at no
+// clearance.
 func TestDocumentByKey(t *testing.T) {
 	ctx := context.Background()
 	docID := func(i int) string { return blobstore.DocID(fmt.Sprintf("/k%02d.md", i)) }
@@ -81,6 +83,19 @@ func TestDocumentByKey(t *testing.T) {
 	}
 	if _, err := ix.Document(ctx, docID(99), Restricted); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a missing document: %v", err)
+	}
+	// DocumentSensitivity: the row's level, whatever the clearance.
+	for i := range 12 {
+		want := Public
+		if i%4 == 1 {
+			want = Restricted
+		}
+		if got, ok, err := ix.DocumentSensitivity(ctx, docID(i)); got != want || !ok || err != nil {
+			t.Errorf("DocumentSensitivity %d: %q %v %v, want %q", i, got, ok, err, want)
+		}
+	}
+	if got, ok, err := ix.DocumentSensitivity(ctx, docID(99)); ok || err != nil || got != "" {
+		t.Errorf("DocumentSensitivity of a missing document: %q %v %v", got, ok, err)
 	}
 
 	// The plan: documents read by its key, blocks not at all.
