@@ -10,9 +10,12 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/serve"
@@ -102,4 +105,75 @@ func cpuTime(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkConcurrentIngest is what a server taking small writes from
+// many clients sees: 8 clients, each uploading one document after
+// another (POST /v1/ingest?wait=true on 127.0.0.1, file:// blob store,
+// hash embedder), with the single-document ingest jobs queued together
+// run as one batch (IngestBatch 64, the default) and, its peer in the
+// same run, each alone (IngestBatch 1). One op is one document; docs/s is
+// the throughput.
+func BenchmarkConcurrentIngest(b *testing.B) {
+	for _, batch := range []int{64, 1} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			ctx := context.Background()
+			dir := b.TempDir()
+			ix, err := index.Open(ctx, dir, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ix.Close()
+			tokens, err := serve.ParseTokens([]byte(`[{"token": "` + adminToken + `", "name": "admin", "clearance": "restricted", "write": true}]`))
+			if err != nil {
+				b.Fatal(err)
+			}
+			srv, err := serve.New(ix, &serve.Options{Tokens: tokens, AllowWrite: true, IngestBatch: batch,
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			sctx, stop := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- srv.Serve(sctx, ln) }()
+			defer func() { stop(); <-done }()
+			base := "http://" + ln.Addr().String() + "/v1/ingest?wait=true&source="
+			const clients = 8
+			var next atomic.Int64
+			b.ResetTimer()
+			t0 := time.Now()
+			var g errgroup.Group
+			for c := range clients {
+				g.Go(func() error {
+					for {
+						i := next.Add(1) - 1
+						if i >= int64(b.N) {
+							return nil
+						}
+						text := fmt.Sprintf("# Note %d\n\nclient %d writes lentil soup note %d, with onions and cumin\n", i, c, i)
+						req, _ := http.NewRequest("POST", base+fmt.Sprintf("/notes/%d.md", i), strings.NewReader(text))
+						req.Header.Set("Authorization", "Bearer "+adminToken)
+						req.Header.Set("Content-Type", "application/octet-stream")
+						resp, err := http.DefaultClient.Do(req)
+						if err != nil {
+							return err
+						}
+						body, _ := io.ReadAll(resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"succeeded"`)) {
+							return fmt.Errorf("ingest %d: %d %s", i, resp.StatusCode, body)
+						}
+					}
+				})
+			}
+			if err := g.Wait(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/time.Since(t0).Seconds(), "docs/s")
+		})
+	}
 }

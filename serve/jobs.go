@@ -7,6 +7,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/escurel/escurel/index"
 )
 
 // Job kinds: the writes a server runs as jobs.
@@ -37,6 +39,10 @@ const (
 	// DefaultMaxQueue is how many write jobs may wait behind the running
 	// one (Options.MaxQueue); past it a new job is refused with 429.
 	DefaultMaxQueue = 64
+	// DefaultIngestBatch is how many single-document ingest jobs run as
+	// one batch at most (Options.IngestBatch): the queue's length, so
+	// that a full queue of them is one batch.
+	DefaultIngestBatch = 64
 	// KeptJobs is how many finished jobs the server remembers for
 	// GET /v1/jobs; older ones are forgotten first.
 	KeptJobs = 256
@@ -109,7 +115,25 @@ type job struct {
 	// restricted for the writes that act on everything.
 	level string
 	run   func(ctx context.Context, j *job) (*JobResult, error)
-	done  chan struct{} // closed once the job has finished
+	// one, for the ingest of one document (POST /v1/ingest, the ingest
+	// tool), replaces run: the queue ingests it in one batch with the
+	// single-document ingests queued right behind it (jobQueue.work).
+	one  *single
+	done chan struct{} // closed once the job has finished
+}
+
+// single is an ingest job of one document, as the queue runs it in a
+// batch with others (group commit).
+type single struct {
+	source string // the document's source: two of one source never share a batch
+	size   int    // its bytes
+	// check runs the job's access checks again as it starts (a job queued
+	// before it may have changed the document) and returns the document
+	// to ingest.
+	check func(ctx context.Context) (index.Input, error)
+	// finish makes the job's result from the document's outcome in the
+	// batch (its Result and document error), or from the batch's error.
+	finish func(ctx context.Context, j *job, r index.Result, docErr, err error) (*JobResult, error)
 }
 
 // snapshot returns a copy of the job's public state.
@@ -156,10 +180,27 @@ var (
 
 // jobQueue runs write jobs one at a time, in FIFO order, in one goroutine;
 // at most max wait. It remembers the last KeptJobs finished ones.
+//
+// Ingests of one document are run in batches (group commit, as
+// PostgreSQL's commit_delay or Lucene's one commit for many updates): the
+// one at the head of the queue and those queued right behind it, up to
+// group jobs and maxGroupBytes, go to the index as one IngestBatch, one
+// transaction with one embedder call and one fsync of each kind, each job
+// with its own outcome. Nothing waits to fill a batch: it holds the
+// ingests that arrived while the previous write ran, so under a steady
+// stream of small writes the batches grow with the load. A batch stops
+// before a second job for a source already in it (that job runs in the
+// next batch and sees the first's result, as in FIFO order) and before
+// any other kind of job.
 type jobQueue struct {
 	max    int
 	finish func(kind, state string) // metrics
 	length func(n int)              // metrics: jobs waiting
+	// ingest runs a batch of single-document ingests (Index.IngestBatch),
+	// group bounds its jobs (1: one a batch), batched counts it (metrics).
+	ingest  func(ctx context.Context, ins []index.Input) ([]index.Result, []error, error)
+	group   int
+	batched func(docs int)
 
 	mu      sync.Mutex
 	byID    map[string]*job
@@ -173,10 +214,19 @@ type jobQueue struct {
 	exited chan struct{} // closed when the worker returns
 }
 
-func newJobQueue(max int, finish func(kind, state string), length func(int)) *jobQueue {
+// maxGroupBytes bounds the documents' bytes in one batch of single-document
+// ingests: the index's own bound on a batch of files (32 MiB).
+const maxGroupBytes = 32 << 20
+
+// newJobQueue starts the queue's worker; q.ingest, q.group and q.batched
+// are set by setup before it starts.
+func newJobQueue(max int, finish func(kind, state string), length func(int), setup func(q *jobQueue)) *jobQueue {
 	ctx, cancel := context.WithCancel(context.Background())
-	q := &jobQueue{max: max, finish: finish, length: length, byID: map[string]*job{},
+	q := &jobQueue{max: max, finish: finish, length: length, group: 1, batched: func(int) {}, byID: map[string]*job{},
 		wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, exited: make(chan struct{})}
+	if setup != nil {
+		setup(q)
+	}
 	go q.work()
 	return q
 }
@@ -268,32 +318,107 @@ func (q *jobQueue) work() {
 			q.mu.Unlock()
 			return
 		}
-		j := q.waiting[0]
-		q.waiting = q.waiting[1:]
+		n := q.batchLen()
+		group := append([]*job(nil), q.waiting[:n]...)
+		q.waiting = q.waiting[n:]
 		q.length(len(q.waiting))
 		q.mu.Unlock()
-		q.runJob(j)
+		if group[0].one != nil {
+			q.runBatch(group)
+		} else {
+			q.runJob(group[0])
+		}
 	}
 }
 
-func (q *jobQueue) runJob(j *job) {
-	now := time.Now().UTC()
+// batchLen returns how many of the waiting jobs, from the head, run next
+// together: the head alone, or the single-document ingests at the head,
+// up to q.group jobs and maxGroupBytes (the head always), stopping before
+// a second job for a source already taken. q.mu is held.
+func (q *jobQueue) batchLen() int {
+	head := q.waiting[0].one
+	if head == nil {
+		return 1
+	}
+	seen := map[string]bool{head.source: true}
+	n, size := 1, head.size
+	for ; n < len(q.waiting) && n < q.group; n++ {
+		o := q.waiting[n].one
+		if o == nil || seen[o.source] || size+o.size > maxGroupBytes {
+			break
+		}
+		seen[o.source] = true
+		size += o.size
+	}
+	return n
+}
+
+// start marks j running.
+func (j *job) start(now time.Time) {
 	j.mu.Lock()
 	j.pub.State, j.pub.Started = JobRunning, &now
 	j.mu.Unlock()
-	res, err := j.run(q.ctx, j)
-	state := JobSucceeded
+}
+
+// outcome is the state a job that returned err ends in, and the error it
+// shows.
+func (q *jobQueue) outcome(err error) (string, error) {
 	switch {
 	case err != nil && q.ctx.Err() != nil:
 		// Canceled by the shutdown, whatever the error says: a DuckDB
 		// query interrupted by the cancellation answers its own error
 		// ("INTERRUPT Error"), not context.Canceled.
-		state = JobCanceled
-		err = errors.New("canceled: the server shut down while it ran; nothing of it was kept")
+		return JobCanceled, errors.New("canceled: the server shut down while it ran; nothing of it was kept")
 	case err != nil:
-		state = JobFailed
+		return JobFailed, err
 	}
+	return JobSucceeded, nil
+}
+
+func (q *jobQueue) runJob(j *job) {
+	j.start(time.Now().UTC())
+	res, err := j.run(q.ctx, j)
+	state, err := q.outcome(err)
 	q.end(j, state, res, err)
+}
+
+// runBatch runs single-document ingests as one batch: each job's checks,
+// then one IngestBatch of the documents that passed them, then each job's
+// result from its document's outcome. A job whose checks fail ends alone;
+// an error of the batch (storage: none of its rows written) ends every
+// job of it.
+func (q *jobQueue) runBatch(group []*job) {
+	now := time.Now().UTC()
+	for _, j := range group {
+		j.start(now)
+	}
+	var ins []index.Input
+	var in []*job
+	for _, j := range group {
+		input, err := j.one.check(q.ctx)
+		if err != nil {
+			state, err := q.outcome(err)
+			q.end(j, state, nil, err)
+			continue
+		}
+		ins = append(ins, input)
+		in = append(in, j)
+	}
+	if len(in) == 0 {
+		return
+	}
+	res, errs, err := q.ingest(q.ctx, ins)
+	q.batched(len(ins))
+	for i, j := range in {
+		var r index.Result
+		var docErr error
+		if err == nil {
+			r, docErr = res[i], errs[i]
+		}
+		out, jerr := j.one.finish(q.ctx, j, r, docErr, err)
+		state, jerr := q.outcome(jerr)
+		q.end(j, state, out, jerr)
+	}
 }
 
 // end finishes j.

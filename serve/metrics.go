@@ -27,6 +27,7 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 	jobs     *prometheus.CounterVec
 	queued   prometheus.Gauge
+	batches  prometheus.Histogram
 }
 
 func newMetrics() *metrics {
@@ -50,6 +51,11 @@ func newMetrics() *metrics {
 		Name: "escurel_jobs_queued",
 		Help: "Write jobs waiting behind the running one.",
 	})
+	m.batches = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "escurel_ingest_batch_documents",
+		Help:    "Documents in each batch of single-document ingest jobs run together (group commit): 1 when each runs alone.",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
+	})
 	m.registry.MustRegister(m.requests, m.latency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -64,13 +70,15 @@ func (m *metrics) jobFinished(kind, outcome string) { m.jobs.WithLabelValues(kin
 
 func (m *metrics) setQueued(n int) { m.queued.Set(float64(n)) }
 
+func (m *metrics) ingestBatch(docs int) { m.batches.Observe(float64(docs)) }
+
 // watch adds gauges of ix, read at each scrape: documents, blocks, the
 // live generation's number and the index file's size.
 func (m *metrics) watch(ix *index.Index) {
 	m.indexReg = prometheus.NewRegistry()
 	// The write jobs too: restricted writes (and the operator's forwarded
 	// ones) ticking by tell a lower clearance what happens above it.
-	m.indexReg.MustRegister(&indexCollector{ix: ix}, &replicaCollector{ix: ix}, m.jobs, m.queued)
+	m.indexReg.MustRegister(&indexCollector{ix: ix}, &replicaCollector{ix: ix}, m.jobs, m.queued, m.batches)
 }
 
 // indexCollector reads the index's counts when Prometheus scrapes.

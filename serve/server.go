@@ -77,6 +77,11 @@ type Options struct {
 	// MaxQueue bounds the write jobs waiting behind the running one;
 	// past it a write answers 429. Default DefaultMaxQueue.
 	MaxQueue int
+	// IngestBatch bounds how many single-document ingest jobs waiting in
+	// the queue run together, as one batch of the index (one transaction
+	// and embedder call; each job keeps its own outcome). Default
+	// DefaultIngestBatch; 1 runs each alone.
+	IngestBatch int
 	// Reranker, when not nil, reorders the hits of a search that asks
 	// for it (SearchInput.Rerank); nil refuses such a search.
 	Reranker rerank.Reranker
@@ -140,6 +145,9 @@ func New(ix *index.Index, opts *Options) (*Server, error) {
 	if s.opts.MaxQueue <= 0 {
 		s.opts.MaxQueue = DefaultMaxQueue
 	}
+	if s.opts.IngestBatch <= 0 {
+		s.opts.IngestBatch = DefaultIngestBatch
+	}
 	if s.opts.AllowPaths != "" {
 		root, err := filepath.Abs(s.opts.AllowPaths)
 		if err == nil {
@@ -202,7 +210,9 @@ func New(ix *index.Index, opts *Options) (*Server, error) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "generation": s.ix.Generation()})
 	})
 	if s.opts.AllowWrite || s.opts.LocalCommand != nil {
-		s.jobs = newJobQueue(s.opts.MaxQueue, s.metrics.jobFinished, s.metrics.setQueued)
+		s.jobs = newJobQueue(s.opts.MaxQueue, s.metrics.jobFinished, s.metrics.setQueued, func(q *jobQueue) {
+			q.ingest, q.group, q.batched = s.ix.IngestBatch, s.opts.IngestBatch, s.metrics.ingestBatch
+		})
 	}
 	s.handler = s.instrument(s.authenticate(s.timeout(s.problems(s.mux))))
 	s.ready.Store(true)

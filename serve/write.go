@@ -180,19 +180,23 @@ func (s *Server) ingest(ctx context.Context, c Caller, in *IngestInput, body []b
 		return nil, err
 	}
 	j := &job{pub: Job{Kind: JobIngest, Caller: c.Name, Progress: JobProgress{Total: 1}}, level: c.Clearance}
-	j.run = func(ctx context.Context, j *job) (*JobResult, error) {
+	j.one = &single{source: input.Source, size: len(input.Data)}
+	j.one.check = func(ctx context.Context) (index.Input, error) {
 		// Again: a job queued before this one may have changed the
 		// document.
 		if err := s.mayIngest(ctx, c, &input); err != nil {
-			return nil, err
+			return index.Input{}, err
 		}
-		res, errs, err := s.ix.IngestBatch(ctx, []index.Input{input})
+		return input, nil
+	}
+	// The queue runs the job in a batch with the single-document ingests
+	// queued behind it (jobQueue.runBatch).
+	j.one.finish = func(ctx context.Context, j *job, r index.Result, docErr, err error) (*JobResult, error) {
 		if err != nil {
 			return nil, s.jobFailure(ctx, j, err)
 		}
-		r := res[0]
 		if r.Status == "" { // nothing stored; the error is about the caller's own document
-			return nil, errs[0]
+			return nil, docErr
 		}
 		// Fail closed: were the stored document above c's clearance
 		// (mayIngest checks the front matter of text formats only), the
@@ -396,13 +400,13 @@ func (s *Server) level(ctx context.Context, id string) (level string, exists boo
 	default:
 		level, exists = rec.Sensitivity, true
 	}
-	d, err := s.ix.Document(ctx, id, index.Restricted)
+	row, held, err := s.ix.DocumentSensitivity(ctx, id)
 	switch {
-	case errors.Is(err, index.ErrNotFound):
 	case err != nil:
 		return "", false, err
-	case !exists || rank(d.Sensitivity) < 0 || rank(level) >= 0 && rank(d.Sensitivity) > rank(level):
-		level, exists = d.Sensitivity, true
+	case !held:
+	case !exists || rank(row) < 0 || rank(level) >= 0 && rank(row) > rank(level):
+		level, exists = row, true
 	}
 	return level, exists, nil
 }
