@@ -69,6 +69,34 @@ func (s *Store) loadPacks(ctx context.Context, again bool) error {
 	if x.loaded && !again {
 		return nil
 	}
+	// A pack listed and gone before its size or footer was read was
+	// removed by a Repack (GC, Purge, an Index's fold of small packs)
+	// since the listing. Repack stores the pack that takes over its
+	// entries before it removes any, so listing again finds that one,
+	// which the first listing may have come too early to see: without it
+	// the entries it took over (a tombstone, a newer record) were missed,
+	// with no error, and a deleted document read as present (review 14).
+	for try := 0; ; try++ {
+		vanished, err := s.loadPacksLocked(ctx)
+		switch {
+		case err != nil:
+			return err
+		case !vanished:
+			return nil
+		case try+1 == maxPackListings:
+			return fmt.Errorf("list packs: packs were removed during each of %d listings (a repack is running); try again", maxPackListings)
+		}
+	}
+}
+
+// maxPackListings bounds loadPacks' listings while packs vanish under it;
+// past it, it fails rather than read an incomplete set of packs.
+const maxPackListings = 8
+
+// loadPacksLocked is one listing of loadPacks; vanished reports a pack
+// listed and gone before it was read. x.mu is held.
+func (s *Store) loadPacksLocked(ctx context.Context) (vanished bool, _ error) {
+	x := s.px
 	var found []listed
 	present := map[string]bool{}
 	// What the listing is as of: the directory's time before it is read
@@ -77,7 +105,7 @@ func (s *Store) loadPacks(ctx context.Context, again bool) error {
 	if s.localDir != "" {
 		fi, err := os.Stat(s.localPath("packs"))
 		if err != nil {
-			return fmt.Errorf("list packs: %w", err)
+			return false, fmt.Errorf("list packs: %w", err)
 		}
 		dirMod = fi.ModTime()
 	}
@@ -92,7 +120,7 @@ func (s *Store) loadPacks(ctx context.Context, again bool) error {
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("list packs: %w", err)
+		return false, fmt.Errorf("list packs: %w", err)
 	}
 	if s.localDir != "" {
 		kept := found[:0]
@@ -100,10 +128,11 @@ func (s *Store) loadPacks(ctx context.Context, again bool) error {
 			fi, err := os.Stat(s.localPath("packs/" + f.name))
 			if errors.Is(err, os.ErrNotExist) {
 				delete(present, f.name) // removed since the listing
+				vanished = true
 				continue
 			}
 			if err != nil {
-				return fmt.Errorf("list packs: %w", err)
+				return false, fmt.Errorf("list packs: %w", err)
 			}
 			f.size, f.mod = fi.Size(), fi.ModTime()
 			kept = append(kept, f)
@@ -114,7 +143,7 @@ func (s *Store) loadPacks(ctx context.Context, again bool) error {
 		// First use: the multi-pack index, when it still describes the
 		// listing, spares the footers of the packs it names.
 		if err := s.useMidx(ctx, found); err != nil {
-			return err
+			return false, err
 		}
 		kept := found[:0]
 		for _, f := range found {
@@ -166,10 +195,11 @@ func (s *Store) loadPacks(ctx context.Context, again bool) error {
 			continue
 		}
 		if errors.Is(err, ErrNotFound) {
+			vanished = true
 			continue // removed since the listing
 		}
 		if err != nil {
-			return fmt.Errorf("read %s: %w", p.key(), err)
+			return false, fmt.Errorf("read %s: %w", p.key(), err)
 		}
 		// A pack damaged at an earlier read (a short read) that reads now.
 		x.damaged = slices.DeleteFunc(x.damaged, func(d DamagedRecord) bool { return d.Key == p.key() })
@@ -177,7 +207,7 @@ func (s *Store) loadPacks(ctx context.Context, again bool) error {
 	}
 	x.loaded = true
 	x.dirMod, x.listedAt = dirMod, listedAt
-	return nil
+	return vanished, nil
 }
 
 // racyWindow is how long after a directory's modification time a listing
