@@ -9,15 +9,14 @@ import (
 	"testing"
 )
 
-// A second Store (another process: a CLI verify, a rebuild
-// into another directory) that lists packs/ while the writer's Repack
-// folds the small packs. Its listing can come before the folded pack is
-// renamed into place, and its stat or footer read of a listed small pack
-// after that pack was removed: loadPacks drops such a pack as "removed
-// since the listing" and does not list again, so the reader knows
-// neither the folded pack nor the packs it replaced. Here the small
-// packs are removals' tombstones over records in one large pack: the
-// reader then sees deleted documents as present, without an error.
+// A second Store (another process: a CLI verify, a rebuild into another
+// directory) that lists packs/ while the writer's Repack folds the small
+// packs. Its listing can come before the folded pack is renamed into
+// place, and its read of a listed small pack after that pack was
+// removed: it lists again, and so finds the folded pack (review 14,
+// found with this test: it dropped the vanished pack and knew neither,
+// so the small packs' tombstones were missed and deleted documents read
+// as present, without an error).
 func TestFoldWhileSecondStoreLoads(t *testing.T) {
 	ctx := context.Background()
 	const docs = 300

@@ -659,3 +659,22 @@ func BenchmarkReadMidx(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(data))/1e6, "midx-MB")
 }
+
+// Remote is false for the stores on this machine, true for object stores.
+func TestRemote(t *testing.T) {
+	ctx := context.Background()
+	for u, want := range map[string]bool{
+		"mem://": false,
+		(&url.URL{Scheme: "file", Path: t.TempDir()}).String(): false,
+		s3test.Start(t).Bucket(t, "remote", ""):                true,
+	} {
+		s, err := Open(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Remote() != want {
+			t.Errorf("%s: Remote %v, want %v", Redact(u), s.Remote(), want)
+		}
+		s.Close()
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -208,7 +209,21 @@ type RepackResult struct {
 	BytesAfter   int64 `json:"bytes_after"`   // the size of the packs that replaced them
 	BlobsDropped int   `json:"blobs_dropped"` // DropBlobs found and removed, packed or loose
 	LooseDropped int   `json:"loose_dropped"` // loose records removed that a pack hides
+	// Damaged are small packs left out of a fold (FoldBelow) because an
+	// entry to copy failed its checksum: left as they are, for escurel
+	// verify to report, while the others fold.
+	Damaged []string `json:"damaged,omitempty"`
 }
+
+// packDamage is rewritePacks' error for an entry of pack p whose CRC does
+// not match.
+type packDamage struct {
+	p   *packInfo
+	err error
+}
+
+func (e *packDamage) Error() string { return e.err.Error() }
+func (e *packDamage) Unwrap() error { return e.err }
 
 // Repack erases blobs and dead entries from the packs: each pack chosen
 // (RepackOptions) is written anew, with its sequence number, holding only
@@ -342,8 +357,24 @@ func (s *Store) Repack(ctx context.Context, opts RepackOptions) (*RepackResult, 
 			return res, err
 		}
 		before, after, err := s.rewritePacks(ctx, g, drop, erased)
+		// A damaged small pack is left out of its fold, unless it must be
+		// rewritten for itself (a blob to drop, dead bytes): nothing was
+		// written or removed yet, so the group is folded again without it.
+		var dmg *packDamage
+		for errors.As(err, &dmg) && !must[dmg.p] && slices.Contains(g, dmg.p) {
+			res.Damaged = append(res.Damaged, dmg.p.key())
+			g = slices.DeleteFunc(g, func(p *packInfo) bool { return p == dmg.p })
+			if len(g) < 2 && (len(g) == 0 || !must[g[0]]) {
+				g, err = nil, nil
+				break
+			}
+			before, after, err = s.rewritePacks(ctx, g, drop, erased)
+		}
 		if err != nil {
 			return res, fmt.Errorf("repack: fold %d packs from %s: %w", len(g), g[0].key(), err)
+		}
+		if len(g) == 0 {
+			continue
 		}
 		res.Rewritten += len(g)
 		if len(g) > 1 {
@@ -428,7 +459,7 @@ func (s *Store) rewritePacks(ctx context.Context, ps []*packInfo, drop, erased m
 				// damage that came after the caller's Records check.
 				if crc32.Checksum(data[e.off:e.off+e.n], castagnoli) != e.crc {
 					x.mu.RUnlock()
-					return 0, 0, fmt.Errorf("%s: entry at %d+%d: checksum mismatch: %w", p.key(), e.off, e.n, ErrCorrupt)
+					return 0, 0, &packDamage{p, fmt.Errorf("%s: entry at %d+%d: checksum mismatch: %w", p.key(), e.off, e.n, ErrCorrupt)}
 				}
 				if err := b.add(e.kind, e.key, data[e.off:e.off+e.n]); err != nil {
 					x.mu.RUnlock()
