@@ -83,13 +83,19 @@ var autoFoldPacks = 256
 // a full-text merge does (mergeAfter), and changes what no read sees:
 // Repack with FoldBelow writes the small packs' live entries (records,
 // tombstones, blobs, orphans too) into one pack with the highest of their
-// sequence numbers, durably, before removing them; a read of a removed
-// pack loads the packs again. A fold that fails is logged and changes
-// nothing; the next write tries again, and GC folds too. Only for a
-// blob store the Index opened itself (not Options.Blobs: its owner
-// decides) and in the pack layout. The caller holds writeMu.
+// sequence numbers, durably, before removing them; a reader that finds a
+// pack gone lists the packs again (blobstore's loadPacks). Only for a
+// file:// or mem:// blob store the Index opened itself (not
+// Options.Blobs: its owner decides) in the pack layout: on an object
+// store each pack folded is two round trips under writeMu, so GC, which
+// an operator schedules, folds there. A fold that fails is logged and
+// changes nothing, and is tried again once autoFoldPacks more small packs
+// have come; a damaged small pack is left out (logged once) and the
+// others fold. WaitForMerges runs a fold still pending. The caller holds
+// writeMu.
 func (ix *Index) foldAfter() {
-	if !ix.ownBlobs || ix.readOnly || ix.folding || !ix.blobs.Packed() || ix.blobs.SmallPacks(autoFoldBelow) < autoFoldPacks {
+	if !ix.ownBlobs || ix.readOnly || ix.folding || !ix.blobs.Packed() || ix.blobs.Remote() ||
+		ix.blobs.SmallPacks(autoFoldBelow) < max(autoFoldPacks, ix.foldRetryAt) {
 		return
 	}
 	ix.folding = true
@@ -98,17 +104,39 @@ func (ix *Index) foldAfter() {
 		defer ix.merges.Done()
 		ix.writeMu.Lock()
 		defer ix.writeMu.unlockMerge() // packs folded: no documents row changes
-		ix.folding = false
-		if ix.cur.Load() == nil {
-			return // closed
+		if !ix.folding || ix.cur.Load() == nil {
+			return // WaitForMerges ran it, or closed
 		}
-		res, err := ix.blobs.Repack(context.Background(), blobstore.RepackOptions{MinDead: 2, FoldBelow: autoFoldBelow})
-		if err != nil {
-			slog.Warn("index: folding the blob store's small packs failed; the next write tries again (escurel gc folds them too)", "blobs", ix.blobs.Redacted(), "err", err)
-			return
-		}
-		slog.Debug("index: folded the blob store's small packs", "blobs", ix.blobs.Redacted(), "folded", res.Folded, "bytes_before", res.BytesBefore, "bytes_after", res.BytesAfter)
+		ix.fold()
 	}()
+}
+
+// fold is foldAfter's fold; the caller holds writeMu. Its error is
+// logged, and returned for WaitForMerges.
+func (ix *Index) fold() error {
+	ix.folding = false
+	res, err := ix.blobs.Repack(context.Background(), blobstore.RepackOptions{MinDead: 2, FoldBelow: autoFoldBelow})
+	if res != nil {
+		for _, key := range res.Damaged {
+			if !ix.foldDamaged[key] {
+				if ix.foldDamaged == nil {
+					ix.foldDamaged = map[string]bool{}
+				}
+				ix.foldDamaged[key] = true
+				slog.Warn("index: a damaged pack of the blob store is left out of the folding of small packs (escurel verify reports it)", "blobs", ix.blobs.Redacted(), "pack", key)
+			}
+		}
+	}
+	if err != nil {
+		ix.foldRetryAt = ix.blobs.SmallPacks(autoFoldBelow) + autoFoldPacks
+		slog.Warn("index: folding the blob store's small packs failed; tried again after more writes (escurel gc folds them too)", "blobs", ix.blobs.Redacted(), "err", err)
+		return fmt.Errorf("folding the blob store's small packs: %w", err)
+	}
+	// Small packs left out (damaged) or too few to fold count again from
+	// what is left.
+	ix.foldRetryAt = ix.blobs.SmallPacks(autoFoldBelow) + autoFoldPacks
+	slog.Debug("index: folded the blob store's small packs", "blobs", ix.blobs.Redacted(), "folded", res.Folded, "bytes_before", res.BytesBefore, "bytes_after", res.BytesAfter)
+	return nil
 }
 
 // Bytes is the total size of what GC removed, in bytes.

@@ -151,7 +151,13 @@ type Index struct {
 	mergeErr     error
 	mergePending bool
 	merges       sync.WaitGroup // background merges and folds not yet finished (mergeAfter, foldAfter)
-	folding      bool           // guarded by writeMu: a fold of small packs started and not run yet (foldAfter)
+	// folding, foldRetryAt and foldDamaged, guarded by writeMu: a fold of
+	// small packs started and not run yet; the small packs from which the
+	// next one starts (after one, the packs left plus autoFoldPacks); the
+	// damaged packs a fold left out, logged once (foldAfter).
+	folding     bool
+	foldRetryAt int
+	foldDamaged map[string]bool
 	// blobsGone counts the removals of blobs (Purge, GC), each added under
 	// writeMu after its last blob is deleted. An ingest reads it before it
 	// uploads its blobs without the lock, and prepares again when it

@@ -390,8 +390,11 @@ func (ix *Index) mergeAfter(s *state) error {
 // and a later write merges again). As Lucene's IndexWriter.waitForMerges:
 // searches never need it, every committed write is visible without it;
 // it is for a caller that times a write with the work it caused
-// (benchmarks), or wants the index merged before copying its files.
-// Errors: the merge's; ErrClosed after Close.
+// (benchmarks), or wants the index merged before copying its files. It
+// also runs a fold of the blob store's small packs that a write started
+// and that has not run yet (foldAfter), so that no fold runs under a copy
+// of the blob store made after it returns.
+// Errors: the merge's or the fold's; ErrClosed after Close.
 func (ix *Index) WaitForMerges(ctx context.Context) error {
 	ix.writeMu.Lock()
 	defer ix.writeMu.unlockMerge() // merges only: no documents row changes
@@ -409,6 +412,9 @@ func (ix *Index) WaitForMerges(ctx context.Context) error {
 	ix.mergeErr = nil
 	if err != nil {
 		return fmt.Errorf("merging the full-text segments: %w", err)
+	}
+	if ix.folding {
+		return ix.fold() // a fold of small packs started (foldAfter): its goroutine finds it done
 	}
 	return nil
 }

@@ -49,6 +49,9 @@ func (c *GCCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.m.Stdout, "  temporary files    %d (%s)\n", len(r.TempFiles), byteSize(r.TempBytes))
 		fmt.Fprintf(c.m.Stdout, "  generations        %d (%s)%s\n", len(r.Generations), byteSize(r.GenerationBytes), listed(r.Generations))
 		fmt.Fprintf(c.m.Stdout, "  total              %s\n", byteSize(r.Bytes()))
+		if r.Repacked != nil && len(r.Repacked.Damaged) > 0 {
+			fmt.Fprintf(c.m.Stdout, "  damaged packs      %d, left as they are (escurel verify --deep reports them)\n", len(r.Repacked.Damaged))
+		}
 	}
 	return err
 }
