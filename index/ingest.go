@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -445,10 +446,11 @@ func CheckSensitivity(s string) error {
 // with a paid model a retry is not paid twice. Its vectors are of one
 // embedder identity (embed.Spec.Identity): a try on a generation with
 // another (a reembed switched meanwhile) starts it afresh. It lives for
-// the call: at most a batch's texts (≤ 32 MiB) and their vectors.
+// the call and keys a vector by its text's SHA-256, not the text, so it
+// keeps no copy of a batch's texts (up to 32 MiB) past the embedding.
 type embedMemo struct {
 	spec embed.Spec
-	vecs map[string][]float32 // normalized, never written after they are stored
+	vecs map[[32]byte][]float32 // by sha256 of the text; normalized, never written after they are stored
 }
 
 // embedAll embeds the blocks of docs, in batches across documents and
@@ -460,15 +462,22 @@ func (ix *state) embedAll(ctx context.Context, docs []pending, memo *embedMemo) 
 		return nil
 	}
 	if memo != nil && (memo.vecs == nil || memo.spec != ix.embedSpec.Identity()) {
-		memo.spec, memo.vecs = ix.embedSpec.Identity(), map[string][]float32{}
+		memo.spec, memo.vecs = ix.embedSpec.Identity(), map[[32]byte][]float32{}
 	}
-	var texts, send []string
+	var send []string
+	var keys, sent [][32]byte // with memo: every block's text's key, and those of send
 	for _, d := range docs {
 		for _, b := range d.blocks {
 			t := ix.embeddingText(b.context, b.body)
-			texts = append(texts, t)
-			if memo == nil || memo.vecs[t] == nil {
+			if memo == nil {
 				send = append(send, t)
+				continue
+			}
+			k := sha256.Sum256([]byte(t))
+			keys = append(keys, k)
+			if memo.vecs[k] == nil {
+				send = append(send, t)
+				sent = append(sent, k)
 			}
 		}
 	}
@@ -486,13 +495,13 @@ func (ix *state) embedAll(ctx context.Context, docs []pending, memo *embedMemo) 
 		}
 		return nil
 	}
-	for i, t := range send {
-		memo.vecs[t] = vecs[i]
+	for i, k := range sent {
+		memo.vecs[k] = vecs[i]
 	}
 	i := 0
 	for _, d := range docs {
 		for j := range d.blocks {
-			d.blocks[j].vector = memo.vecs[texts[i]]
+			d.blocks[j].vector = memo.vecs[keys[i]]
 			i++
 		}
 	}
