@@ -100,6 +100,15 @@ type committedError struct{ err error }
 func (e *committedError) Error() string { return e.err.Error() }
 func (e *committedError) Unwrap() error { return e.err }
 
+// Committed reports whether err is an error after a write committed: its
+// documents are stored (and searchable) and only work after the commit
+// failed, such as a full-text merge. Trying the write again would repeat
+// it; a caller that splits a batch to retry it must not.
+func Committed(err error) bool {
+	var c *committedError
+	return errors.As(err, &c)
+}
+
 // afterCommit marks err, if any, as one after a write committed.
 func afterCommit(err error) error {
 	if err == nil {

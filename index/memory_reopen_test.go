@@ -216,6 +216,9 @@ func TestOutOfMemoryAfterCommitNotRetried(t *testing.T) {
 	if s.outOfMemory(ctx, "test", afterCommit(fmt.Errorf("ingest: committed, then: %w", oom))) {
 		t.Error("an error after a commit was to be tried again")
 	}
+	if !Committed(fmt.Errorf("wrapped: %w", afterCommit(oom))) || Committed(oom) || Committed(nil) {
+		t.Error("Committed does not tell an error after a commit from one before")
+	}
 	if s.outOfMemory(ctx, "test", errors.New("some other error")) {
 		t.Error("an error other than out of memory was to be tried again")
 	}

@@ -384,9 +384,12 @@ func (q *jobQueue) runJob(j *job) {
 
 // runBatch runs single-document ingests as one batch: each job's checks,
 // then one IngestBatch of the documents that passed them, then each job's
-// result from its document's outcome. A job whose checks fail ends alone;
-// an error of the batch (storage: none of its rows written) ends every
-// job of it.
+// result from its document's outcome. A job whose checks fail ends alone.
+// An error of the batch before anything was stored (a model error, a
+// storage error) may come from one job's document: the jobs then run
+// again one by one (each its checks again), so each ends as it would have
+// alone; an error after the commit (index.Committed) ends every job of
+// the batch, as it would have ended each.
 func (q *jobQueue) runBatch(group []*job) {
 	now := time.Now().UTC()
 	for _, j := range group {
@@ -409,6 +412,16 @@ func (q *jobQueue) runBatch(group []*job) {
 	}
 	res, errs, err := q.ingest(q.ctx, ins)
 	q.batched(len(ins))
+	if err != nil && len(in) > 1 && !index.Committed(err) && q.ctx.Err() == nil {
+		// Nothing of the batch was stored, and the error may be one
+		// document's (a model that fails on it, a derivation error):
+		// each job runs alone, as it would have in a batch of its own,
+		// so that no caller's job fails for another's document.
+		for _, j := range in {
+			q.runBatch([]*job{j})
+		}
+		return
+	}
 	for i, j := range in {
 		var r index.Result
 		var docErr error
