@@ -84,6 +84,7 @@ func (s *Store) loadPacks(ctx context.Context, again bool) error {
 		case !vanished:
 			return nil
 		case try+1 == maxPackListings:
+			x.loaded, x.listedAt = false, time.Time{} // not a set to read: the next use lists again
 			return fmt.Errorf("list packs: packs were removed during each of %d listings (a repack is running); try again", maxPackListings)
 		}
 	}

@@ -128,8 +128,8 @@ func (ix *Index) ListDocuments(ctx context.Context, opts *ListOptions) iter.Seq2
 					return
 				}
 			}
-			if len(page) < o.PageSize {
-				return
+			if len(page) < o.PageSize || o.docID != "" {
+				return // one document's query has no cursor: one page
 			}
 			after, first = page[len(page)-1].Source, false
 		}

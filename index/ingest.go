@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -403,21 +404,23 @@ func (ix *Index) WaitForMerges(ctx context.Context) error {
 	if s == nil {
 		return ErrClosed
 	}
+	var err error
 	if ix.mergePending {
 		ix.mergePending = false
-		if err := s.maintain(ctx); err != nil {
-			return fmt.Errorf("merging the full-text segments: %w", err)
-		}
+		err = s.maintain(ctx)
 	}
-	err := ix.mergeErr
-	ix.mergeErr = nil
+	if err == nil {
+		err, ix.mergeErr = ix.mergeErr, nil // the last background merge's
+	}
 	if err != nil {
-		return fmt.Errorf("merging the full-text segments: %w", err)
+		err = fmt.Errorf("merging the full-text segments: %w", err)
 	}
 	if ix.folding {
-		return ix.fold() // a fold of small packs started (foldAfter): its goroutine finds it done
+		// A fold of small packs started (foldAfter), whatever the merge
+		// did: its goroutine finds it done.
+		err = errors.Join(err, ix.fold())
 	}
-	return nil
+	return err
 }
 
 var languageTag = regexp.MustCompile(`^[a-z]{2,3}(-[A-Za-z0-9]{1,8})*$`)
