@@ -294,6 +294,26 @@ type packIndex struct {
 	// whose entry a merge dropped: a blob packed by two batches at once.
 	// Rare; kept until the pack is gone, so that Repack erases every copy.
 	copies map[[32]byte][]uint32
+	// hidden are packs this Store is publishing (on disk or uploaded, not
+	// indexed yet) or removing (forgotten, not deleted yet): a listing
+	// meanwhile must not index them, or a pack removed would come back
+	// in memory as a ghost, and a pack being published could be folded
+	// away by a Repack before its writer indexes it (review 14).
+	hidden map[string]bool
+}
+
+// hide keeps name out of the listings (hidden) until unhide or, for a
+// pack being published, its addLocked.
+func (x *packIndex) hide(name string) {
+	x.mu.Lock()
+	x.hidden[name] = true
+	x.mu.Unlock()
+}
+
+func (x *packIndex) unhide(name string) {
+	x.mu.Lock()
+	delete(x.hidden, name)
+	x.mu.Unlock()
 }
 
 func newPackIndex() *packIndex {
@@ -303,6 +323,7 @@ func newPackIndex() *packIndex {
 		recs:   table[[16]byte]{cmp: cmp16},
 		tombs:  map[[16]byte]bool{},
 		copies: map[[32]byte][]uint32{},
+		hidden: map[string]bool{},
 	}
 	x.blobs.lost = func(e *ent[[32]byte]) {
 		if !slices.Contains(x.copies[e.key], e.pack) {
@@ -348,6 +369,7 @@ func (x *packIndex) blobPacks(k *[32]byte, fn func(pack uint32)) {
 // addLocked adds a pack and its entries, unless it is there already. The
 // caller holds mu.
 func (x *packIndex) addLocked(p *packInfo, entries []packEntry) {
+	delete(x.hidden, p.name) // published
 	if _, ok := x.byName[p.name]; ok {
 		return // a listing found it first
 	}

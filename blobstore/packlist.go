@@ -486,8 +486,11 @@ func (s *Store) rewritePacks(ctx context.Context, ps []*packInfo, drop, erased m
 	for _, p := range ps {
 		x.mu.Lock()
 		x.forgetLocked([]string{p.name}) // Repack compacts the index once, at the end
+		x.hidden[p.name] = true          // a listing before the delete must not index it again
 		x.mu.Unlock()
-		if err := s.bucket.Delete(ctx, p.key()); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		err := s.bucket.Delete(ctx, p.key())
+		x.unhide(p.name)
+		if err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 			return 0, 0, err
 		}
 	}

@@ -115,7 +115,7 @@ func (s *Store) loadPacksLocked(ctx context.Context) (vanished bool, _ error) {
 	err := s.list(ctx, "packs/", s.localDir == "", func(name string, size int64, mod time.Time) {
 		if seq, ok := parsePackName(name); ok {
 			present[name] = true
-			if _, known := x.byName[name]; !known {
+			if _, known := x.byName[name]; !known && !x.hidden[name] {
 				found = append(found, listed{name, seq, size, mod})
 			}
 		}
@@ -473,7 +473,9 @@ func (s *Store) writePack(ctx context.Context, b *packBuilder, seq uint64) (*pac
 }
 
 // storePack stores a finished pack durably under a new name (seq 0: the
-// next sequence number), without adding it to the index.
+// next sequence number), without adding it to the index; the name is
+// hidden from listings until the caller adds it (addLocked), which every
+// caller does at once.
 func (s *Store) storePack(ctx context.Context, b *packBuilder, seq uint64) (*packInfo, error) {
 	if s.localDir != "" {
 		return s.storePackFile(ctx, b.bytes(), seq)
@@ -486,7 +488,9 @@ func (s *Store) storePack(ctx context.Context, b *packBuilder, seq uint64) (*pac
 	}
 	data := b.bytes()
 	p := &packInfo{name: packName(seq, randSuffix()), seq: seq, size: int64(len(data)), mod: time.Now()}
+	s.px.hide(p.name) // until the caller indexes it (addLocked)
 	if err := s.write(ctx, p.key(), data, "application/octet-stream"); err != nil {
+		s.px.unhide(p.name)
 		return nil, err
 	}
 	return p, nil
@@ -521,7 +525,9 @@ func (s *Store) storePackFile(ctx context.Context, data []byte, seq uint64) (*pa
 		return nil, err
 	}
 	p := &packInfo{name: packName(seq, randSuffix()), seq: seq, size: int64(len(data)), mod: time.Now()}
+	s.px.hide(p.name) // until the caller indexes it (addLocked)
 	if err := os.Rename(tmp, s.localPath(p.key())); err != nil {
+		s.px.unhide(p.name)
 		removeTemp(tmp)
 		return nil, err
 	}
