@@ -693,7 +693,16 @@ func mkdirDurable(root, rel string) error {
 	return nil
 }
 
+// syncDirFault, when not nil (tests), is called by syncDir first; an
+// error it returns is syncDir's.
+var syncDirFault func(dir string) error
+
 func syncDir(dir string) error {
+	if syncDirFault != nil {
+		if err := syncDirFault(dir); err != nil {
+			return err
+		}
+	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

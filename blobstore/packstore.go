@@ -473,9 +473,9 @@ func (s *Store) writePack(ctx context.Context, b *packBuilder, seq uint64) (*pac
 }
 
 // storePack stores a finished pack durably under a new name (seq 0: the
-// next sequence number), without adding it to the index; the name is
-// hidden from listings until the caller adds it (addLocked), which every
-// caller does at once.
+// next sequence number), without adding it to the index; on success the
+// name is hidden from listings until the caller adds it (addLocked), which
+// every caller does at once; on an error it is not hidden.
 func (s *Store) storePack(ctx context.Context, b *packBuilder, seq uint64) (*packInfo, error) {
 	if s.localDir != "" {
 		return s.storePackFile(ctx, b.bytes(), seq)
@@ -533,6 +533,9 @@ func (s *Store) storePackFile(ctx context.Context, data []byte, seq uint64) (*pa
 	}
 	tempDone(tmp)
 	if err := syncDir(dir); err != nil {
+		// The pack is in packs/ (maybe not durably): the next listing
+		// indexes it, as every other Store's does.
+		s.px.unhide(p.name)
 		return nil, err
 	}
 	return p, nil
