@@ -52,15 +52,9 @@ func BenchmarkSearchOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(sctx, ln) }()
-	defer func() { stop(); <-done }()
-	url := "http://" + ln.Addr().String() + "/v1/search"
+	base, stop := serveLocal(b, srv)
+	defer stop()
+	url := base + "/v1/search"
 	body, _ := json.Marshal(map[string]any{"query": "marjoram7", "k": 10, "mode": "bm25"})
 
 	b.Run("in-process", func(b *testing.B) {
@@ -88,6 +82,20 @@ func BenchmarkSearchOverhead(b *testing.B) {
 			}
 		}
 	})
+}
+
+// serveLocal serves srv on 127.0.0.1 and returns its base URL and the
+// function that stops it (and waits for Serve to return): call it before
+// the index is closed.
+func serveLocal(b *testing.B, srv *serve.Server) (string, func()) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	return "http://" + ln.Addr().String(), func() { stop(); <-done }
 }
 
 // reportCPU reports the process's CPU time (user and system, every
@@ -133,15 +141,9 @@ func BenchmarkConcurrentIngest(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			sctx, stop := context.WithCancel(ctx)
-			done := make(chan error, 1)
-			go func() { done <- srv.Serve(sctx, ln) }()
-			defer func() { stop(); <-done }()
-			base := "http://" + ln.Addr().String() + "/v1/ingest?wait=true&source="
+			addr, stop := serveLocal(b, srv)
+			defer stop()
+			base := addr + "/v1/ingest?wait=true&source="
 			const clients = 8
 			var next atomic.Int64
 			b.ResetTimer()

@@ -1,17 +1,9 @@
 package serve_test
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
-	"net/http"
-	"net/url"
 	"testing"
 
-	"github.com/escurel/escurel/embed"
-	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/internal/modelserver"
 	"github.com/escurel/escurel/serve"
 )
@@ -27,42 +19,11 @@ func TestGroupCommitFailureRunsJobsAlone(t *testing.T) {
 		t.Run(fmt.Sprintf("IngestBatch=%d", batch), func(t *testing.T) {
 			ms := modelserver.Start(t)
 			ms.Set(func(s *modelserver.Server) { s.Dim = 32 })
-			spec, err := embed.ParseSpec("openai:m?timeout=2s&retries=-1&url=" + ms.URL + "/v1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ix, err := index.Open(context.Background(), t.TempDir(), &index.Options{Embedder: spec})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { ix.Close() })
-			tokens, err := serve.ParseTokens([]byte(`[{"token": "` + adminToken + `", "name": "admin", "clearance": "restricted", "write": true}]`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv, err := serve.New(ix, &serve.Options{Tokens: tokens, AllowWrite: true, IngestBatch: batch,
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- srv.Serve(ctx, ln) }()
-			t.Cleanup(func() { cancel(); <-done })
-			f := &fixture{ix: ix, srv: srv, url: "http://" + ln.Addr().String()}
+			h := startHeldSpec(t, t.TempDir(), ms, "openai:m?timeout=2s&retries=-1&url="+ms.URL+"/v1",
+				serve.Options{AllowWrite: true, IngestBatch: batch})
+			f := h.fixture()
 
-			upload := func(source, text string) serve.Job {
-				t.Helper()
-				code, body := f.upload(t, adminToken, url.Values{"source": {source}}, []byte(text))
-				if code != http.StatusAccepted {
-					t.Fatalf("ingest %s: %d %s", source, code, body)
-				}
-				return decodeJob(t, body)
-			}
+			upload := func(source, text string) serve.Job { t.Helper(); return f.queue(t, source, []byte(text)) }
 			release := make(chan struct{})
 			ms.Set(func(s *modelserver.Server) { s.HoldOn = "HOLDME"; s.Release = release })
 			held := upload("/held.md", "# Held\n\nHOLDME lentil\n")

@@ -3,7 +3,6 @@ package serve_test
 import (
 	"fmt"
 	"net/http"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -44,14 +43,7 @@ func TestIngestJobsGroupCommit(t *testing.T) {
 	f := h.fixture()
 	release := make(chan struct{})
 	ms.Set(func(s *modelserver.Server) { s.HoldOn = "HOLDME"; s.Release = release })
-	upload := func(source, text string) serve.Job {
-		t.Helper()
-		code, body := f.upload(t, adminToken, url.Values{"source": {source}}, []byte(text))
-		if code != http.StatusAccepted {
-			t.Fatalf("ingest %s: %d %s", source, code, body)
-		}
-		return decodeJob(t, body)
-	}
+	upload := func(source, text string) serve.Job { t.Helper(); return f.queue(t, source, []byte(text)) }
 	held := upload("/held.md", "# Held\n\nHOLDME lentil\n")
 	waitHeld(t, ms, "HOLDME")
 	var queued []serve.Job

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,7 +35,15 @@ type heldServer struct {
 
 func startHeld(t *testing.T, dir string, ms *modelserver.Server, opts serve.Options) *heldServer {
 	t.Helper()
-	spec, err := embed.ParseSpec("openai:m?url=" + ms.URL + "/v1")
+	return startHeldSpec(t, dir, ms, "openai:m?url="+ms.URL+"/v1", opts)
+}
+
+// startHeldSpec is startHeld with the embedder spec given (a timeout, no
+// retries). The server is stopped at the test's end, before the index is
+// closed, unless the test stopped it.
+func startHeldSpec(t *testing.T, dir string, ms *modelserver.Server, specText string, opts serve.Options) *heldServer {
+	t.Helper()
+	spec, err := embed.ParseSpec(specText)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,16 +70,20 @@ func startHeld(t *testing.T, dir string, ms *modelserver.Server, opts serve.Opti
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
 	h := &heldServer{dir: dir, spec: spec, ix: ix, srv: srv, ms: ms, url: "http://" + ln.Addr().String()}
+	var once sync.Once
+	var serveErr error
 	h.stop = func() error {
-		cancel()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(30 * time.Second):
-			t.Fatal("Serve did not return")
-			return nil
-		}
+		once.Do(func() {
+			cancel()
+			select {
+			case serveErr = <-done:
+			case <-time.After(30 * time.Second):
+				t.Error("Serve did not return")
+			}
+		})
+		return serveErr
 	}
+	t.Cleanup(func() { h.stop() }) // after the index's Cleanup, so it runs first
 	return h
 }
 

@@ -3,8 +3,6 @@ package serve_test
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/url"
 	"testing"
 
 	"github.com/escurel/escurel/blobstore"
@@ -26,11 +24,7 @@ func TestQueuedIngestKeepsItsBytes(t *testing.T) {
 	f := h.fixture()
 	release := make(chan struct{})
 	ms.Set(func(s *modelserver.Server) { s.HoldOn = "HOLDME"; s.Release = release })
-	code, body := f.upload(t, adminToken, url.Values{"source": {"/held.md"}}, []byte("# Held\n\nHOLDME lentil\n"))
-	if code != http.StatusAccepted {
-		t.Fatalf("ingest: %d %s", code, body)
-	}
-	held := decodeJob(t, body)
+	held := f.queue(t, "/held.md", []byte("# Held\n\nHOLDME lentil\n"))
 	waitHeld(t, ms, "HOLDME")
 	const n = 20
 	data := map[string][]byte{}
@@ -38,11 +32,7 @@ func TestQueuedIngestKeepsItsBytes(t *testing.T) {
 	for i := range n {
 		src := fmt.Sprintf("/doc%02d.md", i)
 		data[src] = []byte(fmt.Sprintf("# Document %d\n\nthe words of document number %d, and only of it\n", i, i))
-		code, body := f.upload(t, adminToken, url.Values{"source": {src}}, data[src])
-		if code != http.StatusAccepted {
-			t.Fatalf("ingest %s: %d %s", src, code, body)
-		}
-		jobs = append(jobs, decodeJob(t, body))
+		jobs = append(jobs, f.queue(t, src, data[src]))
 	}
 	close(release)
 	f.finished(t, adminToken, held.ID)

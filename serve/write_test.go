@@ -40,6 +40,17 @@ func (f *fixture) upload(t *testing.T, token string, q url.Values, data []byte) 
 	return resp.StatusCode, body
 }
 
+// queue uploads data as the admin, as a job not waited for (202), and
+// returns the job.
+func (f *fixture) queue(t *testing.T, source string, data []byte) serve.Job {
+	t.Helper()
+	code, body := f.upload(t, adminToken, url.Values{"source": {source}}, data)
+	if code != http.StatusAccepted {
+		t.Fatalf("ingest %s: %d %s", source, code, body)
+	}
+	return decodeJob(t, body)
+}
+
 // finished waits for a job to finish and returns it.
 func (f *fixture) finished(t *testing.T, token, id string) serve.Job {
 	t.Helper()
