@@ -35,9 +35,7 @@ func TestFoldAfterDamagedSmallPack(t *testing.T) {
 	write := func(i int) {
 		t.Helper()
 		in := Input{Source: fmt.Sprintf("mem://d%02d", i), MediaType: "text/plain", Data: []byte(fmt.Sprintf("document number %d", i))}
-		if _, errs, err := ix.IngestBatch(ctx, []Input{in}); err != nil || errs[0] != nil {
-			t.Fatal(err, errs)
-		}
+		mustIngest(t, ix, in)
 		ix.merges.Wait()
 	}
 	write(0)

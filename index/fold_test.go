@@ -40,9 +40,7 @@ func TestSmallWritesFoldTheirPacks(t *testing.T) {
 		most = max(most, packFiles(t, dir))
 	}
 	for i := range 40 {
-		if _, errs, err := ix.IngestBatch(ctx, []Input{in(i, "first")}); err != nil || errs[0] != nil {
-			t.Fatal(err, errs)
-		}
+		mustIngest(t, ix, in(i, "first"))
 		settle()
 	}
 	for i := 0; i < 10; i++ {
@@ -52,9 +50,7 @@ func TestSmallWritesFoldTheirPacks(t *testing.T) {
 		settle()
 	}
 	for i := 10; i < 15; i++ {
-		if _, errs, err := ix.IngestBatch(ctx, []Input{in(i, "second")}); err != nil || errs[0] != nil {
-			t.Fatal(err, errs)
-		}
+		mustIngest(t, ix, in(i, "second"))
 		settle()
 	}
 	// Without folding a pack (or two) a write: 55 or more.
@@ -178,9 +174,7 @@ func BenchmarkSmallWrites(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				src := fmt.Sprintf("mem://d%d", i)
-				if _, errs, err := ix.IngestBatch(ctx, []Input{{Source: src, MediaType: "text/plain", Data: []byte(fmt.Sprintf("small write %d", i))}}); err != nil || errs[0] != nil {
-					b.Fatal(err, errs)
-				}
+				mustIngest(b, ix, Input{Source: src, MediaType: "text/plain", Data: []byte(fmt.Sprintf("small write %d", i))})
 				if i%4 == 3 {
 					if _, err := ix.Delete(ctx, src); err != nil {
 						b.Fatal(err)

@@ -43,19 +43,7 @@ func TestIngestRetryEmbedsOnce(t *testing.T) {
 	in := func(src, text string) Input {
 		return Input{Source: src, MediaType: "text/plain", Data: []byte(text)}
 	}
-	ingest := func(ins ...Input) []Result {
-		t.Helper()
-		res, errs, err := ix.IngestBatch(ctx, ins)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, err := range errs {
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		return res
-	}
+	ingest := func(ins ...Input) []Result { t.Helper(); return mustIngest(t, ix, ins...) }
 
 	// Out of memory in the rows' transaction, then the retry.
 	faults := 0

@@ -8,6 +8,22 @@ import (
 	"testing"
 )
 
+// mustIngest ingests ins as one batch and fails the test on any error,
+// the batch's or a document's.
+func mustIngest(t testing.TB, ix *Index, ins ...Input) []Result {
+	t.Helper()
+	res, errs, err := ix.IngestBatch(context.Background(), ins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return res
+}
+
 // An ingest prepares its batch without writeMu and, under it, reads the
 // batch's documents again only when another writer held the lock
 // meanwhile (writerLock's release count): a write that lands between
@@ -25,19 +41,7 @@ func TestIngestRechecksOnlyAfterAnotherWriter(t *testing.T) {
 	in := func(src, text string) Input {
 		return Input{Source: src, Name: filepath.Base(src) + ".txt", MediaType: "text/plain", Data: []byte(text)}
 	}
-	ingest := func(ins ...Input) []Result {
-		t.Helper()
-		res, errs, err := ix.IngestBatch(ctx, ins)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, err := range errs {
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		return res
-	}
+	ingest := func(ins ...Input) []Result { t.Helper(); return mustIngest(t, ix, ins...) }
 	ingest(in("mem://a", "alpha first version"))
 	// A write's full-text merge takes writeMu in the background after it
 	// returns (mergeAfter): waited for, here and below, so that only the
