@@ -135,6 +135,7 @@ type Store struct {
 	bucket   *blob.Bucket
 	url      string
 	localDir string // root directory for file:// buckets, else ""
+	remote   bool   // an object store: neither file:// nor mem:// (Remote)
 	// px indexes the packs of a store in the pack layout (UsePacks);
 	// nil in the loose layout. looseBlobs and looseRecs say whether the
 	// store held loose blobs, records when it was opened (written before
@@ -163,7 +164,7 @@ func OpenWith(ctx context.Context, urlstr string, opts *OpenOptions) (*Store, er
 	if err != nil {
 		return nil, fmt.Errorf("open blob store: %w", err)
 	}
-	s := &Store{url: urlstr}
+	s := &Store{url: urlstr, remote: u.Scheme != "file" && u.Scheme != "mem"}
 	if u.Scheme == "file" {
 		s.localDir = u.Path
 		if u.Host == "." {

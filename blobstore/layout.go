@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 
@@ -82,10 +81,7 @@ func (s *Store) Packed() bool { return s.px != nil }
 // Remote reports whether the store is an object store (s3:// and other
 // buckets), where each object read, written or deleted is a network
 // round trip; false for file:// and mem://.
-func (s *Store) Remote() bool {
-	u, err := url.Parse(s.url)
-	return err != nil || (u.Scheme != "file" && u.Scheme != "mem")
-}
+func (s *Store) Remote() bool { return s.remote }
 
 // SmallPacks returns how many packs smaller than below bytes the store
 // holds, as this Store knows them (those loaded, and those it wrote
