@@ -64,7 +64,7 @@ func (b *batch) waitStored() error {
 // it stores is referenced until commitBatch, which appends the rows
 // meanwhile and commits once they are durable. A model error fails the
 // batch with nothing stored. memo keeps the vectors across the tries of
-// one ingest (embedMemo; nil: none kept).
+// one ingest (embedMemo).
 func (ix *state) prepareBatch(ctx context.Context, ins []input, memo *embedMemo) (*batch, error) {
 	b := &batch{res: make([]Result, len(ins)), errs: make([]error, len(ins)), ids: make([]string, len(ins))}
 	for i, in := range ins {

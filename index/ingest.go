@@ -459,23 +459,19 @@ type embedMemo struct {
 // embedAll embeds the blocks of docs, in batches across documents and
 // several batches at once (embedTexts); a text memo holds (a vector from
 // an earlier try of the same ingest) is not sent again, and those sent
-// are added to memo (nil: none kept). An embedder error fails them all.
+// are added to memo. An embedder error fails them all.
 func (ix *state) embedAll(ctx context.Context, docs []pending, memo *embedMemo) error {
 	if ix.vec == nil {
 		return nil
 	}
-	if memo != nil && (memo.vecs == nil || memo.spec != ix.embedSpec.Identity()) {
+	if memo.vecs == nil || memo.spec != ix.embedSpec.Identity() {
 		memo.spec, memo.vecs = ix.embedSpec.Identity(), map[[32]byte][]float32{}
 	}
 	var send []string
-	var keys, sent [][32]byte // with memo: every block's text's key, and those of send
+	var keys, sent [][32]byte // every block's text's key, and those of send
 	for _, d := range docs {
 		for _, b := range d.blocks {
 			t := ix.embeddingText(b.context, b.body)
-			if memo == nil {
-				send = append(send, t)
-				continue
-			}
 			k := sha256.Sum256([]byte(t))
 			keys = append(keys, k)
 			if memo.vecs[k] == nil {
@@ -487,16 +483,6 @@ func (ix *state) embedAll(ctx context.Context, docs []pending, memo *embedMemo) 
 	vecs, err := ix.embedTexts(ctx, send)
 	if err != nil {
 		return err
-	}
-	if memo == nil {
-		i := 0
-		for _, d := range docs {
-			for j := range d.blocks {
-				d.blocks[j].vector = vecs[i]
-				i++
-			}
-		}
-		return nil
 	}
 	for i, k := range sent {
 		memo.vecs[k] = vecs[i]
