@@ -189,10 +189,6 @@ func (o *ListOptions) where(withClearance bool) (string, []any) {
 		cond += ` AND d.status = ?`
 		args = append(args, o.Status)
 	}
-	if o.docID != "" {
-		cond += ` AND d.doc_id = ?`
-		args = append(args, o.docID)
-	}
 	return cond, args
 }
 
@@ -260,9 +256,7 @@ func documentQuery(o *ListOptions, after string, first bool) (string, []any) {
 	var query string
 	var args []any
 	if o.docID != "" {
-		rest := *o
-		rest.docID = ""
-		cond, cargs := rest.where(true)
+		cond, cargs := o.where(true) // the key is the CTE's
 		// MATERIALIZED: the clearance is not pushed into the key lookup.
 		query = `WITH one AS MATERIALIZED (SELECT ` + cols + ` FROM documents d WHERE d.doc_id = ?)
 			SELECT d.*, -1 FROM one d WHERE ` + cond
