@@ -96,7 +96,7 @@ func TestPackBatchIsOneFile(t *testing.T) {
 		switch {
 		case strings.HasPrefix(f, "packs/") && strings.HasSuffix(f, ".pack"):
 			packs++
-		case f == layoutKey:
+		case f == layoutKey, f == seqFileKey:
 		default:
 			t.Errorf("file %s besides the packs", f)
 		}
@@ -472,7 +472,7 @@ func TestPacksConcurrent(t *testing.T) {
 	}
 	seqs := map[uint64]bool{}
 	for _, f := range files(t, filepath.Join(dir, "packs")) {
-		if "packs/"+f == midxKey {
+		if "packs/"+f == midxKey || "packs/"+f == seqFileKey {
 			continue
 		}
 		seq, ok := parsePackName(f)

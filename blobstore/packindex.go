@@ -18,6 +18,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -287,6 +288,11 @@ type packIndex struct {
 	midxPacks              int
 	// footersRead counts the footers read (tests, measurements).
 	footersRead int
+	// seqListings counts nextSeq's listings of packs/ (tests); noSeqFile
+	// is set once packs/SEQ could not be locked (no flock here): nextSeq
+	// lists from then on.
+	seqListings atomic.Int64
+	noSeqFile   atomic.Bool
 	// tombs are the record removals not yet in a pack (RemoveRecord
 	// before SyncRemovals): lookups read them as tombstones.
 	tombs map[[16]byte]bool
