@@ -16,10 +16,12 @@ import (
 // It also holds what a delete reads of a document's row (its language
 // and block range; docRanges), so that a delete, once the table is
 // loaded, deletes the documents row by its key without reading it back
-// (a RETURNING cost 0.4-0.5 ms at 1M). An entry is 96 bytes besides its
-// source, title and metadata, 16 of them the delete's fields; at 1M
-// documents the map holds about 2 slots a document: 252 MB, 33.5 of them
-// the delete's fields (TestHitDocMemory).
+// (a RETURNING cost 0.4-0.5 ms at 1M). Its entries are packed (hitEntry:
+// 48 bytes, the strings in one allocation) in a slice that a map from
+// the doc id's 16 bytes indexes: at 1M documents with 64 bytes of source
+// and title each, 157 MB, against 332 MB as the map of hitDoc values it
+// was (2 slots of 112 bytes a document, a string each;
+// TestHitDocMemory).
 //
 // It is read on first use from the snapshot of a search (inside fts.View,
 // so no write commits meanwhile) and kept in step by every write's commit
@@ -34,7 +36,14 @@ import (
 type hitDocs struct {
 	mu     sync.RWMutex
 	loaded bool
-	docs   map[[16]byte]hitDoc
+	// at is the entry of each document held; entries the entries, those
+	// of documents removed since listed in free for reuse.
+	at      map[[16]byte]uint32
+	entries []hitEntry
+	free    []uint32
+	// overflow: a document's strings did not fit an entry (4 GiB each),
+	// so the table lacks it; lookups and docRanges then read the rows.
+	overflow bool
 	// langs are the languages the entries name (hitDoc.lang indexes it),
 	// langIx their indexes; both only grow, under mu.
 	langs  []string
@@ -75,6 +84,101 @@ type hitDoc struct {
 // noLang is hitDoc.lang of an entry whose language the table could not
 // number (more than 65,535 languages): a delete of it reads its row.
 const noLang = 1<<16 - 1
+
+// hitEntry is a hitDoc as the table stores it: the strings back to back
+// in text (source, title, a sensitivity other than the three levels,
+// meta, given), cut by their lengths, and a known sensitivity as a code.
+type hitEntry struct {
+	text                         string
+	source, title, sensLen, meta uint32 // lengths in text; given is the rest
+	first                        int64
+	count                        int32
+	lang                         uint16
+	sens                         uint8 // sensCodes' index; 0: in text
+}
+
+// sensCodes are the sensitivities a hitEntry holds as a code (its
+// index); any other is kept in its text, as stored.
+var sensCodes = [...]string{"", Public, Internal, Restricted}
+
+// pack returns d as an entry, or false when its strings do not fit the
+// lengths (4 GiB each: never for a row DuckDB holds).
+func pack(d hitDoc) (hitEntry, bool) {
+	e := hitEntry{first: d.first, count: d.count, lang: d.lang}
+	sens := d.sensitivity
+	for i, c := range sensCodes[1:] {
+		if sens == c {
+			e.sens, sens = uint8(i+1), ""
+		}
+	}
+	const most = 1<<32 - 1
+	if len(d.source) > most || len(d.title) > most || len(sens) > most || len(d.meta) > most {
+		return hitEntry{}, false
+	}
+	e.source, e.title, e.sensLen, e.meta = uint32(len(d.source)), uint32(len(d.title)), uint32(len(sens)), uint32(len(d.meta))
+	e.text = d.source + d.title + sens + d.meta + d.given
+	return e, true
+}
+
+// doc returns the entry as a hitDoc, its strings slices of text.
+func (e *hitEntry) doc() hitDoc {
+	t := e.text
+	cut := func(n uint32) string {
+		s := t[:n]
+		t = t[n:]
+		return s
+	}
+	d := hitDoc{source: cut(e.source), title: cut(e.title), first: e.first, count: e.count, lang: e.lang}
+	d.sensitivity = cut(e.sensLen)
+	if e.sens != 0 {
+		d.sensitivity = sensCodes[e.sens]
+	}
+	d.meta, d.given = cut(e.meta), t
+	return d
+}
+
+// get returns the entry of k as a hitDoc; h.mu is held.
+func (h *hitDocs) get(k [16]byte) (hitDoc, bool) {
+	i, ok := h.at[k]
+	if !ok {
+		return hitDoc{}, false
+	}
+	return h.entries[i].doc(), true
+}
+
+// put stores d as the entry of k, in its entry or a free one; a document
+// whose strings do not fit an entry is left out (read from its row: a
+// lookup of it fails over to the join). h.mu is held for writing.
+func (h *hitDocs) put(k [16]byte, d hitDoc) {
+	e, ok := pack(d)
+	if !ok {
+		h.remove(k)
+		h.overflow = true
+		return
+	}
+	if i, ok := h.at[k]; ok {
+		h.entries[i] = e
+		return
+	}
+	if n := len(h.free); n > 0 {
+		i := h.free[n-1]
+		h.free = h.free[:n-1]
+		h.entries[i] = e
+		h.at[k] = i
+		return
+	}
+	h.at[k] = uint32(len(h.entries))
+	h.entries = append(h.entries, e)
+}
+
+// remove forgets the entry of k; h.mu is held for writing.
+func (h *hitDocs) remove(k [16]byte) {
+	if i, ok := h.at[k]; ok {
+		delete(h.at, k)
+		h.entries[i] = hitEntry{}
+		h.free = append(h.free, i)
+	}
+}
 
 // langOf returns the number of the language lang, numbering it if new,
 // or noLang when the numbers are spent. Call it with mu held for writing.
@@ -161,14 +265,14 @@ func (h *hitDocs) apply(added []hitDocUpdate, removed []string) {
 	}
 	for _, id := range removed {
 		if k, ok := hitDocKey(id); ok {
-			delete(h.docs, k)
+			h.remove(k)
 		}
 	}
 	for _, u := range added {
 		if k, ok := hitDocKey(u.id); ok {
 			d := u.doc
 			d.lang = h.langOf(u.lang)
-			h.docs[k] = d
+			h.put(k, d)
 		}
 	}
 }
@@ -187,12 +291,12 @@ func (h *hitDocs) setGiven(ids, given []string) {
 		if !ok {
 			continue
 		}
-		d, ok := h.docs[k]
+		d, ok := h.get(k)
 		if !ok {
 			continue
 		}
 		d.given = newHitDoc("", "", "", "", given[i]).given
-		h.docs[k] = d
+		h.put(k, d)
 	}
 }
 
@@ -218,7 +322,7 @@ func (h *hitDocs) load(ctx context.Context, q querier) error {
 	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM documents`).Scan(&n); err != nil {
 		return fmt.Errorf("load documents for hits: %w", err)
 	}
-	docs := make(map[[16]byte]hitDoc, n)
+	h.at, h.entries, h.free, h.overflow = make(map[[16]byte]uint32, n), make([]hitEntry, 0, n), nil, false
 	rows, err := q.QueryContext(ctx, `SELECT doc_id, source, title, sensitivity, meta, meta_given, language, first_block, block_count FROM documents`)
 	if err != nil {
 		return fmt.Errorf("load documents for hits: %w", err)
@@ -234,13 +338,13 @@ func (h *hitDocs) load(ctx context.Context, q querier) error {
 		if k, ok := hitDocKey(id); ok {
 			d := newHitDoc(source, title, sens, meta, given)
 			d.first, d.count, d.lang = first, count, h.langOf(lang)
-			docs[k] = d
+			h.put(k, d)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load documents for hits: %w", err)
 	}
-	h.docs, h.loaded = docs, true
+	h.loaded = true
 	return nil
 }
 
@@ -253,7 +357,7 @@ func (h *hitDocs) lookup(ids []string) (map[string]hitDoc, bool) {
 	out := make(map[string]hitDoc, len(ids))
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	if !h.loaded {
+	if !h.loaded || h.overflow {
 		return nil, false
 	}
 	for _, id := range ids {
@@ -261,7 +365,7 @@ func (h *hitDocs) lookup(ids []string) (map[string]hitDoc, bool) {
 		if !ok {
 			return nil, false
 		}
-		if d, ok := h.docs[k]; ok {
+		if d, ok := h.get(k); ok {
 			out[id] = d
 		}
 	}
@@ -292,7 +396,7 @@ func hitDocUpdates(docs []pending, ids []int64) []hitDocUpdate {
 func (h *hitDocs) docRanges(ids []any) (map[string]*docRange, bool) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	if !h.loaded {
+	if !h.loaded || h.overflow {
 		return nil, false
 	}
 	out := make(map[string]*docRange, len(ids))
@@ -302,7 +406,7 @@ func (h *hitDocs) docRanges(ids []any) (map[string]*docRange, bool) {
 		if !ok {
 			return nil, false
 		}
-		d, ok := h.docs[k]
+		d, ok := h.get(k)
 		if !ok {
 			continue
 		}
