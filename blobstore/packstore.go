@@ -390,14 +390,18 @@ func (s *Store) readEntry(ctx context.Context, p *packInfo, off, n, crc uint32) 
 // exclusive flock of that file (claimSeq): every Store writing the
 // directory raises the counter before it publishes a pack under the
 // number it took, so the counter is at or above every number taken, and
-// two Stores never take one number. Elsewhere (object stores; file://
-// where flock is refused) it lists packs/ (names only) and takes the
-// highest number there: a pack another Store wrote before this write
-// began is below it, but two Stores writing at the same moment may take
-// one number (the contract is one writing index per blob store:
+// two such Stores never take one number. Elsewhere (object stores;
+// file:// where the file system cannot lock, or a platform without
+// flock) it lists packs/ (names only) and takes the highest number there:
+// a pack another Store wrote before this write began is below it, but
+// two Stores writing at the same moment may take one number. A writer
+// that lists does not raise the counter, so one that lists beside one
+// that locks (another mount of the directory, an escurel before the
+// counter) may take a number the other takes too: two writers are
+// outside the contract either way (one writing index per blob store:
 // ARCHITECTURE.md, storage contract). The listing was most of a delete's
-// blob store CPU at 1M passages (2,024 packs: about 1.7 ms of a delete's
-// 4.9). The packs it finds are loaded by the next refresh, not here.
+// blob store CPU at 1M passages (2,024 packs). The packs it finds are
+// loaded by the next refresh, not here.
 func (s *Store) nextSeq(ctx context.Context) (uint64, error) {
 	if err := s.loadPacks(ctx, false); err != nil {
 		return 0, err
@@ -430,11 +434,11 @@ const seqFileKey = "packs/SEQ"
 // claimSeq is nextSeq on file://: under an exclusive flock of packs/SEQ,
 // the number above both the counter and the highest this Store knows,
 // written back to the counter before the lock is released. ok is false
-// when the file system refuses flock (nextSeq lists instead, from then
-// on).
+// when the file system cannot lock (nextSeq lists instead, from then
+// on); any other failure to lock is an error.
 func (s *Store) claimSeq(ctx context.Context) (seq uint64, ok bool, err error) {
 	x := s.px
-	f, unlock, ok, err := lockSeqFile(s.localPath(seqFileKey))
+	f, unlock, ok, err := lockSeq(ctx, s.localPath(seqFileKey))
 	if err != nil {
 		return 0, false, fmt.Errorf("take a pack number (%s): %w", seqFileKey, err)
 	}
@@ -462,6 +466,9 @@ func (s *Store) claimSeq(ctx context.Context) (seq uint64, ok bool, err error) {
 	}
 	return seq, true, nil
 }
+
+// lockSeq is lockSeqFile; tests replace it to refuse the lock.
+var lockSeq = lockSeqFile
 
 // seqFileLen is the length of the counter's content.
 const seqFileLen = 17

@@ -2,10 +2,16 @@
 
 package blobstore
 
-import "os"
+import (
+	"context"
+	"os"
+)
 
-// lockSeqFile has no flock here: ok false, and nextSeq lists packs/ at
-// every pack, as on object stores.
-func lockSeqFile(path string) (f *os.File, unlock func(), ok bool, err error) {
+// seqFileLocks: no flock here; nextSeq lists packs/ at every pack, as on
+// object stores, and no packs/SEQ is made.
+const seqFileLocks = false
+
+// lockSeqFile has no flock here: ok false.
+func lockSeqFile(ctx context.Context, path string) (f *os.File, unlock func(), ok bool, err error) {
 	return nil, nil, false, nil
 }
