@@ -72,6 +72,10 @@ RACE_TESTS := Concurren|Never|During|Live|Switch|Swap|Reload|Rebuild|Reembed|Rol
 # at scaled memory limits (about 60 s of the race run, 33 s of it
 # TestVerifyBoundedMemory); they run without -race only.
 RACE_PKG_SKIP := TestVerifyBoundedMemory|TestReopenFitsStoredIndexes|TestPurgeAfterReopenFitsStoredIndexes|TestOutOfMemoryRaisesAndRetries|TestHitDocMemory
+# RACE_BLOB_TESTS: the blob store's tests of Stores and goroutines at
+# once (listings during writes and repacks, folds, hidden packs, pack
+# numbers taken by two writers): about 20 s under -race.
+RACE_BLOB_TESTS := During|Fold|Ghost|Hidden|Race|Concurrent|Seq|Writers|Exclusive|Relist|Repack
 
 test: deps onnxruntime
 	$(GO) vet ./...
@@ -88,6 +92,7 @@ test: deps onnxruntime
 	@# version each, no AVX-512 (index/dense/kernel.c).
 	CGO_CFLAGS="-O2 -DDENSE_PORTABLE" $(GO) test ./index/dense
 	ESCUREL_ONNXRUNTIME_LIB=$(ORT_LIB) $(GO) test -race -skip '$(RACE_PKG_SKIP)' $(RACE_PKGS)
+	$(GO) test -race -run '$(RACE_BLOB_TESTS)' ./blobstore
 	ESCUREL_ONNXRUNTIME_LIB=$(ORT_LIB) $(GO) test -race -run '$(RACE_TESTS)' -skip '$(RACE_SKIP)' ./tests
 
 # Benchmarks report ingest docs/s, blocks, index size and search p50/p95 on
