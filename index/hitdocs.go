@@ -42,7 +42,9 @@ type hitDocs struct {
 	entries []hitEntry
 	free    []uint32
 	// overflow: a document's strings did not fit an entry (4 GiB each),
-	// so the table lacks it; lookups and docRanges then read the rows.
+	// so the table lacks it; lookups and docRanges then read the rows,
+	// until the state's table is loaded again (a switch, an open). No row
+	// DuckDB holds comes near it.
 	overflow bool
 	// langs are the languages the entries name (hitDoc.lang indexes it),
 	// langIx their indexes; both only grow, under mu.
@@ -112,7 +114,7 @@ func pack(d hitDoc) (hitEntry, bool) {
 		}
 	}
 	const most = 1<<32 - 1
-	if len(d.source) > most || len(d.title) > most || len(sens) > most || len(d.meta) > most {
+	if uint64(len(d.source)) > most || uint64(len(d.title)) > most || uint64(len(sens)) > most || uint64(len(d.meta)) > most {
 		return hitEntry{}, false
 	}
 	e.source, e.title, e.sensLen, e.meta = uint32(len(d.source)), uint32(len(d.title)), uint32(len(sens)), uint32(len(d.meta))
@@ -322,7 +324,14 @@ func (h *hitDocs) load(ctx context.Context, q querier) error {
 	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM documents`).Scan(&n); err != nil {
 		return fmt.Errorf("load documents for hits: %w", err)
 	}
-	h.at, h.entries, h.free, h.overflow = make(map[[16]byte]uint32, n), make([]hitEntry, 0, n), nil, false
+	// Room for an eighth more: the first write after the load appends
+	// without copying every entry (48 MB at 1M documents) under the lock.
+	h.at, h.entries, h.free, h.overflow = make(map[[16]byte]uint32, n), make([]hitEntry, 0, n+n/8), nil, false
+	defer func() {
+		if !h.loaded { // a failed load keeps nothing of what it read
+			h.at, h.entries, h.free = nil, nil, nil
+		}
+	}()
 	rows, err := q.QueryContext(ctx, `SELECT doc_id, source, title, sensitivity, meta, meta_given, language, first_block, block_count FROM documents`)
 	if err != nil {
 		return fmt.Errorf("load documents for hits: %w", err)
