@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -113,60 +114,81 @@ func (ix *Index) IngestFiles(ctx context.Context, paths []string, opts IngestOpt
 // ingestListed ingests listed files in batches, adding the outcomes to
 // sum in the files' order. opts.MaxFileBytes is resolved.
 //
-// ingestAhead batches are under way at once: while one commits (DuckDB's
-// appends and commit, under the writer lock: one core), the next reads
-// its files and derives them (extraction, chunking, analysis, embedding,
-// its blobs stored), so an ingest of many files keeps both cores of a
-// small machine busy. A batch that fails stops the ones after it: those
-// not committed yet are cancelled; one that committed meanwhile is
-// counted, so the summary says what is stored.
+// Up to ingestAhead batches are under way at once: while one commits
+// (DuckDB's appends and commit, under the writer lock: one core), the
+// next reads its files and derives them (extraction, chunking, analysis,
+// embedding, its blobs stored), so an ingest of many files keeps both
+// cores of a small machine busy. A batch starts only while the bytes of
+// the files under way stay within ingestAheadBytes, or alone. A batch
+// that fails starts no more: those under way finish, and one that
+// commits is counted, so the summary says what is stored; the first
+// error is returned.
 func (ix *Index) ingestListed(ctx context.Context, files []fileEntry, opts IngestOptions, sum *Summary) error {
 	if opts.Listed != nil {
 		opts.Listed(len(files))
 	}
-	bctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	type flight struct {
-		out  []FileResult
-		err  error
-		done chan struct{}
+		out   []FileResult
+		err   error
+		bytes int64
+		done  chan struct{}
 	}
-	start := func() *flight {
-		n, size := 0, int64(0)
+	var failed atomic.Bool // a batch failed: start no more
+	// next is the size of the next batch: at most batchFiles files, or
+	// fewer once they reach batchBytes.
+	next := func() (n int, size int64) {
 		for n < len(files) && n < batchFiles && size < batchBytes {
 			size += files[n].size
 			n++
 		}
-		batch := files[:n]
-		files = files[n:]
-		f := &flight{done: make(chan struct{})}
-		go func() {
-			defer close(f.done)
-			f.out, f.err = ix.ingestFileBatch(bctx, batch, opts)
-		}()
-		return f
+		return n, size
 	}
 	var queue []*flight
+	var inFlight int64
+	start := func() bool {
+		n, size := next()
+		if n == 0 || failed.Load() || len(queue) >= ingestAhead || len(queue) > 0 && inFlight+size > ingestAheadBytes {
+			return false
+		}
+		batch := files[:n]
+		files = files[n:]
+		f := &flight{bytes: size, done: make(chan struct{})}
+		inFlight += size
+		queue = append(queue, f)
+		go func() {
+			defer close(f.done)
+			f.out, f.err = ix.ingestFileBatch(ctx, batch, opts)
+			if f.err != nil && !Committed(f.err) {
+				failed.Store(true)
+			}
+		}()
+		return true
+	}
 	var err error
-	for len(files) > 0 && len(queue) < ingestAhead {
-		queue = append(queue, start())
+	for start() {
 	}
 	for len(queue) > 0 {
 		f := queue[0]
 		queue = queue[1:]
 		<-f.done
-		if f.err == nil {
+		inFlight -= f.bytes
+		if f.out != nil { // stored, even when an error followed the commit
 			tally(f.out, opts, sum)
-		} else if err == nil {
-			err = f.err
-			cancel()
 		}
-		if err == nil && len(files) > 0 {
-			queue = append(queue, start())
+		if f.err != nil && err == nil {
+			err = f.err
+			failed.Store(true)
+		}
+		for start() {
 		}
 	}
 	return err
 }
+
+// ingestAheadBytes bounds the bytes of files that ingestListed holds
+// under way beyond the first batch (a batch reaching batchBytes with one
+// large file runs alone).
+const ingestAheadBytes = 2 * batchBytes
 
 // ingestAhead is how many batches ingestListed has under way at once (a
 // variable for BenchmarkIngestFiles, which measures 1 against 2). On 2
@@ -302,8 +324,9 @@ func listFiles(ctx context.Context, paths []string, sum *Summary) ([]fileEntry, 
 }
 
 // ingestFileBatch reads files and ingests them in one transaction, and
-// returns their outcomes in order (tally adds them to a summary); an
-// error is the batch's, with nothing counted.
+// returns their outcomes in order (tally adds them to a summary). An
+// error before the commit returns no outcomes (nothing is stored); one
+// after it (Committed: a merge) returns them with it.
 func (ix *Index) ingestFileBatch(ctx context.Context, files []fileEntry, opts IngestOptions) ([]FileResult, error) {
 	out := make([]FileResult, len(files))
 	var ins []input
@@ -336,13 +359,13 @@ func (ix *Index) ingestFileBatch(ctx context.Context, files []fileEntry, opts In
 		at = append(at, i)
 	}
 	res, errs, err := ix.ingest(ctx, ins)
-	if err != nil {
+	if err != nil && !Committed(err) {
 		return nil, err
 	}
 	for j, i := range at {
 		out[i].Result, out[i].Err = res[j], errs[j]
 	}
-	return out, nil
+	return out, err // after a commit, err is what failed after it: the outcomes stand
 }
 
 // tally adds the outcomes of a batch of files to sum, and shows each to
