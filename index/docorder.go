@@ -43,7 +43,15 @@ type docOrderRead struct {
 	// doc is the doc id's expression in query, e.g. "b.doc_id": the
 	// column docOrderRanged's ranges bound.
 	doc string
+	// skip, when not nil, reports the doc ids whose rows are not spilled
+	// (spillInDocOrder): ForEachBlock's blocks of documents above the
+	// caller's clearance never reach the disk.
+	skip func(doc string) bool
 }
+
+// docSpilled, when set (tests), is called by spillInDocOrder with the
+// table and doc id of each row it spills.
+var docSpilled func(table, doc string)
 
 // maxDocOrderBuckets bounds the spill files of one read: each is an open
 // file with its own write buffer (docOrderBuffer) until the read ends.
@@ -559,6 +567,12 @@ func spillInDocOrder(ctx context.Context, q querier, dir string, chunk int64, r 
 			if !ok {
 				rows.Close()
 				return nil, fmt.Errorf("doc id: %T, not a string", vals[r.docCol])
+			}
+			if r.skip != nil && r.skip(doc) {
+				continue
+			}
+			if docSpilled != nil {
+				docSpilled(r.table, doc)
 			}
 			var ord int64
 			if r.ordCol >= 0 {

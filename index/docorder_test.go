@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/escurel/escurel/blobstore"
 )
 
 // Verify reads each table once, in rowid chunks, and sorts the rows by
@@ -278,5 +280,59 @@ func TestForEachBlockStopsWhenCancelled(t *testing.T) {
 	})
 	if !errors.Is(err, context.Canceled) || calls != 3 {
 		t.Errorf("walk cancelled at the third block: %d calls, %v; want 3 and context.Canceled", calls, err)
+	}
+}
+
+// ForEachBlock below a document's sensitivity never writes that
+// document's blocks to its spill files (their text on disk for the
+// length of the walk, or after a crash), and still gives every block at
+// the clearance; a clearance that covers it spills and gives it.
+func TestForEachBlockSpillsOnlyCleared(t *testing.T) {
+	ctx := context.Background()
+	ix, err := Open(ctx, t.TempDir(), &Options{BlobURL: "mem://"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	ins := []Input{
+		{Source: "/open.md", Data: []byte("# Open\n\nanyone may read this\n")},
+		{Source: "/inside.md", Sensitivity: Internal, Data: []byte("# Inside\n\nstaff only\n")},
+		{Source: "/secret.md", Sensitivity: Restricted, Data: []byte("# Secret\n\nthe launch codes\n")},
+	}
+	if _, _, err := ix.IngestBatch(ctx, ins); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { docSpilled = nil }()
+	for _, c := range []struct {
+		clearance string
+		want      []string // sources walked, in doc-id order as spilled
+	}{
+		{Public, []string{"/open.md"}},
+		{Internal, []string{"/inside.md", "/open.md"}},
+		{Restricted, []string{"/inside.md", "/open.md", "/secret.md"}},
+	} {
+		spilled := map[string]bool{}
+		docSpilled = func(table, doc string) {
+			if table == "blocks" {
+				spilled[doc] = true
+			}
+		}
+		var walked []string
+		if err := ix.ForEachBlock(ctx, c.clearance, func(h Hit) error {
+			walked = append(walked, h.Source)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(walked)
+		if !slices.Equal(walked, c.want) {
+			t.Errorf("clearance %s: walked %v, want %v", c.clearance, walked, c.want)
+		}
+		for _, in := range ins {
+			id := blobstore.DocID(in.Source)
+			if want := slices.Contains(c.want, in.Source); spilled[id] != want {
+				t.Errorf("clearance %s: blocks of %s spilled %v, want %v", c.clearance, in.Source, spilled[id], want)
+			}
+		}
 	}
 }

@@ -224,12 +224,20 @@ func (ix *state) forEachBlock(ctx context.Context, clearance string, fn func(Hit
 	// One transaction (one snapshot). The documents at the clearance and
 	// the blocks are each read once and sorted by doc id
 	// (spillInDocOrder), then merged: a join per chunk of blocks would
-	// scan every document each time.
+	// scan every document each time. The blocks of documents above the
+	// clearance (any sensitivity not among the levels: fails closed) are
+	// left out as they are read, so their text is never written to the
+	// spill files; the merge leaves out the rest (a block without a
+	// document row).
 	tx, err := ix.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("blocks: %w", err)
 	}
 	defer tx.Rollback()
+	above, err := docsAbove(ctx, tx, levels)
+	if err != nil {
+		return fmt.Errorf("blocks: %w", err)
+	}
 	chunk, dir := ix.readChunk(ctx), filepath.Dir(ix.path)
 	docs, err := spillInDocOrder(ctx, tx, dir, chunk, docOrderRead{table: "documents", rowid: "rowid", doc: "doc_id", docCol: 0, ordCol: -1,
 		size:  `SELECT coalesce(sum(strlen(source) + strlen(title) + 64), 0)::BIGINT FROM documents`,
@@ -240,7 +248,8 @@ func (ix *state) forEachBlock(ctx context.Context, clearance string, fn func(Hit
 	defer docs.remove()
 	blocks, err := spillInDocOrder(ctx, tx, dir, chunk, docOrderRead{table: "blocks", rowid: "rowid", doc: "doc_id", docCol: 1, ordCol: 8,
 		size:  `SELECT coalesce(sum(strlen(public_id) + strlen(body) + strlen(context) + strlen(heading_path) + 200), 0)::BIGINT FROM blocks`,
-		query: `SELECT public_id, doc_id, body, context, heading_path, page, byte_start, byte_end, ord FROM blocks WHERE %[1]s`})
+		query: `SELECT public_id, doc_id, body, context, heading_path, page, byte_start, byte_end, ord FROM blocks WHERE %[1]s`,
+		skip:  above.has})
 	if err != nil {
 		return fmt.Errorf("blocks: %w", err)
 	}
@@ -294,6 +303,53 @@ func (ix *state) forEachBlock(ctx context.Context, clearance string, fn func(Hit
 		return fmt.Errorf("blocks: %w", err)
 	}
 	return err
+}
+
+// idSet is a set of doc ids, keyed by their 16 bytes where they are
+// 32 lowercase hex digits (hitDocKey), else by the string.
+type idSet struct {
+	keys  map[[16]byte]struct{}
+	other map[string]struct{}
+}
+
+// has reports whether id is in the set.
+func (d *idSet) has(id string) bool {
+	if k, ok := hitDocKey(id); ok {
+		_, in := d.keys[k]
+		return in
+	}
+	_, in := d.other[id]
+	return in
+}
+
+// docsAbove returns the documents whose sensitivity is none of levels
+// (above a clearance, or a value escurel does not know: more restricted).
+func docsAbove(ctx context.Context, q querier, levels []string) (*idSet, error) {
+	args := make([]any, len(levels))
+	for i, l := range levels {
+		args[i] = l
+	}
+	rows, err := q.QueryContext(ctx, `SELECT doc_id FROM documents WHERE sensitivity IS NULL OR sensitivity NOT IN (`+placeholders(len(levels))+`)`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("documents above the clearance: %w", err)
+	}
+	defer rows.Close()
+	d := &idSet{keys: map[[16]byte]struct{}{}, other: map[string]struct{}{}}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("documents above the clearance: %w", err)
+		}
+		if k, ok := hitDocKey(id); ok {
+			d.keys[k] = struct{}{}
+		} else {
+			d.other[id] = struct{}{}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("documents above the clearance: %w", err)
+	}
+	return d, nil
 }
 
 // FailedDocument is a document whose bytes could not be extracted. It has
