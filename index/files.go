@@ -185,9 +185,9 @@ func (ix *Index) ingestListed(ctx context.Context, files []fileEntry, opts Inges
 	return err
 }
 
-// ingestAheadBytes bounds the bytes of files that ingestListed holds
-// under way beyond the first batch (a batch reaching batchBytes with one
-// large file runs alone).
+// ingestAheadBytes bounds the bytes of the files ingestListed holds
+// under way while more than one batch is: a batch that would pass it
+// waits, and then runs alone (one holding a file of up to MaxFileBytes).
 const ingestAheadBytes = 2 * batchBytes
 
 // ingestAhead is how many batches ingestListed has under way at once (a
