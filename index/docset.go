@@ -85,6 +85,12 @@ func (ix *state) candidates(ctx context.Context, ids []string) ([]string, error)
 	if ix.fts == nil {
 		return ids, nil // a bare state over a file (rowRecords): no doc set, read them all
 	}
+	if held, ok := ix.hitDocs.held(ids); ok {
+		// A process that has searched holds every document's row in
+		// memory (hitDocs): no semi-join (35-100 ms at 1M, before a
+		// batch's derivation), no key lookups, no set to load.
+		return held, nil
+	}
 	s := &ix.docs
 	s.mu.Lock()
 	loaded := s.loaded

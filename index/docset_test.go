@@ -162,3 +162,63 @@ func TestDocSetRentsFirst(t *testing.T) {
 		t.Errorf("doc id set counts %d documents, want 17", held)
 	}
 }
+
+// Once a search has loaded the table of documents (hitDocs), an ingest
+// learns which of its documents exist from it: no semi-join is rented
+// and no doc-id set loaded, and the statuses are those the rows give.
+func TestCandidatesFromHitDocs(t *testing.T) {
+	ctx := context.Background()
+	ix, err := Open(ctx, t.TempDir(), &Options{BlobURL: "mem://"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	doc := func(i int, text string) Input {
+		return Input{Source: fmt.Sprintf("/h%03d.md", i), Data: []byte(fmt.Sprintf("# H%d\n\n%s about tables\n", i, text))}
+	}
+	var first []Input
+	for i := range 10 {
+		first = append(first, doc(i, "first"))
+	}
+	if _, _, err := ix.IngestBatch(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.Search(ctx, "tables", nil); err != nil {
+		t.Fatal(err)
+	}
+	s := ix.cur.Load()
+	if !s.hitDocs.isLoaded() {
+		t.Fatal("the search did not load the table of documents")
+	}
+	// Two unchanged, three replaced, 95 new: more than docSetMinBatch ids,
+	// which without the table rent a semi-join.
+	batch := []Input{doc(0, "first"), doc(1, "first"), doc(2, "second"), doc(3, "second"), doc(4, "second")}
+	for i := 10; i < 105; i++ {
+		batch = append(batch, doc(i, "new"))
+	}
+	res, errs, err := ix.IngestBatch(ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		want := Added
+		switch {
+		case i < 2:
+			want = Unchanged
+		case i < 5:
+			want = Replaced
+		}
+		if errs[i] != nil || r.Status != want {
+			t.Errorf("%s: %s, %v; want %s", r.Source, r.Status, errs[i], want)
+		}
+	}
+	s.docs.mu.Lock()
+	queried, loaded := s.docs.queried, s.docs.loaded
+	s.docs.mu.Unlock()
+	if queried != 0 || loaded {
+		t.Errorf("the doc-id set answered %d lookups and was loaded %v; want none and false (the table answers)", queried, loaded)
+	}
+	if err := CheckDocTable(ctx, ix); err != nil {
+		t.Error(err)
+	}
+}

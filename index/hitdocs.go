@@ -381,6 +381,31 @@ func (h *hitDocs) lookup(ids []string) (map[string]hitDoc, bool) {
 	return out, true
 }
 
+// held returns those of ids that the generation may hold, in order, as
+// docSet's candidates do: every one the table holds, and any it cannot
+// hold (not 32 lowercase hex digits); false when the table cannot tell
+// (not loaded, or a document left out: overflow). The table holds every
+// document of the committed state, kept in step by each commit.
+func (h *hitDocs) held(ids []string) ([]string, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if !h.loaded || h.overflow {
+		return nil, false
+	}
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		k, ok := hitDocKey(id)
+		if !ok {
+			out = append(out, id)
+			continue
+		}
+		if _, in := h.at[k]; in {
+			out = append(out, id)
+		}
+	}
+	return out, true
+}
+
 // hitDocUpdates are the entries of the documents a write stores, built
 // from the values it appends to their rows; ids are the block ids of
 // their blocks, in order (docBlockRange).
