@@ -234,7 +234,7 @@ func (ix *state) forEachBlock(ctx context.Context, clearance string, fn func(Hit
 		return fmt.Errorf("blocks: %w", err)
 	}
 	defer tx.Rollback()
-	above, err := docsAbove(ctx, tx, levels)
+	above, err := docsAbove(ctx, tx, args)
 	if err != nil {
 		return fmt.Errorf("blocks: %w", err)
 	}
@@ -323,13 +323,10 @@ func (d *idSet) has(id string) bool {
 }
 
 // docsAbove returns the documents whose sensitivity is none of levels
-// (above a clearance, or a value escurel does not know: more restricted).
-func docsAbove(ctx context.Context, q querier, levels []string) (*idSet, error) {
-	args := make([]any, len(levels))
-	for i, l := range levels {
-		args[i] = l
-	}
-	rows, err := q.QueryContext(ctx, `SELECT doc_id FROM documents WHERE sensitivity IS NULL OR sensitivity NOT IN (`+placeholders(len(levels))+`)`, args...)
+// (a clearance's levels as arguments: above it, or a value escurel does
+// not know, more restricted).
+func docsAbove(ctx context.Context, q querier, levels []any) (*idSet, error) {
+	rows, err := q.QueryContext(ctx, `SELECT doc_id FROM documents WHERE sensitivity IS NULL OR sensitivity NOT IN (`+placeholders(len(levels))+`)`, levels...)
 	if err != nil {
 		return nil, fmt.Errorf("documents above the clearance: %w", err)
 	}
