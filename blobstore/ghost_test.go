@@ -2,7 +2,6 @@ package blobstore
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,15 +17,7 @@ func TestNoGhostPacks(t *testing.T) {
 	ctx := context.Background()
 	s, dir := packedFileStore(t)
 	want := map[string]string{}
-	for i := range 5 { // small packs to fold
-		src := fmt.Sprintf("/small/%d", i)
-		id, err := s.Put(ctx, []byte(src))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.PutRecord(ctx, testRecord(src, id, "v1")); err != nil {
-			t.Fatal(err)
-		}
+	for _, src := range putSmall(t, s, "/small", 5, "v1") { // small packs to fold
 		want[DocID(src)] = "v1"
 	}
 	folded := 0

@@ -3,7 +3,6 @@ package blobstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"testing"
 )
@@ -56,16 +55,7 @@ func TestHiddenNotLeakedOnSyncDirError(t *testing.T) {
 	// A Repack of this Store folds the record it reads (v1) into a pack of
 	// a higher sequence number than the hidden one: every other Store
 	// read v2 before, and reads v1 after.
-	for i := range 3 {
-		src := fmt.Sprintf("/small/%d", i)
-		id, err := s.Put(ctx, []byte(src))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.PutRecord(ctx, testRecord(src, id, "v1")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putSmall(t, s, "/small", 3, "v1")
 	if _, err := s.Repack(ctx, RepackOptions{MinDead: 2, FoldBelow: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
@@ -74,16 +64,7 @@ func TestHiddenNotLeakedOnSyncDirError(t *testing.T) {
 		t.Errorf("another Store read %s before this Store's Repack, %+v, %v after", r2.Title, r3, err3)
 	}
 	// rewritePacks (Repack): its replacement pack is hidden likewise.
-	for i := range 3 {
-		src := fmt.Sprintf("/more/%d", i)
-		id, err := s.Put(ctx, []byte(src))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.PutRecord(ctx, testRecord(src, id, "v1")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putSmall(t, s, "/more", 3, "v1")
 	failOnce()
 	if _, err := s.Repack(ctx, RepackOptions{MinDead: 2, FoldBelow: 1 << 20}); err == nil {
 		t.Fatal("Repack with a failing fsync of packs/ succeeded")

@@ -312,15 +312,7 @@ func TestRepackFolds(t *testing.T) {
 	if err := b.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 10 {
-		src := fmt.Sprintf("/small/%d", i)
-		id, err := s.Put(ctx, []byte(src))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.PutRecord(ctx, testRecord(src, id, "v1")); err != nil {
-			t.Fatal(err)
-		}
+	for _, src := range putSmall(t, s, "/small", 10, "v1") {
 		want[DocID(src)] = "v1"
 	}
 	// A newer version and removals: records that older small packs hold

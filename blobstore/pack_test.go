@@ -49,6 +49,27 @@ func testRecord(src, blobID, title string) *Record {
 	return &Record{DocID: DocID(src), Source: src, Title: title, Sensitivity: "public", BlobID: blobID, IngestedAt: time.Unix(1, 0).UTC()}
 }
 
+// putSmall stores n documents prefix/0 … prefix/n-1 one at a time (each
+// blob and each record a small pack of its own, as single writes leave
+// them), the record titled title, and returns their sources.
+func putSmall(t *testing.T, s *Store, prefix string, n int, title string) []string {
+	t.Helper()
+	ctx := context.Background()
+	srcs := make([]string, n)
+	for i := range n {
+		src := fmt.Sprintf("%s/%d", prefix, i)
+		id, err := s.Put(ctx, []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutRecord(ctx, testRecord(src, id, title)); err != nil {
+			t.Fatal(err)
+		}
+		srcs[i] = src
+	}
+	return srcs
+}
+
 // files lists the regular files under dir, relative to it.
 func files(t *testing.T, dir string) []string {
 	var out []string
