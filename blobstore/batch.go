@@ -369,10 +369,6 @@ func (b *Batch) Sync(ctx context.Context) error {
 	return b.syncPack(ctx)
 }
 
-// packPublished, when not nil (tests), is called by syncPack on file://
-// once the batch's pack has its name, before it is indexed.
-var packPublished func(name string)
-
 // syncPack publishes the batch's pack under the next sequence number: on
 // file:// by renaming its flushed temporary file (and an fsync of
 // packs/), elsewhere by one upload. The batch is empty afterwards.
@@ -398,20 +394,7 @@ func (b *Batch) syncPack(ctx context.Context) error {
 		}
 	} else {
 		p := &packInfo{name: packName(seq, randSuffix()), seq: seq, size: int64(len(file.data)), mod: time.Now()}
-		// Hidden from listings until addPack: a Repack meanwhile (an
-		// Index's fold, under its writer lock while this batch stores
-		// without it) must not fold it away before it is indexed.
-		b.s.px.hide(p.name)
-		if err := os.Rename(file.tmp, b.s.localPath(p.key())); err != nil {
-			b.s.px.unhide(p.name)
-			return fail(err)
-		}
-		tempDone(file.tmp)
-		if packPublished != nil {
-			packPublished(p.name)
-		}
-		if err := syncDir(filepath.Join(b.s.localDir, "packs")); err != nil {
-			b.s.px.unhide(p.name)
+		if err := b.s.publishPackFile(file.tmp, p); err != nil {
 			return fail(err)
 		}
 		b.s.addPack(p, pk.entries)

@@ -543,20 +543,42 @@ func (s *Store) storePackFile(ctx context.Context, data []byte, seq uint64) (*pa
 		return nil, err
 	}
 	p := &packInfo{name: packName(seq, randSuffix()), seq: seq, size: int64(len(data)), mod: time.Now()}
-	s.px.hide(p.name) // until the caller indexes it (addLocked)
-	if err := os.Rename(tmp, s.localPath(p.key())); err != nil {
-		s.px.unhide(p.name)
-		removeTemp(tmp)
-		return nil, err
-	}
-	tempDone(tmp)
-	if err := syncDir(dir); err != nil {
-		// The pack is in packs/ (maybe not durably): the next listing
-		// indexes it, as every other Store's does.
-		s.px.unhide(p.name)
+	if err := s.publishPackFile(tmp, p); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// packPublished, when not nil (tests), is called by publishPackFile once
+// a pack has its name, before it is indexed.
+var packPublished func(name string)
+
+// publishPackFile gives the durable temporary file tmp under packs/ its
+// pack's name p (a rename), then fsyncs packs/: a batch's pack (syncPack)
+// and a pack written alone (storePackFile) alike. p is hidden from this
+// Store's listings until the caller indexes it (addLocked), which it
+// does at once: a Repack meanwhile (an Index's fold, under its writer
+// lock while a batch stores without it) must not fold it away before it
+// is indexed. On an error p is not hidden, and tmp is removed if it was
+// not renamed; a pack renamed whose fsync of packs/ failed is in packs/
+// (maybe not durably), and the next listing indexes it, as every other
+// Store's does.
+func (s *Store) publishPackFile(tmp string, p *packInfo) error {
+	s.px.hide(p.name)
+	if err := os.Rename(tmp, s.localPath(p.key())); err != nil {
+		s.px.unhide(p.name)
+		removeTemp(tmp)
+		return err
+	}
+	tempDone(tmp)
+	if packPublished != nil {
+		packPublished(p.name)
+	}
+	if err := syncDir(s.localPath("packs")); err != nil {
+		s.px.unhide(p.name)
+		return err
+	}
+	return nil
 }
 
 // addPack adds a written pack to the index, and drops the pending removals
