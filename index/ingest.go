@@ -316,13 +316,7 @@ func (ix *Index) ingestOnce(ctx context.Context, ins []input, memo *embedMemo) (
 			ok, err = s.unchangedSince(ctx, b)
 		}
 		if ok && err == nil {
-			err = s.commitBatch(ctx, b)
-			if err == nil {
-				ix.foldAfter()
-			}
-			if err == nil && len(b.writes) > 0 {
-				err = ix.mergeAfter(s)
-			}
+			err = ix.commit(ctx, s, b)
 		}
 		b.drop() // records flushed and not published: another writer got there first, or an error
 		ix.writeMu.Unlock()
@@ -339,16 +333,25 @@ func (ix *Index) ingestOnce(ctx context.Context, ins []input, memo *embedMemo) (
 	}
 	b, err := s.prepareBatch(ctx, ins, memo)
 	if err == nil {
-		err = s.commitBatch(ctx, b)
-	}
-	if err == nil {
-		ix.foldAfter()
-	}
-	if err == nil && len(b.writes) > 0 {
-		err = ix.mergeAfter(s)
+		err = ix.commit(ctx, s, b)
 	}
 	b.drop()
 	return b.res, b.errs, err
+}
+
+// commit commits the batch b prepared on the live state s (commitBatch),
+// then starts what a committed write calls for: the folding of the blob
+// store's small packs (foldAfter) and, when it wrote rows, the full-text
+// merges (mergeAfter). The caller holds writeMu.
+func (ix *Index) commit(ctx context.Context, s *state, b *batch) error {
+	if err := s.commitBatch(ctx, b); err != nil {
+		return err
+	}
+	ix.foldAfter()
+	if len(b.writes) > 0 {
+		return ix.mergeAfter(s)
+	}
+	return nil
 }
 
 // mergeAfter starts the full-text merges that a committed batch calls
