@@ -253,29 +253,23 @@ func (ix *state) documentPage(ctx context.Context, o *ListOptions, after string,
 func documentQuery(o *ListOptions, after string, first bool) (string, []any) {
 	const cols = `d.doc_id, d.source, d.title, d.media_type, d.sensitivity, d.status, d.reason, d.bytes, d.ingested_at,
 				d.extractor, d.language, d.pages, d.meta, d.meta_given, d.block_count`
-	var query string
-	var args []any
+	cond, args := o.where(true)
 	if o.docID != "" {
-		cond, cargs := o.where(true) // the key is the CTE's
-		// MATERIALIZED: the clearance is not pushed into the key lookup.
-		query = `WITH one AS MATERIALIZED (SELECT ` + cols + ` FROM documents d WHERE d.doc_id = ?)
-			SELECT d.*, -1 FROM one d WHERE ` + cond
-		args = append([]any{o.docID}, cargs...)
-	} else {
-		cond, cargs := o.where(true)
-		if !first {
-			cond += ` AND d.source > ?`
-			cargs = append(cargs, after)
-		}
-		query = `WITH page AS (SELECT ` + cols + ` FROM documents d WHERE ` + cond + ` ORDER BY d.source LIMIT ?)
+		// The key is the CTE's, MATERIALIZED: the clearance is not pushed
+		// into the key lookup.
+		return `WITH one AS MATERIALIZED (SELECT ` + cols + ` FROM documents d WHERE d.doc_id = ?)
+			SELECT d.*, -1 FROM one d WHERE ` + cond, append([]any{o.docID}, args...)
+	}
+	if !first {
+		cond += ` AND d.source > ?`
+		args = append(args, after)
+	}
+	return `WITH page AS (SELECT ` + cols + ` FROM documents d WHERE ` + cond + ` ORDER BY d.source LIMIT ?)
 			SELECT p.*, coalesce(n.blocks, 0) FROM page p
 			LEFT JOIN (SELECT b.doc_id, count(*) AS blocks FROM blocks b
 				WHERE b.doc_id IN (SELECT doc_id FROM page WHERE block_count < 0) GROUP BY b.doc_id) n
 				ON n.doc_id = p.doc_id
-			ORDER BY p.source`
-		args = append(cargs, o.PageSize)
-	}
-	return query, args
+			ORDER BY p.source`, append(args, o.PageSize)
 }
 
 // DocumentsWithheld counts the documents of the status opts selects that

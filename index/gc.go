@@ -127,14 +127,13 @@ func (ix *Index) fold() error {
 			}
 		}
 	}
+	// A fold that failed, or left small packs out (damaged) or too few
+	// to fold, is tried again once autoFoldPacks more have come.
+	ix.foldRetryAt = ix.blobs.SmallPacks(autoFoldBelow) + autoFoldPacks
 	if err != nil {
-		ix.foldRetryAt = ix.blobs.SmallPacks(autoFoldBelow) + autoFoldPacks
 		slog.Warn("index: folding the blob store's small packs failed; tried again after more writes (escurel gc folds them too)", "blobs", ix.blobs.Redacted(), "err", err)
 		return fmt.Errorf("folding the blob store's small packs: %w", err)
 	}
-	// Small packs left out (damaged) or too few to fold count again from
-	// what is left.
-	ix.foldRetryAt = ix.blobs.SmallPacks(autoFoldBelow) + autoFoldPacks
 	slog.Debug("index: folded the blob store's small packs", "blobs", ix.blobs.Redacted(), "folded", res.Folded, "bytes_before", res.BytesBefore, "bytes_after", res.BytesAfter)
 	return nil
 }
