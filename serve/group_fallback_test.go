@@ -24,10 +24,7 @@ func TestGroupCommitFailureRunsJobsAlone(t *testing.T) {
 			f := h.fixture()
 
 			upload := func(source, text string) serve.Job { t.Helper(); return f.queue(t, source, []byte(text)) }
-			release := make(chan struct{})
-			ms.Set(func(s *modelserver.Server) { s.HoldOn = "HOLDME"; s.Release = release })
-			held := upload("/held.md", "# Held\n\nHOLDME lentil\n")
-			waitHeld(t, ms, "HOLDME")
+			held, release := f.holdQueue(t, ms)
 			// From now on a request with POISON hangs until the client's
 			// timeout (2s): a document the model fails on.
 			never := make(chan struct{})

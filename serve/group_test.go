@@ -41,11 +41,8 @@ func TestIngestJobsGroupCommit(t *testing.T) {
 	ms.Set(func(s *modelserver.Server) { s.Dim = 32 })
 	h := startHeld(t, t.TempDir(), ms, serve.Options{AllowWrite: true})
 	f := h.fixture()
-	release := make(chan struct{})
-	ms.Set(func(s *modelserver.Server) { s.HoldOn = "HOLDME"; s.Release = release })
 	upload := func(source, text string) serve.Job { t.Helper(); return f.queue(t, source, []byte(text)) }
-	held := upload("/held.md", "# Held\n\nHOLDME lentil\n")
-	waitHeld(t, ms, "HOLDME")
+	held, release := f.holdQueue(t, ms)
 	var queued []serve.Job
 	for i := range 5 {
 		queued = append(queued, upload(fmt.Sprintf("/d%d.md", i), fmt.Sprintf("# D%d\n\nlentil soup number %d\n", i, i)))

@@ -107,6 +107,18 @@ func (h *heldServer) jobsAfter(t *testing.T) map[string]serve.Job {
 	return byID
 }
 
+// holdQueue queues an ingest of /held.md whose embedding the model holds
+// until release is closed, and waits until the model holds it: the jobs
+// queued next wait behind it.
+func (f *fixture) holdQueue(t *testing.T, ms *modelserver.Server) (held serve.Job, release chan struct{}) {
+	t.Helper()
+	release = make(chan struct{})
+	ms.Set(func(s *modelserver.Server) { s.HoldOn = "HOLDME"; s.Release = release })
+	held = f.queue(t, "/held.md", []byte("# Held\n\nHOLDME lentil\n"))
+	waitHeld(t, ms, "HOLDME")
+	return held, release
+}
+
 // waitHeld waits until the model server holds a request.
 func waitHeld(t *testing.T, ms *modelserver.Server, hold string) {
 	t.Helper()

@@ -22,10 +22,7 @@ func TestQueuedIngestKeepsItsBytes(t *testing.T) {
 	ms.Set(func(s *modelserver.Server) { s.Dim = 32 })
 	h := startHeld(t, t.TempDir(), ms, serve.Options{AllowWrite: true})
 	f := h.fixture()
-	release := make(chan struct{})
-	ms.Set(func(s *modelserver.Server) { s.HoldOn = "HOLDME"; s.Release = release })
-	held := f.queue(t, "/held.md", []byte("# Held\n\nHOLDME lentil\n"))
-	waitHeld(t, ms, "HOLDME")
+	held, release := f.holdQueue(t, ms)
 	const n = 20
 	data := map[string][]byte{}
 	var jobs []serve.Job
