@@ -1,11 +1,14 @@
 package blobstore
 
-// The counter of pack sequence numbers on file:// (packs/SEQ), which
-// nextSeq takes its numbers from under an exclusive flock.
+// Pack sequence numbers: nextSeq, from the counter packs/SEQ under an
+// exclusive flock on file://, else from a listing of packs/.
 
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
+	"time"
 )
 
 // seqFileKey is the counter of pack sequence numbers on file:// (nextSeq):
@@ -81,4 +84,94 @@ func parseSeqFile(b []byte) (seq uint64, known bool) {
 		}
 	}
 	return seq, true
+}
+
+// nextSeq returns a sequence number above every pack's published before
+// it was called, by this Store or another, so that this write wins over
+// them (a removal over an older record).
+//
+// On file:// it takes the number from the counter packs/SEQ under an
+// exclusive flock of that file (claimSeq): every Store writing the
+// directory raises the counter before it publishes a pack under the
+// number it took, so the counter is at or above every number taken, and
+// two such Stores never take one number. Elsewhere (object stores;
+// file:// where the file system cannot lock, or a platform without
+// flock) it lists packs/ (names only) and takes the highest number there:
+// a pack another Store wrote before this write began is below it, but
+// two Stores writing at the same moment may take one number. A writer
+// that lists does not raise the counter, so one that lists beside one
+// that locks (another mount of the directory, an escurel before the
+// counter) may take a number the other takes too: two writers are
+// outside the contract either way (one writing index per blob store:
+// ARCHITECTURE.md, storage contract). The listing was most of a delete's
+// blob store CPU at 1M passages (2,024 packs). The packs it finds are
+// loaded by the next refresh, not here.
+func (s *Store) nextSeq(ctx context.Context) (uint64, error) {
+	if err := s.loadPacks(ctx, false); err != nil {
+		return 0, err
+	}
+	if s.localDir != "" && !s.px.noSeqFile.Load() {
+		if seq, ok, err := s.claimSeq(ctx); err != nil || ok {
+			return seq, err
+		}
+	}
+	listed, err := s.listedMaxSeq(ctx)
+	if err != nil {
+		return 0, err
+	}
+	x := s.px
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.maxSeq = max(x.maxSeq, listed) + 1
+	return x.maxSeq, nil
+}
+
+// listedMaxSeq returns the highest sequence number among the pack names
+// under packs/ (0: none).
+func (s *Store) listedMaxSeq(ctx context.Context) (uint64, error) {
+	// The highest name: pack names have one length and begin with their
+	// sequence number in 16 hex digits.
+	s.px.seqListings.Add(1)
+	var top string
+	see := func(name string) {
+		if name > top {
+			top = name
+		}
+	}
+	if s.localDir != "" {
+		// Unsorted names, no stat: this runs at every batch's Sync.
+		d, err := os.Open(s.localPath("packs"))
+		if err != nil {
+			return 0, fmt.Errorf("list packs: %w", err)
+		}
+		defer d.Close()
+		for {
+			names, err := d.Readdirnames(1024)
+			for _, n := range names {
+				if _, ok := parsePackName(n); ok {
+					see(n)
+				}
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return 0, fmt.Errorf("list packs: %w", err)
+			}
+		}
+	} else {
+		err := s.list(ctx, "packs/", false, func(name string, _ int64, _ time.Time) {
+			if _, ok := parsePackName(name); ok {
+				see(name)
+			}
+		})
+		if err != nil {
+			return 0, fmt.Errorf("list packs: %w", err)
+		}
+	}
+	if top == "" {
+		return 0, nil
+	}
+	seq, _ := parsePackName(top)
+	return seq, nil
 }
