@@ -4,9 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"runtime/metrics"
 	"strings"
+
+	"github.com/escurel/escurel/internal/duck"
 )
 
 // When a generation's file is rewritten. DuckDB reuses the blocks a
@@ -281,6 +284,31 @@ func (ix *Index) rewriteLive(ctx context.Context, s *state, minShare float64, mi
 		}
 	}
 	return s.gen, nil
+}
+
+// saveImage saves the full-text index's image (fts.Index.SaveImage) for
+// the next Open to read, unless the one stored is current. A failure is
+// logged, not returned: the image is derived, and without it the next
+// Open reads the tables, only slower (1.4 s at 1M passages).
+func (s *state) saveImage(ctx context.Context) {
+	if s.fts.ImageCurrent() {
+		return
+	}
+	err := func() error {
+		tx, err := duck.Begin(ctx, s.db)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		saved, err := s.fts.SaveImage(ctx, tx)
+		if err != nil || !saved {
+			return err
+		}
+		return tx.Commit(ctx)
+	}()
+	if err != nil {
+		slog.Warn("index: saving the full-text index's image failed; the next open reads its tables instead", "index", s.path, "err", err)
+	}
 }
 
 // giveBackMin is the least heapToGiveBack for which a rewrite first

@@ -610,6 +610,9 @@ func (ix *Index) Close() error {
 		}
 	}
 	if s := ix.cur.Load(); s != nil && ix.ownDir && !ix.readOnly && ix.stale == "" && s.wrote.Load() {
+		// The full-text index's image first, so that the next Open reads
+		// it (and a rewrite copies it) instead of the tables' rows.
+		s.saveImage(context.Background())
 		// A file with a fifth or more reclaimable is rewritten into a new
 		// generation, which the next Open opens (index/compact.go); only
 		// by a process that wrote documents, so a reader's Close stays

@@ -400,8 +400,8 @@ func TestMigrateRemovalsFrom15(t *testing.T) {
 	stmts = append(stmts,
 		`INSERT INTO fts_df_deltas SELECT t.term_id, -count(DISTINCT v.block), -count(DISTINCT v.block) FILTER (WHERE v.field = 0),
 			-count(DISTINCT v.block) FILTER (WHERE v.field = 1) FROM v15_terms v JOIN fts_terms t ON t.term = v.term GROUP BY v.del, t.term_id`,
-		`DROP TABLE fts_removals`,
-		`DELETE FROM schema_migrations WHERE version = 16`)
+		`DROP TABLE fts_removals`, `DROP TABLE fts_image`,
+		`DELETE FROM schema_migrations WHERE version >= 16`)
 	for _, stmt := range stmts {
 		if _, err := db.Exec(stmt); err != nil {
 			t.Fatal(stmt, err)

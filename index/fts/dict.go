@@ -130,6 +130,20 @@ func (d *dict) put(t string, id int32) {
 	d.n++
 }
 
+// putTrusted adds t with id without looking for t first: for an image
+// (image.go), whose terms come from a dictionary and whose payload's
+// SHA-256 matched, so no term is in it twice. It skips putNew's probes
+// that compare terms, most of decoding an image's dictionary.
+func (d *dict) putTrusted(t []byte, id int32) {
+	if (d.n+1)*4 > len(d.slots)*3 {
+		d.grow()
+	}
+	d.setLoc(id, len(t))
+	d.arena = append(d.arena, t...)
+	d.insert(id)
+	d.n++
+}
+
 // insert puts id's slot in the table.
 func (d *dict) insert(id int32) {
 	mask := uint64(len(d.slots) - 1)

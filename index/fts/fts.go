@@ -43,7 +43,9 @@ package fts
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sort"
 	"sync"
@@ -112,6 +114,12 @@ type Index struct {
 	nextSeg    int32
 
 	cache *cache
+	// fromImage: Load read the image (image.go), and changed: a commit
+	// has applied a change since, so the image no longer describes the
+	// index. uncertain: a commit failed, and its transaction may have
+	// committed all the same, so the tables may hold what memory does
+	// not; SaveImage then saves nothing. All three under mu.
+	fromImage, changed, uncertain bool
 	// invertHint is the distinct terms of the last batch Invert saw: the
 	// size its next term map starts at.
 	invertHint atomic.Int64
@@ -124,8 +132,25 @@ type Querier interface {
 }
 
 // Load reads the dictionary, document frequencies, field lengths,
-// tombstones and segments into memory.
+// tombstones and segments into memory: from the image in fts_image when
+// it is current (image.go), else from the tables. An image that is
+// current but cannot be decoded is logged and the tables read.
 func Load(ctx context.Context, q Querier) (*Index, error) {
+	ix, err := loadImage(ctx, q)
+	if err != nil && !errors.Is(err, errImage) {
+		return nil, fmt.Errorf("load fts image: %w", err)
+	}
+	if err != nil {
+		slog.Warn("fts: the saved image of the full-text index is damaged; reading its tables instead (the next writer's Close saves it again)", "err", err)
+	}
+	if ix != nil {
+		return ix, nil
+	}
+	return loadTables(ctx, q)
+}
+
+// loadTables is Load from the tables, row by row.
+func loadTables(ctx context.Context, q Querier) (*Index, error) {
 	ix := &Index{ids: newDict(), cache: newCache(DefaultCacheBytes)}
 	var terms, termBytes int64
 	var maxTerm int32

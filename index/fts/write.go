@@ -340,10 +340,12 @@ func (ix *Index) CommitWith(ctx context.Context, tx *duck.Tx, then func(), chang
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if err := tx.Commit(ctx); err != nil {
+		ix.uncertain = true
 		return err
 	}
 	for _, ch := range changes {
 		ix.apply(ch)
+		ix.changed = ix.changed || ch != nil
 	}
 	if then != nil {
 		then()

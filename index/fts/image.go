@@ -1,0 +1,419 @@
+package fts
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/escurel/escurel/internal/duck"
+)
+
+// An image is the in-memory index (dictionary, document frequencies,
+// every block's field lengths, level and state, the segment list) saved
+// in fts_image (sql/0017_fts_image.sql), so that Load reads it in a few
+// BLOBs instead of scanning every row of the tables it was made from. At
+// 1M passages that scan is 2.4M rows through database/sql, 1.4 s.
+//
+// An image is valid only for the rows it was made from: its header holds
+// the fingerprint (fingerprintSQL) of every row Load reads, and Load uses
+// the image only when the tables give the same fingerprint again. Any
+// write since, by any process or version, changes the fingerprint and
+// Load reads the tables, as it did before images existed. Like sqlite's
+// stat tables, an image is derived: dropping its rows costs the next open
+// its speed, nothing else.
+//
+// Layout: the row with part 0 is the header,
+//
+//	imageMagic
+//	uvarint length, fingerprint
+//	uvarint payload length
+//	SHA-256 of the payload (32 bytes)
+//
+// and parts 1, 2, … are the payload in order, at most imagePart bytes
+// each. The payload:
+//
+//	uvarint nextTerm, nextSeg
+//	for each term id below nextTerm: uvarint length (0: no term), bytes
+//	for each term id below nextTerm: varint df, df_body, df_context
+//	uvarint n: the block ids below n follow
+//	for each: state byte; unless absent, uvarint len_body, len_context,
+//	          and the level byte
+//	uvarint segments; for each: varint id, blocks, min_block,
+//	          max_block, bytes
+
+const imageMagic = "escurel fts image 1\n"
+
+// imagePart bounds a part's BLOB, in bytes.
+const imagePart = 4 << 20
+
+// fingerprintSQL fingerprints every row Load reads: per table, its row
+// count and the sum (a HUGEINT: no overflow) of DuckDB's 64-bit hash of
+// each row's columns. A sum does not depend on the rows' order, and any
+// changed, added or removed row changes it but for a hash collision.
+// Postings are fingerprinted without their posting lists, which Load does
+// not read. DuckDB's hash is not promised stable across its versions: a
+// change makes every image stale, never a wrong one valid.
+const fingerprintSQL = `SELECT concat_ws(';',
+	(SELECT count(*) || ':' || coalesce(sum(hash(term_id, term)), 0) FROM fts_terms),
+	(SELECT count(*) || ':' || coalesce(sum(hash(term_id, segment_id, df, df_body, df_context)), 0) FROM fts_postings),
+	(SELECT count(*) || ':' || coalesce(sum(hash(term_id, df, df_body, df_context)), 0) FROM fts_df_deltas),
+	(SELECT count(*) || ':' || coalesce(sum(hash(block_id, len_body, len_context, level)), 0) FROM fts_blocks),
+	(SELECT count(*) || ':' || coalesce(sum(hash(block_id)), 0) FROM fts_tombstones),
+	(SELECT count(*) || ':' || coalesce(sum(hash(data)), 0) FROM fts_removals),
+	(SELECT count(*) || ':' || coalesce(sum(hash(segment_id, blocks, min_block, max_block, bytes)), 0) FROM fts_segments))`
+
+// errImage is wrapped by the errors of an image that cannot be used: a
+// damaged header or payload, or one that does not describe a consistent
+// index. Load then reads the tables.
+var errImage = errors.New("fts image damaged")
+
+// loadImage returns the index the image in fts_image holds, or nil when
+// there is none or it is stale (its fingerprint is not the tables'). An
+// error wrapping errImage: the image is there and current but cannot be
+// decoded; any other error is the database's.
+func loadImage(ctx context.Context, q Querier) (*Index, error) {
+	var header []byte
+	err := q.QueryRowContext(ctx, `SELECT data FROM fts_image WHERE part = 0`).Scan(&header)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	fp, size, sum, err := decodeImageHeader(header)
+	if err != nil {
+		return nil, err
+	}
+	var now string
+	if err := q.QueryRowContext(ctx, fingerprintSQL).Scan(&now); err != nil {
+		return nil, err
+	}
+	if now != fp {
+		return nil, nil
+	}
+	payload := make([]byte, 0, size)
+	want := int32(1)
+	err = scan(ctx, q, `SELECT part, data FROM fts_image WHERE part > 0 ORDER BY part`, func(r *sql.Rows) error {
+		var part int32
+		var data []byte
+		if err := r.Scan(&part, &data); err != nil {
+			return err
+		}
+		if part != want || uint64(len(payload))+uint64(len(data)) > size {
+			return fmt.Errorf("%w: part %d (want %d) or more than the %d bytes its header gives", errImage, part, want, size)
+		}
+		want++
+		payload = append(payload, data...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if uint64(len(payload)) != size || sha256.Sum256(payload) != sum {
+		return nil, fmt.Errorf("%w: its payload (%d bytes of %d) does not match the SHA-256 of its header", errImage, len(payload), size)
+	}
+	ix, err := decodeImage(payload)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errImage, err)
+	}
+	ix.fromImage = true
+	return ix, nil
+}
+
+func decodeImageHeader(h []byte) (fp string, size uint64, sum [32]byte, err error) {
+	d := &decoderBuf{b: h}
+	if !bytes.HasPrefix(h, []byte(imageMagic)) {
+		return "", 0, sum, fmt.Errorf("%w: its header does not begin with %q", errImage, imageMagic)
+	}
+	d.b = d.b[len(imageMagic):]
+	fp = string(d.bytes())
+	size = d.uvarint()
+	copy(sum[:], d.take(32))
+	if d.err != nil || len(d.b) != 0 {
+		return "", 0, sum, fmt.Errorf("%w: its header is truncated or too long", errImage)
+	}
+	return fp, size, sum, nil
+}
+
+// SaveImage replaces the image in fts_image with the index as it is in
+// memory, within tx, which must be the writer's (no other write may run
+// until it commits) and must see every write this Index applied. It saves
+// nothing, and returns false, when the in-memory index may not be what its
+// tables hold: a commit of it failed (the transaction may have committed
+// all the same), or the rows' counts and field-length sums differ from
+// it. Errors are the database's.
+func (ix *Index) SaveImage(ctx context.Context, tx *duck.Tx) (bool, error) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.uncertain {
+		return false, nil
+	}
+	// The rows against memory: what a wrong image would show first.
+	var terms, rows int64
+	var sum [NumFields]int64
+	if err := tx.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM fts_terms), count(*),
+		coalesce(sum(len_body), 0)::BIGINT, coalesce(sum(len_context), 0)::BIGINT FROM fts_blocks`).Scan(&terms, &rows, &sum[Body], &sum[Context]); err != nil {
+		return false, err
+	}
+	var held int64
+	var heldSum [NumFields]int64
+	for _, b := range ix.blocks {
+		if b.state != absent {
+			held++
+			for f := range NumFields {
+				heldSum[f] += int64(b.len[f])
+			}
+		}
+	}
+	if terms != int64(ix.ids.n) || rows != held || sum != heldSum || len(ix.df) != int(ix.nextTerm) {
+		return false, nil
+	}
+	var fp string
+	if err := tx.QueryRowContext(ctx, fingerprintSQL).Scan(&fp); err != nil {
+		return false, err
+	}
+	payload := ix.encodeImage()
+	sha := sha256.Sum256(payload)
+	header := append([]byte(imageMagic), binary.AppendUvarint(nil, uint64(len(fp)))...)
+	header = append(header, fp...)
+	header = binary.AppendUvarint(header, uint64(len(payload)))
+	header = append(header, sha[:]...)
+	if _, err := tx.ExecContext(ctx, `DELETE FROM fts_image`); err != nil {
+		return false, err
+	}
+	err := duck.Append(ctx, tx.Conn, "fts_image", []string{"part", "data"}, func(add func(...driver.Value) error) error {
+		if err := add(int32(0), header); err != nil {
+			return err
+		}
+		for part := int32(1); len(payload) > 0; part++ {
+			n := min(len(payload), imagePart)
+			if err := add(part, payload[:n]); err != nil {
+				return err
+			}
+			payload = payload[n:]
+		}
+		return nil
+	})
+	return err == nil, err
+}
+
+// encodeImage encodes the in-memory index (see the layout above). Call
+// under ix.mu.
+func (ix *Index) encodeImage() []byte {
+	n := len(ix.blocks)
+	for n > 0 && ix.blocks[n-1].state == absent {
+		n--
+	}
+	out := make([]byte, 0, len(ix.ids.arena)+int(ix.nextTerm)*5+n*5+64)
+	out = binary.AppendUvarint(out, uint64(ix.nextTerm))
+	out = binary.AppendUvarint(out, uint64(ix.nextSeg))
+	for id := range ix.nextTerm {
+		if !ix.ids.has(id) {
+			out = append(out, 0)
+			continue
+		}
+		t := ix.ids.termBytes(id)
+		out = binary.AppendUvarint(out, uint64(len(t)))
+		out = append(out, t...)
+	}
+	for _, d := range ix.df[:ix.nextTerm] {
+		for _, v := range d {
+			out = binary.AppendVarint(out, int64(v))
+		}
+	}
+	out = binary.AppendUvarint(out, uint64(n))
+	for _, b := range ix.blocks[:n] {
+		out = append(out, b.state)
+		if b.state != absent {
+			out = binary.AppendUvarint(out, uint64(b.len[Body]))
+			out = binary.AppendUvarint(out, uint64(b.len[Context]))
+			out = append(out, b.level)
+		}
+	}
+	out = binary.AppendUvarint(out, uint64(len(ix.segments)))
+	for _, s := range ix.segments {
+		for _, v := range []int64{int64(s.id), int64(s.blocks), s.min, s.max, s.bytes} {
+			out = binary.AppendVarint(out, v)
+		}
+	}
+	return out
+}
+
+// decodeImage builds an Index from an image's payload, checking the
+// lengths, states and ranges Load checks of the rows. It does not look
+// for a term given twice (Load does): the payload's SHA-256 matched, so it
+// is what SaveImage encoded from a dictionary.
+func decodeImage(p []byte) (*Index, error) {
+	d := &decoderBuf{b: p}
+	ix := &Index{ids: newDict(), cache: newCache(DefaultCacheBytes)}
+	nextTerm, nextSeg := d.uvarint(), d.uvarint()
+	if d.err != nil || nextTerm > uint64(len(p)) || nextSeg > 1<<31-1 {
+		return nil, fmt.Errorf("next term id %d or segment id %d out of range", nextTerm, nextSeg)
+	}
+	ix.nextTerm, ix.nextSeg = int32(nextTerm), int32(nextSeg)
+	// The terms' lengths first, to size the dictionary as Load does.
+	start := *d
+	terms, termBytes := 0, 0
+	for range nextTerm {
+		if n := d.uvarint(); n > 0 {
+			terms++
+			termBytes += int(n)
+			d.take(int(min(n, uint64(len(d.b)))))
+		}
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	*d = start
+	ix.ids.reserve(terms, termBytes, ix.nextTerm-1)
+	for id := range ix.nextTerm {
+		t := d.bytes()
+		if len(t) == 0 {
+			continue
+		}
+		if len(t) > maxTermLen {
+			return nil, fmt.Errorf("term id %d: %d bytes (want 1 to %d)", id, len(t), maxTermLen)
+		}
+		ix.ids.putTrusted(t, id)
+	}
+	ix.df = make([]df, ix.nextTerm)
+	for id := range ix.df {
+		for i := range ix.df[id] {
+			v := d.varint()
+			if v < math32Min || v > math32Max {
+				return nil, fmt.Errorf("term id %d: document frequency %d out of range", id, v)
+			}
+			ix.df[id][i] = int32(v)
+		}
+	}
+	n := d.uvarint()
+	if d.err != nil || n > uint64(len(d.b)) {
+		return nil, fmt.Errorf("%d blocks in %d bytes", n, len(d.b))
+	}
+	ix.blocks = make([]blockInfo, max(n, 1))
+	for id := range n {
+		b := blockInfo{state: d.byte()}
+		switch b.state {
+		case absent:
+			continue
+		case live, dead:
+		default:
+			return nil, fmt.Errorf("block %d: state %d", id, b.state)
+		}
+		lb, lc := d.uvarint(), d.uvarint()
+		if lb > math32Max || lc > math32Max {
+			return nil, fmt.Errorf("block %d: field lengths %d, %d out of range", id, lb, lc)
+		}
+		b.len = [NumFields]uint32{uint32(lb), uint32(lc)}
+		b.level = d.byte()
+		ix.blocks[id] = b
+		if b.state == live {
+			ix.count(b, 1)
+		} else {
+			ix.tombstones++
+		}
+	}
+	segs := d.uvarint()
+	if d.err != nil || segs > uint64(len(d.b)) {
+		return nil, fmt.Errorf("%d segments in %d bytes", segs, len(d.b))
+	}
+	for range segs {
+		var v [5]int64
+		for i := range v {
+			v[i] = d.varint()
+		}
+		if v[0] < 0 || v[0] >= int64(ix.nextSeg) || v[1] < 0 || v[1] > math32Max {
+			return nil, fmt.Errorf("segment %d of %d blocks out of range", v[0], v[1])
+		}
+		ix.segments = append(ix.segments, segment{id: int32(v[0]), blocks: int32(v[1]), min: v[2], max: v[3], bytes: v[4]})
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	if len(d.b) != 0 {
+		return nil, fmt.Errorf("%d bytes past its end", len(d.b))
+	}
+	return ix, nil
+}
+
+const (
+	math32Min = -1 << 31
+	math32Max = 1<<31 - 1
+)
+
+// decoderBuf reads an image: the first error sticks, and every read
+// after it returns zero values.
+type decoderBuf struct {
+	b   []byte
+	err error
+}
+
+func (d *decoderBuf) fail() {
+	if d.err == nil {
+		d.err = errors.New("truncated")
+	}
+	d.b = nil
+}
+
+func (d *decoderBuf) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoderBuf) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoderBuf) byte() uint8 {
+	if len(d.b) == 0 {
+		d.fail()
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoderBuf) take(n int) []byte {
+	if n < 0 || n > len(d.b) {
+		d.fail()
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+// bytes reads a uvarint length and that many bytes.
+func (d *decoderBuf) bytes() []byte {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail()
+		return nil
+	}
+	return d.take(int(n))
+}
+
+// ImageCurrent reports whether the image in fts_image describes this
+// index: Load read it, and no commit has changed the index since.
+func (ix *Index) ImageCurrent() bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.fromImage && !ix.changed
+}
