@@ -183,8 +183,10 @@ func TestCandidatesFromHitDocs(t *testing.T) {
 	if _, _, err := ix.IngestBatch(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ix.Search(ctx, "tables", nil); err != nil {
-		t.Fatal(err)
+	for range hitDocsLoadAfter {
+		if _, err := ix.Search(ctx, "tables", nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s := ix.cur.Load()
 	if !s.hitDocs.isLoaded() {

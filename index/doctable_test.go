@@ -80,6 +80,10 @@ func docTableDiff(ctx context.Context, ix *Index) (string, error) {
 	return strings.Join(diffs[:min(len(diffs), 10)], "\n"), nil
 }
 
+// HitDocsLoadAfter is hitDocsLoadAfter, for the tests outside the
+// package: the searches after which a state holds its table of documents.
+const HitDocsLoadAfter = hitDocsLoadAfter
+
 // CheckDocTable (for index_test) returns an error when the live state's
 // in-memory table of documents (hitDocs: what hits and deletes read of a
 // document's row) is not loaded or differs from the documents rows.

@@ -312,3 +312,51 @@ func TestHitDocsOddDocID(t *testing.T) {
 		t.Errorf("restricted: %d hits, want 2", len(hits))
 	}
 }
+
+// A state's first searches read their hits' documents through the join;
+// the hitDocsLoadAfter-th loads the table. The hits are the same either
+// way, and a restricted document's blocks reach neither path's public
+// caller.
+func TestHitDocsLoadAfterSearches(t *testing.T) {
+	ctx := context.Background()
+	ix, err := Open(ctx, t.TempDir(), &Options{BlobURL: "mem://"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	var ins []Input
+	for i := range 6 {
+		in := Input{Source: fmt.Sprintf("/l%d.md", i), Data: []byte(fmt.Sprintf("# L%d\n\nlazy apples %d\n", i, i))}
+		if i == 2 {
+			in.Sensitivity = Restricted
+		}
+		ins = append(ins, in)
+	}
+	if _, _, err := ix.IngestBatch(ctx, ins); err != nil {
+		t.Fatal(err)
+	}
+	var first []Hit
+	for i := range hitDocsLoadAfter + 1 {
+		loaded := ix.cur.Load().hitDocs.isLoaded()
+		if loaded != (i >= hitDocsLoadAfter) {
+			t.Fatalf("before search %d: table loaded %v", i+1, loaded)
+		}
+		hits, err := ix.Search(ctx, "lazy apples", &SearchOptions{K: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hits) != 5 {
+			t.Fatalf("search %d: %d hits, want the 5 public documents' blocks", i+1, len(hits))
+		}
+		for _, h := range hits {
+			if h.Source == "/l2.md" {
+				t.Fatalf("search %d: the restricted document reached a public caller", i+1)
+			}
+		}
+		if i == 0 {
+			first = hits
+		} else if !reflect.DeepEqual(first, hits) {
+			t.Fatalf("search %d: hits differ from the first's:\n%+v\n%+v", i+1, hits, first)
+		}
+	}
+}

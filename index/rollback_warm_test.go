@@ -21,8 +21,10 @@ func TestRollbackWarms(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A hybrid search loads the vectors, public ids and hits' documents.
-		if _, err := ix.Search(ctx, "apples", &SearchOptions{Mode: ModeHybrid}); err != nil {
-			t.Fatal(err)
+		for range hitDocsLoadAfter {
+			if _, err := ix.Search(ctx, "apples", &SearchOptions{Mode: ModeHybrid}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	reloadCopy(t, ix)

@@ -416,7 +416,9 @@ func fillHits(ctx context.Context, q querier, ids []int64, levels []string) (hit
 
 // fillHitsCached is fillHits with the documents' fields from the
 // generation's table (hitdocs.go): call it inside fts.View, with q the
-// search's snapshot.
+// search's snapshot. The first hitDocsLoadAfter-1 searches of a state
+// that has not loaded the table read through the join (fillHits); the
+// next loads it.
 //
 // The blocks are read by a statement prepared once per state (parsing
 // and planning it cost about as much as running it). When q is a lazyTx
@@ -428,6 +430,9 @@ func fillHits(ctx context.Context, q querier, ids []int64, levels []string) (hit
 func (ix *state) fillHitsCached(ctx context.Context, q querier, ids []int64, levels []string) (hits []Hit, kept []int, err error) {
 	if len(ids) == 0 {
 		return []Hit{}, nil, nil
+	}
+	if !ix.hitDocs.loadNow() {
+		return fillHits(ctx, q, ids, levels)
 	}
 	if err := ix.hitDocs.load(ctx, q); err != nil {
 		return nil, nil, err
