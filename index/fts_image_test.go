@@ -1,6 +1,7 @@
 package index
 
 import (
+	"bytes"
 	"context"
 	"testing"
 
@@ -83,5 +84,66 @@ func TestCloseSavesFTSImage(t *testing.T) {
 	s.db.QueryRowContext(ctx, image).Scan(&after)
 	if !current || before == "" || before != after || s.path != path {
 		t.Fatalf("a reader's Close changed the image (current %v, %q → %q, %s → %s)", current, before, after, path, s.path)
+	}
+}
+
+// A purge's copy of the file holds no image with the purged document's
+// terms: the purge's commit deletes the image, which a writer's Close had
+// saved with every term of the dictionary.
+func TestPurgeLeavesNoImageOfErasedTerms(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	opts := &Options{BlobURL: "mem://", Embedder: embed.None}
+	ix, err := Open(ctx, dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := "zqxsecretterm"
+	mustIngest(t, ix, Input{Source: "/keep.md", Data: []byte("# Keep\n\nordinary words here\n")},
+		Input{Source: "/gone.md", Data: []byte("# Gone\n\nthe " + secret + " word\n")})
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	image := func(ix *Index) []byte {
+		t.Helper()
+		s, err := ix.acquire()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.unref()
+		var all []byte
+		rows, err := s.db.QueryContext(ctx, `SELECT data FROM fts_image ORDER BY part`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var b []byte
+			rows.Scan(&b)
+			all = append(all, b...)
+		}
+		return all
+	}
+	if ix, err = Open(ctx, dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(image(ix), []byte(secret)) {
+		t.Fatal("the writer's Close saved no image with the term: the test proves nothing")
+	}
+	if _, err := ix.Purge(ctx, "/gone.md"); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(image(ix), []byte(secret)) {
+		t.Fatal("the purged generation's image holds the purged document's term")
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ix, err = Open(ctx, dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if bytes.Contains(image(ix), []byte(secret)) {
+		t.Fatal("after the purge and a Close, the image holds the purged document's term")
 	}
 }

@@ -120,6 +120,11 @@ type Index struct {
 	// committed all the same, so the tables may hold what memory does
 	// not; SaveImage then saves nothing. All three under mu.
 	fromImage, changed, uncertain bool
+	// imageInFile: fts_image may hold rows, which the next commit of a
+	// change deletes in its transaction, so that the file never holds an
+	// image of another state than its own (a purge's copy keeps no term
+	// of what it erased).
+	imageInFile atomic.Bool
 	// invertHint is the distinct terms of the last batch Invert saw: the
 	// size its next term map starts at.
 	invertHint atomic.Int64
@@ -137,16 +142,20 @@ type Querier interface {
 // current but cannot be decoded is logged and the tables read.
 func Load(ctx context.Context, q Querier) (*Index, error) {
 	ix, err := loadImage(ctx, q)
-	if err != nil && !errors.Is(err, errImage) {
+	switch {
+	case err == nil && ix != nil:
+		return ix, nil
+	case err != nil && !errors.Is(err, errImage) && !errors.Is(err, errStale):
 		return nil, fmt.Errorf("load fts image: %w", err)
-	}
-	if err != nil {
+	case errors.Is(err, errImage):
 		slog.Warn("fts: the saved image of the full-text index is damaged; reading its tables instead (the next writer's Close saves it again)", "err", err)
 	}
-	if ix != nil {
-		return ix, nil
+	present := err != nil // stale or damaged: in the file until the next commit
+	if ix, err = loadTables(ctx, q); err != nil {
+		return nil, err
 	}
-	return loadTables(ctx, q)
+	ix.imageInFile.Store(present)
+	return ix, nil
 }
 
 // loadTables is Load from the tables, row by row.

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/escurel/escurel/internal/duck"
 )
@@ -67,19 +68,29 @@ const fingerprintSQL = `SELECT concat_ws(';',
 	(SELECT count(*) || ':' || coalesce(sum(hash(data)), 0) FROM fts_removals),
 	(SELECT count(*) || ':' || coalesce(sum(hash(segment_id, blocks, min_block, max_block, bytes)), 0) FROM fts_segments))`
 
+// errStale: the image in fts_image is not of the tables as they are.
+var errStale = errors.New("fts image stale")
+
 // errImage is wrapped by the errors of an image that cannot be used: a
 // damaged header or payload, or one that does not describe a consistent
 // index. Load then reads the tables.
 var errImage = errors.New("fts image damaged")
 
-// loadImage returns the index the image in fts_image holds, or nil when
-// there is none or it is stale (its fingerprint is not the tables'). An
-// error wrapping errImage: the image is there and current but cannot be
+// loadImage returns the index the image in fts_image holds, nil when
+// there is none, errStale when it is stale (its fingerprint is not the
+// tables'). An error wrapping errImage: the image is there and current but cannot be
 // decoded; any other error is the database's.
 func loadImage(ctx context.Context, q Querier) (*Index, error) {
 	var header []byte
 	err := q.QueryRowContext(ctx, `SELECT data FROM fts_image WHERE part = 0`).Scan(&header)
 	if errors.Is(err, sql.ErrNoRows) {
+		var rows int
+		if err := q.QueryRowContext(ctx, `SELECT count(*) FROM fts_image`).Scan(&rows); err != nil {
+			return nil, err
+		}
+		if rows > 0 {
+			return nil, fmt.Errorf("%w: %d parts without a header", errImage, rows)
+		}
 		return nil, nil
 	}
 	if err != nil {
@@ -94,7 +105,7 @@ func loadImage(ctx context.Context, q Querier) (*Index, error) {
 		return nil, err
 	}
 	if now != fp {
-		return nil, nil
+		return nil, errStale
 	}
 	payload := make([]byte, 0, size)
 	want := int32(1)
@@ -122,6 +133,7 @@ func loadImage(ctx context.Context, q Querier) (*Index, error) {
 		return nil, fmt.Errorf("%w: %v", errImage, err)
 	}
 	ix.fromImage = true
+	ix.imageInFile.Store(true)
 	return ix, nil
 }
 
@@ -153,24 +165,39 @@ func (ix *Index) SaveImage(ctx context.Context, tx *duck.Tx) (bool, error) {
 	if ix.uncertain {
 		return false, nil
 	}
-	// The rows against memory: what a wrong image would show first.
-	var terms, rows int64
-	var sum [NumFields]int64
-	if err := tx.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM fts_terms), count(*),
-		coalesce(sum(len_body), 0)::BIGINT, coalesce(sum(len_context), 0)::BIGINT FROM fts_blocks`).Scan(&terms, &rows, &sum[Body], &sum[Context]); err != nil {
+	// The rows against memory: the terms, and the blocks' count and
+	// field-length sums per level (the statistics each clearance scores
+	// with), what a wrong image would show first.
+	var terms int64
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM fts_terms`).Scan(&terms); err != nil {
 		return false, err
 	}
-	var held int64
-	var heldSum [NumFields]int64
+	type levelSums struct{ blocks, body, context int64 }
+	rowsAt := map[uint8]levelSums{}
+	err := scan(ctx, tx, `SELECT level, count(*), coalesce(sum(len_body), 0)::BIGINT, coalesce(sum(len_context), 0)::BIGINT
+		FROM fts_blocks GROUP BY level`, func(r *sql.Rows) error {
+		var l uint8
+		var s levelSums
+		if err := r.Scan(&l, &s.blocks, &s.body, &s.context); err != nil {
+			return err
+		}
+		rowsAt[l] = s
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	heldAt := map[uint8]levelSums{}
 	for _, b := range ix.blocks {
 		if b.state != absent {
-			held++
-			for f := range NumFields {
-				heldSum[f] += int64(b.len[f])
-			}
+			s := heldAt[b.level]
+			s.blocks++
+			s.body += int64(b.len[Body])
+			s.context += int64(b.len[Context])
+			heldAt[b.level] = s
 		}
 	}
-	if terms != int64(ix.ids.n) || rows != held || sum != heldSum || len(ix.df) != int(ix.nextTerm) {
+	if terms != int64(ix.ids.n) || len(ix.df) != int(ix.nextTerm) || !maps.Equal(rowsAt, heldAt) {
 		return false, nil
 	}
 	var fp string
@@ -186,7 +213,10 @@ func (ix *Index) SaveImage(ctx context.Context, tx *duck.Tx) (bool, error) {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM fts_image`); err != nil {
 		return false, err
 	}
-	err := duck.Append(ctx, tx.Conn, "fts_image", []string{"part", "data"}, func(add func(...driver.Value) error) error {
+	// Whether or not the caller commits, the next commit of a change
+	// deletes the rows (CommitWith).
+	ix.imageInFile.Store(true)
+	err = duck.Append(ctx, tx.Conn, "fts_image", []string{"part", "data"}, func(add func(...driver.Value) error) error {
 		if err := add(int32(0), header); err != nil {
 			return err
 		}
@@ -261,9 +291,12 @@ func decodeImage(p []byte) (*Index, error) {
 	terms, termBytes := 0, 0
 	for range nextTerm {
 		if n := d.uvarint(); n > 0 {
+			if n > maxTermLen || n > uint64(len(d.b)) {
+				return nil, fmt.Errorf("a term of %d bytes (at most %d, %d left)", n, maxTermLen, len(d.b))
+			}
 			terms++
 			termBytes += int(n)
-			d.take(int(min(n, uint64(len(d.b)))))
+			d.take(int(n))
 		}
 	}
 	if d.err != nil {
@@ -280,6 +313,9 @@ func decodeImage(p []byte) (*Index, error) {
 			return nil, fmt.Errorf("term id %d: %d bytes (want 1 to %d)", id, len(t), maxTermLen)
 		}
 		ix.ids.putTrusted(t, id)
+	}
+	if d.err != nil {
+		return nil, d.err
 	}
 	ix.df = make([]df, ix.nextTerm)
 	for id := range ix.df {

@@ -3,6 +3,7 @@ package fts
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"math/rand/v2"
 	"testing"
 
@@ -154,6 +155,11 @@ func TestImageEqualsTables(t *testing.T) {
 		if loaded.ImageCurrent() {
 			t.Fatalf("round %d: the image is current after a write", round)
 		}
+		var rows int
+		db.QueryRow(`SELECT count(*) FROM fts_image`).Scan(&rows)
+		if rows != 0 {
+			t.Fatalf("round %d: %d image rows left by a write: the file holds an image of another state", round, rows)
+		}
 		if again := loadBoth(t, db); again.fromImage {
 			t.Fatalf("round %d: Load read an image older than a write", round)
 		}
@@ -291,6 +297,12 @@ func TestImageEncodeDecode(t *testing.T) {
 			t.Fatalf("%d blocks: decoded image differs:\n%s", n, diff)
 		}
 		p := ix.encodeImage()
+		// A term's length past the payload (the SHA-256 is no MAC).
+		huge := binary.AppendUvarint(binary.AppendUvarint(nil, 1), 0)
+		huge = append(binary.AppendUvarint(huge, 1<<62), make([]byte, 40)...)
+		if _, err := decodeImage(huge); err == nil {
+			t.Fatal("a term of 2^62 bytes decoded")
+		}
 		for cut := range len(p) {
 			if _, err := decodeImage(p[:cut]); err == nil {
 				t.Fatalf("%d blocks: a payload cut to %d of %d bytes decoded", n, cut, len(p))
