@@ -58,11 +58,11 @@ type hitDocs struct {
 	joined atomic.Int32
 }
 
-// hitDocsLoadAfter is how many searches of a state read their hits'
-// documents through the join (fillHits: 3 to 40 ms at 1M passages)
-// before one loads the table (2 s at 1M, paid once; later searches read
-// memory). A one-shot process (escurel search) never pays the load; a
-// server pays it on its third search instead of its first.
+// hitDocsLoadAfter is the search of a state that loads the table (2 s at
+// 1M passages, paid once; later searches read memory): the ones before
+// it read their hits' documents through the join (fillHits). A one-shot
+// process (escurel search) never pays the load; a server pays it on its
+// third search instead of its first.
 const hitDocsLoadAfter = 3
 
 // loadNow reports whether a search should load the table now: it is

@@ -447,9 +447,10 @@ func (d *decoderBuf) bytes() []byte {
 }
 
 // ImageCurrent reports whether the image in fts_image describes this
-// index: Load read it, and no commit has changed the index since.
+// index: Load read it, no commit has changed the index since, and none
+// has deleted it (any commit does, CommitWith).
 func (ix *Index) ImageCurrent() bool {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return ix.fromImage && !ix.changed
+	return ix.fromImage && !ix.changed && ix.imageInFile.Load()
 }

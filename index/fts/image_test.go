@@ -310,3 +310,30 @@ func TestImageEncodeDecode(t *testing.T) {
 		}
 	}
 }
+
+// A commit that changes nothing in the full-text index still deletes a
+// current image (CommitWith): the image is then no longer current, so
+// the next writer's Close saves one again.
+func TestImageNotCurrentAfterEmptyCommit(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	ix, _ := Load(ctx, db)
+	write(t, ix, db, randomCorpus(rand.New(rand.NewPCG(4, 4)), 1, 10), nil)
+	if !saveImage(t, ix, db) {
+		t.Fatal("SaveImage saved nothing")
+	}
+	loaded := loadBoth(t, db)
+	if !loaded.ImageCurrent() {
+		t.Fatal("the image just read is not current")
+	}
+	tx, err := duck.Begin(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := loaded.Commit(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	if loaded.ImageCurrent() {
+		t.Fatal("the image is current after a commit deleted it")
+	}
+}
