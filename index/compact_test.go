@@ -427,6 +427,19 @@ func TestOpenReindexesBlocksWithoutRows(t *testing.T) {
 	if _, errs, err := ix.IngestBatch(ctx, ins); err != nil || errors.Join(errs...) != nil {
 		t.Fatal(err, errs)
 	}
+	joins := 0
+	seeReindexJoin = func() { joins++ }
+	defer func() { seeReindexJoin = func() {} }()
+	// A sound index: the sums agree, no anti-join.
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ix, err = Open(ctx, dir, &Options{Embedder: embed.None}); err != nil {
+		t.Fatal(err)
+	}
+	if joins != 0 {
+		t.Fatalf("the open of a sound index ran the anti-join %d times", joins)
+	}
 	s := ix.cur.Load()
 	res, err := s.db.ExecContext(ctx, `DELETE FROM fts_blocks WHERE block_id IN (SELECT block_id FROM blocks WHERE doc_id IN (SELECT doc_id FROM documents WHERE source IN ('/r03.txt', '/r17.txt')))`)
 	if n, _ := res.RowsAffected(); err != nil || n != 2 {
@@ -440,6 +453,9 @@ func TestOpenReindexesBlocksWithoutRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ix.Close()
+	if joins != 1 {
+		t.Fatalf("the open of a file that lost two fts_blocks rows ran the anti-join %d times, want 1", joins)
+	}
 	scores := map[string]float64{}
 	for _, q := range []string{"unique03", "unique17", "unique05"} {
 		hits, err := ix.Search(ctx, q, nil)

@@ -362,6 +362,25 @@ func (ix *Index) Stats() Stats {
 	return st
 }
 
+// LiveSums returns the live blocks' count, the sum of their ids, and the
+// sum over them of (id × 40503) mod 2^32 (Knuth's multiplicative hash,
+// 16-bit): what a caller compares with the same sums over the block ids it
+// stores, to learn without a join whether the two sets are alike (a
+// coincidence of all three across different sets is not impossible, but
+// takes more than a lost row or two). Ids are non-negative.
+func (ix *Index) LiveSums() (n, sum, mix int64) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	for id, b := range ix.blocks {
+		if b.state == live {
+			n++
+			sum += int64(id)
+			mix += int64(uint32(uint64(id) * 40503))
+		}
+	}
+	return n, sum, mix
+}
+
 // sortedTerms returns the keys of m, sorted.
 func sortedTerms[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
