@@ -107,11 +107,13 @@ func loadImage(ctx context.Context, q Querier) (*Index, error) {
 	if now != fp {
 		return nil, errStale
 	}
-	payload := make([]byte, 0, size)
+	// Sized by the header, but no more than 64 MiB up front: a header
+	// that lies about its size fails the checks below, not an allocation.
+	payload := make([]byte, 0, min(size, 64<<20))
 	want := int32(1)
 	err = scan(ctx, q, `SELECT part, data FROM fts_image WHERE part > 0 ORDER BY part`, func(r *sql.Rows) error {
 		var part int32
-		var data []byte
+		var data sql.RawBytes // valid until the next row: appended at once
 		if err := r.Scan(&part, &data); err != nil {
 			return err
 		}

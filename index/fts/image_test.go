@@ -206,6 +206,7 @@ func TestImageDamaged(t *testing.T) {
 	ctx := context.Background()
 	for _, damage := range []string{
 		"flip",
+		"huge size",
 		`DELETE FROM fts_image WHERE part = 1`,
 		`UPDATE fts_image SET data = data || '\x00'::BLOB WHERE part = 1`,
 		`UPDATE fts_image SET data = 'escurel fts image 1' WHERE part = 0`,
@@ -219,7 +220,19 @@ func TestImageDamaged(t *testing.T) {
 		if !saveImage(t, ix, db) {
 			t.Fatal("SaveImage saved nothing")
 		}
-		if damage == "flip" {
+		if damage == "huge size" {
+			// A current fingerprint and a payload size of 2^62 bytes.
+			var fp string
+			if err := db.QueryRow(fingerprintSQL).Scan(&fp); err != nil {
+				t.Fatal(err)
+			}
+			h := append([]byte(imageMagic), binary.AppendUvarint(nil, uint64(len(fp)))...)
+			h = binary.AppendUvarint(append(h, fp...), 1<<62)
+			h = append(h, make([]byte, 32)...)
+			if _, err := db.Exec(`UPDATE fts_image SET data = ? WHERE part = 0`, h); err != nil {
+				t.Fatal(err)
+			}
+		} else if damage == "flip" {
 			// One bit of the payload.
 			var data []byte
 			if err := db.QueryRow(`SELECT data FROM fts_image WHERE part = 1`).Scan(&data); err != nil {
