@@ -78,8 +78,8 @@ var errImage = errors.New("fts image damaged")
 
 // loadImage returns the index the image in fts_image holds, nil when
 // there is none, errStale when it is stale (its fingerprint is not the
-// tables'). An error wrapping errImage: the image is there and current but cannot be
-// decoded; any other error is the database's.
+// tables'). An error wrapping errImage: the image is there and current
+// but cannot be decoded; any other error is the database's.
 func loadImage(ctx context.Context, q Querier) (*Index, error) {
 	var header []byte
 	err := q.QueryRowContext(ctx, `SELECT data FROM fts_image WHERE part = 0`).Scan(&header)
@@ -159,8 +159,8 @@ func decodeImageHeader(h []byte) (fp string, size uint64, sum [32]byte, err erro
 // until it commits) and must see every write this Index applied. It saves
 // nothing, and returns false, when the in-memory index may not be what its
 // tables hold: a commit of it failed (the transaction may have committed
-// all the same), or the rows' counts and field-length sums differ from
-// it. Errors are the database's.
+// all the same), or the terms' count, or the blocks' count and
+// field-length sums per level, differ from it. Errors are the database's.
 func (ix *Index) SaveImage(ctx context.Context, tx *duck.Tx) (bool, error) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
@@ -284,7 +284,8 @@ func decodeImage(p []byte) (*Index, error) {
 	d := &decoderBuf{b: p}
 	ix := &Index{ids: newDict(), cache: newCache(DefaultCacheBytes)}
 	nextTerm, nextSeg := d.uvarint(), d.uvarint()
-	if d.err != nil || nextTerm > uint64(len(p)) || nextSeg > 1<<31-1 {
+	// A term id takes at least 4 bytes: its length and three frequencies.
+	if d.err != nil || nextTerm > uint64(len(p))/4 || nextSeg > math32Max {
 		return nil, fmt.Errorf("next term id %d or segment id %d out of range", nextTerm, nextSeg)
 	}
 	ix.nextTerm, ix.nextSeg = int32(nextTerm), int32(nextSeg)
