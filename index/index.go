@@ -615,7 +615,8 @@ func (ix *Index) Close() error {
 		// a checkpoint: saved beside a large write-ahead log (a build's
 		// last batches), the image's rows and the fingerprint's reads
 		// raised a 100k build's peak RSS by 15-40 MB, 15-20 MB after one.
-		// A failed checkpoint is reported by the one rewriteLive runs.
+		// A failed checkpoint is reported by the next one: rewriteLive's,
+		// or the state's close (closeErr).
 		_, _ = s.db.ExecContext(context.Background(), `CHECKPOINT`)
 		s.saveImage(context.Background())
 		// A file with a fifth or more reclaimable is rewritten into a new

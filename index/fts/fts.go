@@ -220,6 +220,9 @@ func loadTables(ctx context.Context, q Querier) (*Index, error) {
 		if err := r.Scan(&id, &b.len[Body], &b.len[Context], &b.level); err != nil {
 			return err
 		}
+		if id < 0 || id > maxID {
+			return fmt.Errorf("block id %d out of 0 to %d", id, maxID)
+		}
 		b.state = live
 		ix.blocks[id] = b
 		ix.count(b, 1)
@@ -363,19 +366,23 @@ func (ix *Index) Stats() Stats {
 }
 
 // LiveSums returns the live blocks' count, the sum of their ids, and the
-// sum over them of (id × 40503) mod 2^32 (Knuth's multiplicative hash,
-// 16-bit): what a caller compares with the same sums over the block ids it
-// stores, to learn without a join whether the two sets are alike (a
-// coincidence of all three across different sets is not impossible, but
-// takes more than a lost row or two). Ids are non-negative.
+// sum of the squares of their ids modulo 32749 (a prime): what a caller
+// compares with the same sums over the block ids it stores, to learn
+// without a join whether the two sets are alike. The squares are what a
+// linear term (or a multiplicative hash, nearly linear: review 16b L1)
+// is not: swapping ids a, b for c, d with a+b = c+d changes them by
+// 2(a−c)(a−d) before the modulo. Each square is below 2^30, so the sum
+// cannot overflow below 2^33 blocks. Ids are non-negative.
 func (ix *Index) LiveSums() (n, sum, mix int64) {
+	const liveSumsPrime = 32749
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	for id, b := range ix.blocks {
 		if b.state == live {
 			n++
 			sum += int64(id)
-			mix += int64(uint32(uint64(id) * 40503))
+			m := int64(id % liveSumsPrime)
+			mix += m * m
 		}
 	}
 	return n, sum, mix

@@ -285,7 +285,7 @@ func decodeImage(p []byte) (*Index, error) {
 	ix := &Index{ids: newDict(), cache: newCache(DefaultCacheBytes)}
 	nextTerm, nextSeg := d.uvarint(), d.uvarint()
 	// A term id takes at least 4 bytes: its length and three frequencies.
-	if d.err != nil || nextTerm > uint64(len(p))/4 || nextSeg > math32Max {
+	if d.err != nil || nextTerm > uint64(len(p))/4 || nextTerm > math32Max || nextSeg > math32Max {
 		return nil, fmt.Errorf("next term id %d or segment id %d out of range", nextTerm, nextSeg)
 	}
 	ix.nextTerm, ix.nextSeg = int32(nextTerm), int32(nextSeg)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -348,5 +349,17 @@ func TestImageNotCurrentAfterEmptyCommit(t *testing.T) {
 	}
 	if loaded.ImageCurrent() {
 		t.Fatal("the image is current after a commit deleted it")
+	}
+}
+
+// A negative block id in fts_blocks fails Load with an error naming it,
+// where it panicked (review 16b).
+func TestLoadRefusesNegativeBlockID(t *testing.T) {
+	db := newDB(t)
+	if _, err := db.Exec(`INSERT INTO fts_blocks VALUES (-5, 1, 0, 0), (3, 1, 0, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(context.Background(), db); err == nil || !strings.Contains(err.Error(), "block id -5") {
+		t.Fatalf("Load: %v, want an error naming block id -5", err)
 	}
 }
