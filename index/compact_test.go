@@ -408,14 +408,10 @@ func testSmallWriteKeepsGeneration(t *testing.T, spec embed.Spec) {
 	}
 }
 
-// Open adds to the full-text index the blocks that have no fts_blocks
-// row, and only those, once: their terms are searchable again, scored as
-// the same text in a sound index is (a block posted twice counted twice in
-// its terms' document frequencies: fts.Compact leaves a lone segment
-// without tombstones as it is; review 11 H1).
-func TestOpenReindexesBlocksWithoutRows(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
+// reindexFixture opens an index in dir with 40 one-block documents
+// /r00.txt … /r39.txt, "common words and uniqueNN".
+func reindexFixture(t *testing.T, ctx context.Context, dir string) *Index {
+	t.Helper()
 	ix, err := Open(ctx, dir, &Options{Embedder: embed.None})
 	if err != nil {
 		t.Fatal(err)
@@ -427,6 +423,19 @@ func TestOpenReindexesBlocksWithoutRows(t *testing.T) {
 	if _, errs, err := ix.IngestBatch(ctx, ins); err != nil || errors.Join(errs...) != nil {
 		t.Fatal(err, errs)
 	}
+	return ix
+}
+
+// Open adds to the full-text index the blocks that have no fts_blocks
+// row, and only those, once: their terms are searchable again, scored as
+// the same text in a sound index is (a block posted twice counted twice in
+// its terms' document frequencies: fts.Compact leaves a lone segment
+// without tombstones as it is; review 11 H1).
+func TestOpenReindexesBlocksWithoutRows(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix := reindexFixture(t, ctx, dir)
+	var err error
 	joins := 0
 	seeReindexJoin = func() { joins++ }
 	defer func() { seeReindexJoin = func() {} }()
@@ -511,17 +520,8 @@ func TestHeapToGiveBack(t *testing.T) {
 func TestOpenReindexesWhenCountAndSumAgree(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	ix, err := Open(ctx, dir, &Options{Embedder: embed.None})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ins []Input
-	for i := range 40 {
-		ins = append(ins, Input{Source: fmt.Sprintf("/r%02d.txt", i), Data: []byte(fmt.Sprintf("common words and unique%02d", i))})
-	}
-	if _, errs, err := ix.IngestBatch(ctx, ins); err != nil || errors.Join(errs...) != nil {
-		t.Fatal(err, errs)
-	}
+	ix := reindexFixture(t, ctx, dir)
+	var err error
 	s := ix.cur.Load()
 	id := func(src string) int64 {
 		var id int64

@@ -120,21 +120,16 @@ func (d *dict) setLoc(id int32, n int) {
 
 // put adds t with id (neither present yet; 0 < len(t) ≤ maxTermLen,
 // which the callers check).
-func (d *dict) put(t string, id int32) {
-	if (d.n+1)*4 > len(d.slots)*3 {
-		d.grow()
-	}
-	d.setLoc(id, len(t))
-	d.arena = append(d.arena, t...)
-	d.insert(id)
-	d.n++
-}
+func (d *dict) put(t string, id int32) { putAbsent(d, t, id) }
 
-// putTrusted adds t with id without looking for t first: for an image
-// (image.go), whose terms come from a dictionary and whose payload's
-// SHA-256 matched, so no term is in it twice. It skips putNew's probes
-// that compare terms, most of decoding an image's dictionary.
-func (d *dict) putTrusted(t []byte, id int32) {
+// putTrusted is put for an image's term (image.go), whose terms come from
+// a dictionary and whose payload's SHA-256 matched, so no term is in it
+// twice. It skips putNew's probes that compare terms, most of decoding
+// an image's dictionary.
+func (d *dict) putTrusted(t []byte, id int32) { putAbsent(d, t, id) }
+
+// putAbsent adds t, known absent, with id.
+func putAbsent[T string | []byte](d *dict, t T, id int32) {
 	if (d.n+1)*4 > len(d.slots)*3 {
 		d.grow()
 	}
