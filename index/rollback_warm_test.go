@@ -73,6 +73,12 @@ func TestPrewarm(t *testing.T) {
 	if n == 0 || cached() != n {
 		t.Errorf("Prewarm says %d terms, the cache holds %d: want the same, > 0", n, cached())
 	}
+	if s, _ := ix.acquire(); s != nil {
+		if !s.hitDocs.isLoaded() {
+			t.Error("Prewarm did not load the table of hits' documents")
+		}
+		s.unref()
+	}
 }
 
 // Prewarm stops warming a generation once a switch replaced it: a state
