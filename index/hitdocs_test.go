@@ -332,9 +332,7 @@ func TestHitDocsLoadAfterSearches(t *testing.T) {
 		}
 		ins = append(ins, in)
 	}
-	if _, _, err := ix.IngestBatch(ctx, ins); err != nil {
-		t.Fatal(err)
-	}
+	mustIngest(t, ix, ins...)
 	var first []Hit
 	for i := range hitDocsLoadAfter + 1 {
 		loaded := ix.cur.Load().hitDocs.isLoaded()

@@ -611,13 +611,7 @@ func (ix *Index) Close() error {
 	}
 	if s := ix.cur.Load(); s != nil && ix.ownDir && !ix.readOnly && ix.stale == "" && s.wrote.Load() {
 		// The full-text index's image first, so that the next Open reads
-		// it (and a rewrite copies it) instead of the tables' rows. After
-		// a checkpoint: saved beside a large write-ahead log (a build's
-		// last batches), the image's rows and the fingerprint's reads
-		// raised a 100k build's peak RSS by 15-40 MB, 15-20 MB after one.
-		// A failed checkpoint is reported by the next one: rewriteLive's,
-		// or the state's close (closeErr).
-		_, _ = s.db.ExecContext(context.Background(), `CHECKPOINT`)
+		// it (and a rewrite copies it) instead of the tables' rows.
 		s.saveImage(context.Background())
 		// A file with a fifth or more reclaimable is rewritten into a new
 		// generation, which the next Open opens (index/compact.go); only
