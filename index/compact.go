@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/escurel/escurel/internal/duck"
+	"github.com/escurel/escurel/internal/layout"
 )
 
 // When a generation's file is rewritten. DuckDB reuses the blocks a
@@ -286,35 +287,51 @@ func (ix *Index) rewriteLive(ctx context.Context, s *state, minShare float64, mi
 	return s.gen, nil
 }
 
+// imagePath is the file of the full-text index's image (fts.Index.SaveImage)
+// beside the DuckDB file at path.
+func imagePath(path string) string { return path + ".fts-image" }
+
 // saveImage saves the full-text index's image (fts.Index.SaveImage) for
 // the next Open to read, unless the one stored is current. A failure is
 // logged, not returned: the image is derived, and without it the next
 // Open reads the tables, only slower (1.4 s at 1M passages).
 //
-// It checkpoints first: saved beside a large write-ahead log (a build's
-// last batches), the image's rows and the fingerprint's reads raised a
-// 100k build's peak RSS by 15-40 MB, 15-20 MB after one. A failed
-// checkpoint is reported by the next one: rewriteLive's, or the state's
-// close (closeErr).
-func (s *state) saveImage(ctx context.Context) {
+// With fold (the close folds the log, state.foldsLog) it checkpoints
+// first: saved beside a large write-ahead log (a build's last batches),
+// the fingerprint's reads raised a 100k build's peak RSS by 15-40 MB. A
+// failed checkpoint is reported by the next one: rewriteLive's, or the
+// state's close (closeErr).
+func (s *state) saveImage(ctx context.Context, fold bool) {
 	if s.fts.ImageCurrent() {
 		return
 	}
-	_, _ = s.db.ExecContext(ctx, `CHECKPOINT`)
+	if fold {
+		_, _ = s.db.ExecContext(ctx, `CHECKPOINT`)
+	}
 	err := func() error {
 		tx, err := duck.Begin(ctx, s.db)
 		if err != nil {
 			return err
 		}
 		defer tx.Rollback()
-		saved, err := s.fts.SaveImage(ctx, tx)
-		if err != nil || !saved {
-			return err
-		}
-		return tx.Commit(ctx)
+		_, err = s.fts.SaveImage(ctx, tx, imagePath(s.path))
+		return err
 	}()
 	if err != nil {
 		slog.Warn("index: saving the full-text index's image failed; the next open reads its tables instead", "index", s.path, "err", err)
+	}
+}
+
+// copyImage copies the full-text index's image to a rewrite's copy at dst
+// when it is current (the copy's rows are the same, so is its
+// fingerprint), so that the copy opens from it. A failure is logged: the
+// copy's first open reads its tables instead.
+func (s *state) copyImage(dst string) {
+	if !s.fts.ImageCurrent() {
+		return
+	}
+	if err := layout.CopyFile(imagePath(s.path), imagePath(dst)); err != nil {
+		slog.Warn("index: copying the full-text index's image failed; the copy's first open reads its tables instead", "index", s.path, "err", err)
 	}
 }
 

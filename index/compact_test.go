@@ -213,6 +213,10 @@ func TestCloseRewritesChurnedFile(t *testing.T) {
 	ix, err = Open(ctx, dir, &Options{BlobURL: "mem://", Embedder: embed.None})
 	if err == nil {
 		defer ix.Close()
+		// The copy opens from the image Close saved (copyImage).
+		if s := ix.cur.Load(); !s.fts.ImageCurrent() {
+			t.Error("the rewritten generation did not open from the full-text image")
+		}
 		var hits []Hit
 		hits, err = ix.Search(ctx, "w17_2", nil)
 		if err == nil && len(hits) == 0 {
@@ -298,10 +302,25 @@ func TestCloseRewritesOnlyAfterWrites(t *testing.T) {
 	if gens, _ := layout.Generations(dir); len(gens) != 1 || gens[0] != gen0 {
 		t.Fatalf("a reader's Close changed the generations: %v (was %s)", gens, gen0)
 	}
+	// A writer's Close that leaves its small log for the next open
+	// (closeCheckpointBytes) does not checkpoint, so it measures nothing.
 	ix = open()
 	if _, err := ix.Delete(ctx, "/d00001.md"); err != nil {
 		t.Fatal(err)
 	}
+	path := ix.Path()
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if gens, _ := layout.Generations(dir); len(gens) != 1 || gens[0] != gen0 || fileSize(path+".wal") == 0 {
+		t.Fatalf("a writer's Close that left its log changed the generations: %v (was %s), or left no log", gens, gen0)
+	}
+	// One that folds it does.
+	ix = open()
+	if _, err := ix.Delete(ctx, "/d00002.md"); err != nil {
+		t.Fatal(err)
+	}
+	foldOnClose(t)
 	if err := ix.Close(); err != nil {
 		t.Fatal(err)
 	}

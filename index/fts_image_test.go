@@ -3,6 +3,10 @@ package index
 import (
 	"bytes"
 	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -11,8 +15,9 @@ import (
 )
 
 // A writer's Close saves the full-text index's image, and the next Open
-// reads it instead of the tables; a reader's Close saves none. Searches
-// give the same hits either way.
+// reads it instead of the tables, with the writes its Close left in the
+// write-ahead log replayed; a reader's Close leaves a current image as it
+// is. Searches give the same hits either way.
 func TestCloseSavesFTSImage(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -68,12 +73,14 @@ func TestCloseSavesFTSImage(t *testing.T) {
 		t.Fatalf("hits from the image after a delete differ:\n%s", diff)
 	}
 	// A reader's Close leaves the image as it is.
-	var before, after string
-	image := `SELECT string_agg(md5(data), ',' ORDER BY part) FROM fts_image`
 	s, _ := ix.acquire()
-	s.db.QueryRowContext(ctx, image).Scan(&before)
 	path := s.path
 	s.unref()
+	before, err := os.ReadFile(imagePath(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(imagePath(path))
 	if err := ix.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -81,15 +88,20 @@ func TestCloseSavesFTSImage(t *testing.T) {
 	defer ix.Close()
 	s, _ = ix.acquire()
 	defer s.unref()
-	s.db.QueryRowContext(ctx, image).Scan(&after)
-	if !current || before == "" || before != after || s.path != path {
-		t.Fatalf("a reader's Close changed the image (current %v, %q → %q, %s → %s)", current, before, after, path, s.path)
+	after, err := os.ReadFile(imagePath(s.path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi2, _ := os.Stat(imagePath(s.path))
+	if !current || !bytes.Equal(before, after) || !fi.ModTime().Equal(fi2.ModTime()) || s.path != path {
+		t.Fatalf("a reader's Close changed the image (current %v, %d → %d bytes, %s → %s)", current, len(before), len(after), path, s.path)
 	}
 }
 
-// A purge's copy of the file holds no image with the purged document's
-// terms: the purge's commit deletes the image, which a writer's Close had
-// saved with every term of the dictionary.
+// A purge leaves no image with the purged document's terms: its copy
+// of the file gets none (the purge's commit made the image stale), and the
+// generation whose image, saved by a writer's Close, held every term of
+// the dictionary is removed with its file.
 func TestPurgeLeavesNoImageOfErasedTerms(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -104,37 +116,36 @@ func TestPurgeLeavesNoImageOfErasedTerms(t *testing.T) {
 	if err := ix.Close(); err != nil {
 		t.Fatal(err)
 	}
-	image := func(ix *Index) []byte {
+	// The images under dir holding the term.
+	holding := func() []string {
 		t.Helper()
-		s, err := ix.acquire()
+		var out []string
+		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".fts-image") {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			if bytes.Contains(b, []byte(secret)) {
+				out = append(out, p)
+			}
+			return err
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer s.unref()
-		var all []byte
-		rows, err := s.db.QueryContext(ctx, `SELECT data FROM fts_image ORDER BY part`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var b []byte
-			rows.Scan(&b)
-			all = append(all, b...)
-		}
-		return all
+		return out
+	}
+	if len(holding()) == 0 {
+		t.Fatal("the writer's Close saved no image with the term: the test proves nothing")
 	}
 	if ix, err = Open(ctx, dir, opts); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(image(ix), []byte(secret)) {
-		t.Fatal("the writer's Close saved no image with the term: the test proves nothing")
-	}
 	if _, err := ix.Purge(ctx, "/gone.md"); err != nil {
 		t.Fatal(err)
 	}
-	if bytes.Contains(image(ix), []byte(secret)) {
-		t.Fatal("the purged generation's image holds the purged document's term")
+	if h := holding(); len(h) > 0 {
+		t.Fatalf("after the purge, images hold the purged document's term: %q", h)
 	}
 	if err := ix.Close(); err != nil {
 		t.Fatal(err)
@@ -143,7 +154,84 @@ func TestPurgeLeavesNoImageOfErasedTerms(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ix.Close()
-	if bytes.Contains(image(ix), []byte(secret)) {
-		t.Fatal("after the purge and a Close, the image holds the purged document's term")
+	if h := holding(); len(h) > 0 {
+		t.Fatalf("after the purge and a Close, images hold the purged document's term: %q", h)
+	}
+}
+
+// A Close after a small write leaves DuckDB's write-ahead log for the
+// next open to replay, instead of a checkpoint that rewrites the last row
+// group of every keyed table (closeCheckpointBytes); the next open sees
+// every write, reads the image, and a reader's Close leaves the log too.
+// A log of closeCheckpointBytes or more is folded into the file.
+func TestCloseLeavesSmallLog(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	opts := &Options{BlobURL: "file://" + filepath.ToSlash(filepath.Join(t.TempDir(), "blobs")), Embedder: embed.None}
+	open := func() (*Index, string) {
+		t.Helper()
+		ix, err := Open(ctx, dir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ix.acquire()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.unref()
+		return ix, s.path
+	}
+	count := func(ix *Index, q string) int {
+		t.Helper()
+		hits, err := ix.Rank(ctx, q, &SearchOptions{K: 10, Mode: "bm25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(hits)
+	}
+	ix, path := open()
+	mustIngest(t, ix, Input{Source: "/a.md", Data: []byte("# A\n\nplatypus ledger\n")})
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wal := fileSize(path + ".wal")
+	if wal == 0 {
+		t.Fatal("Close after a small write folded its log")
+	}
+	ix, _ = open()
+	if n := count(ix, "platypus"); n != 1 {
+		t.Fatalf("after the open replayed the log: %d hits, want 1", n)
+	}
+	s, _ := ix.acquire()
+	current := s.fts.ImageCurrent()
+	s.unref()
+	if !current {
+		t.Fatal("the open did not read the image saved beside the log")
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := fileSize(path + ".wal"); got != wal {
+		t.Fatalf("a reader's Close changed the log: %d bytes, then %d", wal, got)
+	}
+	// A second writer appends to the log; from closeCheckpointBytes it is
+	// folded.
+	ix, _ = open()
+	mustIngest(t, ix, Input{Source: "/b.md", Data: []byte("# B\n\nplatypus wombat\n")})
+	defer func(n int64) { closeCheckpointBytes = n }(closeCheckpointBytes)
+	closeCheckpointBytes = fileSize(path + ".wal")
+	if closeCheckpointBytes <= wal {
+		t.Fatalf("the second write did not append to the log (%d bytes, then %d)", wal, closeCheckpointBytes)
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := fileSize(path + ".wal"); got != 0 {
+		t.Fatalf("a log of closeCheckpointBytes was left: %d bytes", got)
+	}
+	ix, _ = open()
+	defer ix.Close()
+	if n := count(ix, "platypus"); n != 2 {
+		t.Fatalf("after the log was folded: %d hits, want 2", n)
 	}
 }

@@ -283,13 +283,41 @@ func (s *state) unref() {
 	}
 }
 
-// close folds the write-ahead log into the file and closes the database.
-// DuckDB checkpoints on close too, but its close reports nothing: the
-// explicit CHECKPOINT is how a checkpoint that failed (a full disk) is
-// reported by Index.Close. The committed writes are safe in the log
-// either way, and the next open replays it.
+// closeCheckpointBytes is the size, in bytes, of the write-ahead log from
+// which a state's close folds it into the file (a CHECKPOINT); below it
+// the log is left for the next open to replay (a variable for tests).
+// DuckDB appends to the last row group of a table with an index and
+// rewrites that whole row group, and re-serializes the index, at every
+// checkpoint after an append (duckdb PR #18829, restricted to tables
+// without indexes by PR #21316; issue #24848): a one-file ingest into a
+// 100k-passage index wrote a few KB of log and then spent 1.9-2.3 s in
+// its close's checkpoint, every time. Left in the log, the next open
+// replays those few KB instead; SQLite in WAL mode does the same, folding
+// its log once it passes wal_autocheckpoint. Replaying costs an open about
+// 15 ms per MB of log, and 20-40 MB of RSS (DuckDB loads the keys'
+// indexes to insert into them; README): at 4 MiB, about 400 one-file
+// ingests of a few KB of log each share one fold, and an open replays at
+// most about 60 ms.
+var closeCheckpointBytes int64 = 4 << 20
+
+// foldsLog reports whether closing s checkpoints: its write-ahead log has
+// reached closeCheckpointBytes, or is empty (a checkpoint then rewrites
+// nothing, and Close may measure the file: index/compact.go).
+func (s *state) foldsLog() bool {
+	n := fileSize(s.path + ".wal")
+	return n == 0 || n >= closeCheckpointBytes
+}
+
+// close closes the database, first folding the write-ahead log into the
+// file when foldsLog, else leaving it for the next open (openState turned
+// DuckDB's own checkpoint on close off). The committed writes are safe in
+// the log either way, and the next open replays it; a CHECKPOINT that
+// fails (a full disk) is reported by Index.Close.
 func (s *state) close() {
-	_, err := s.db.Exec(`CHECKPOINT`)
+	var err error
+	if s.foldsLog() {
+		_, err = s.db.Exec(`CHECKPOINT`)
+	}
 	if err != nil {
 		err = fmt.Errorf("checkpoint %s: %w (the committed writes are in its write-ahead log; free space, and the next open applies them)", s.path, err)
 	}
@@ -430,6 +458,12 @@ func (ix *Index) openState(ctx context.Context, gen string, want settings) (_ *s
 	if s.db, err = sql.Open("duckdb", dsn(s.path, ix.cfg.threads)+"&memory_limit="+ix.cfg.memLimit); err == nil {
 		err = s.db.PingContext(ctx)
 	}
+	if err == nil {
+		// DuckDB checkpoints when it closes a database: the state's close
+		// does when it should (foldsLog), and an open that fails (a file
+		// of a newer schema, a damaged one) leaves the file as it was.
+		_, err = s.db.ExecContext(ctx, `PRAGMA disable_checkpoint_on_shutdown`)
+	}
 	if err == nil && errors.Is(statErr, fs.ErrNotExist) {
 		// DuckDB created the file 0666 less the umask: private, as
 		// everything of the index is (its WAL lies in a 0700 directory).
@@ -535,7 +569,7 @@ func (ix *state) init(ctx context.Context, want settings) error {
 		}
 	}
 	ix.embedSpec = got.embedder
-	if ix.fts, err = fts.Load(ctx, ix.db); err != nil {
+	if ix.fts, err = fts.LoadFrom(ctx, ix.db, imagePath(ix.path)); err != nil {
 		return fmt.Errorf("open %s: %w", ix.path, err)
 	}
 	if err := ix.reindex(ctx); err != nil {
@@ -609,16 +643,23 @@ func (ix *Index) Close() error {
 			ix.mergeErr = err
 		}
 	}
-	if s := ix.cur.Load(); s != nil && ix.ownDir && !ix.readOnly && ix.stale == "" && s.wrote.Load() {
+	if s := ix.cur.Load(); s != nil && ix.ownDir && !ix.readOnly && ix.stale == "" {
+		fold := s.foldsLog()
 		// The full-text index's image first, so that the next Open reads
-		// it (and a rewrite copies it) instead of the tables' rows.
-		s.saveImage(context.Background())
+		// it (and a rewrite copies it) instead of the tables' rows: after
+		// a write, or when this open read the tables (an image stale or
+		// missing: a file from an older version, a rebuild's copy).
+		s.saveImage(context.Background(), fold)
 		// A file with a fifth or more reclaimable is rewritten into a new
 		// generation, which the next Open opens (index/compact.go); only
 		// by a process that wrote documents, so a reader's Close stays
-		// quick.
-		if replaced, rerr = ix.rewriteLive(context.Background(), s, closeRewriteShare, closeRewriteMin, false); rerr != nil {
-			rerr = fmt.Errorf("close: the writes are committed and durable, but rewriting the file to reclaim its free space failed (escurel compact tries again): %w", rerr)
+		// quick, and only when the close folds the log: its measure
+		// needs a checkpoint, and a log below closeCheckpointBytes left
+		// for the next open holds little to reclaim.
+		if fold && s.wrote.Load() {
+			if replaced, rerr = ix.rewriteLive(context.Background(), s, closeRewriteShare, closeRewriteMin, false); rerr != nil {
+				rerr = fmt.Errorf("close: the writes are committed and durable, but rewriting the file to reclaim its free space failed (escurel compact tries again): %w", rerr)
+			}
 		}
 	}
 	if ix.mergeErr != nil {

@@ -44,10 +44,21 @@ func buildForReopen(t *testing.T, dir string) int64 {
 		t.Fatal(err)
 	}
 	art := artLoaded(t, ix)
+	// Folded into the file: replayed from the log, the rows would sit in
+	// memory from the open on.
+	foldOnClose(t)
 	if err := ix.Close(); err != nil {
 		t.Fatal(err)
 	}
 	return art
+}
+
+// foldOnClose makes every Close fold the write-ahead log into the file
+// (closeCheckpointBytes 0) until the test ends.
+func foldOnClose(t *testing.T) {
+	saved := closeCheckpointBytes
+	closeCheckpointBytes = 0
+	t.Cleanup(func() { closeCheckpointBytes = saved })
 }
 
 // scaleMemory sets the automatic limit's floor and headroom for a test,

@@ -119,8 +119,6 @@ var schemaColumns = []column{
 	{"documents", "first_block", "BIGINT", "-1"},
 	{"documents", "block_count", "INTEGER", "-1"},
 	{"fts_removals", "data", "BLOB", "''::BLOB"},
-	{"fts_image", "part", "INTEGER", "0"},
-	{"fts_image", "data", "BLOB", "''::BLOB"},
 }
 
 // migrate brings the database up to SchemaVersion: it applies each missing

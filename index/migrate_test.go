@@ -400,7 +400,7 @@ func TestMigrateRemovalsFrom15(t *testing.T) {
 	stmts = append(stmts,
 		`INSERT INTO fts_df_deltas SELECT t.term_id, -count(DISTINCT v.block), -count(DISTINCT v.block) FILTER (WHERE v.field = 0),
 			-count(DISTINCT v.block) FILTER (WHERE v.field = 1) FROM v15_terms v JOIN fts_terms t ON t.term = v.term GROUP BY v.del, t.term_id`,
-		`DROP TABLE fts_removals`, `DROP TABLE fts_image`,
+		`DROP TABLE fts_removals`,
 		`DELETE FROM schema_migrations WHERE version >= 16`)
 	for _, stmt := range stmts {
 		if _, err := db.Exec(stmt); err != nil {
@@ -421,6 +421,12 @@ func TestMigrateRemovalsFrom15(t *testing.T) {
 	defer ix.Close()
 	if st, _ := ix.Stats(ctx); st.SchemaVersion != SchemaVersion {
 		t.Errorf("schema version %d after open, want %d", st.SchemaVersion, SchemaVersion)
+	}
+	// 0017 made fts_image, 0018 dropped it (the image is a file now).
+	var imageTables int
+	ix.cur.Load().db.QueryRow(`SELECT count(*) FROM duckdb_tables() WHERE table_name = 'fts_image'`).Scan(&imageTables)
+	if imageTables != 0 {
+		t.Error("fts_image is still a table after 0018")
 	}
 	if got := stats(ix); got != wantStats {
 		t.Errorf("full-text stats of the migrated file: %+v, want %+v", got, wantStats)

@@ -301,6 +301,9 @@ func (ix *state) rewriteTo(ctx context.Context, dst string) error {
 		}
 		err = ix.rewriteOnce(ctx, dst)
 	}
+	if err == nil {
+		ix.copyImage(dst)
+	}
 	return err
 }
 
@@ -336,6 +339,11 @@ func (ix *state) rewriteOnce(ctx context.Context, dst string) (err error) {
 		}
 	}
 	err = checkSequences(ctx, conn, catalog, alias)
+	if err == nil {
+		// DETACH would checkpoint, but openState turned DuckDB's
+		// checkpoint on close off for the whole database.
+		_, err = conn.ExecContext(ctx, `CHECKPOINT `+alias)
+	}
 	if _, derr := conn.ExecContext(context.WithoutCancel(ctx), `DETACH DATABASE `+alias); err == nil && derr != nil {
 		err = derr
 	}

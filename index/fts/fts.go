@@ -114,17 +114,15 @@ type Index struct {
 	nextSeg    int32
 
 	cache *cache
-	// fromImage: Load read the image (image.go), and changed: a commit
-	// has applied a change since, so the image no longer describes the
-	// index. uncertain: a commit failed, and its transaction may have
-	// committed all the same, so the tables may hold what memory does
-	// not; SaveImage then saves nothing. All three under mu.
-	fromImage, changed, uncertain bool
-	// imageInFile: fts_image may hold rows, which the next commit of a
-	// change deletes in its transaction, so that the file never holds an
-	// image of another state than its own (a purge's copy keeps no term
-	// of what it erased).
-	imageInFile atomic.Bool
+	// fromImage: Load read the image (image.go). uncertain: a commit
+	// failed, and its transaction may have committed all the same, so the
+	// tables may hold what memory does not; SaveImage then saves nothing.
+	// Both under mu.
+	fromImage, uncertain bool
+	// imageCurrent: the image file LoadFrom read or SaveImage wrote
+	// describes this index. Set with mu held (SaveImage's read lock, so
+	// that searches go on), cleared by every commit under its write lock.
+	imageCurrent atomic.Bool
 	// invertHint is the distinct terms of the last batch Invert saw: the
 	// size its next term map starts at.
 	invertHint atomic.Int64
@@ -137,25 +135,28 @@ type Querier interface {
 }
 
 // Load reads the dictionary, document frequencies, field lengths,
-// tombstones and segments into memory: from the image in fts_image when
-// it is current (image.go), else from the tables. An image that is
-// current but cannot be decoded is logged and the tables read.
+// tombstones and segments into memory from the tables, row by row.
 func Load(ctx context.Context, q Querier) (*Index, error) {
-	ix, err := loadImage(ctx, q)
-	switch {
-	case err == nil && ix != nil:
-		return ix, nil
-	case err != nil && !errors.Is(err, errImage) && !errors.Is(err, errStale):
-		return nil, fmt.Errorf("load fts image: %w", err)
-	case errors.Is(err, errImage):
-		slog.Warn("fts: the saved image of the full-text index is damaged; reading its tables instead (the next writer's Close saves it again)", "err", err)
+	return LoadFrom(ctx, q, "")
+}
+
+// LoadFrom is Load, but reads the image in the file imagePath instead of
+// the tables when it is current (image.go); "" reads the tables. An image
+// that is stale is passed over; one that is current but cannot be read
+// or decoded is logged (slog, Warn) and the tables read.
+func LoadFrom(ctx context.Context, q Querier, imagePath string) (*Index, error) {
+	if imagePath != "" {
+		ix, err := loadImage(ctx, q, imagePath)
+		switch {
+		case err == nil && ix != nil:
+			return ix, nil
+		case err != nil && !errors.Is(err, errImage) && !errors.Is(err, errStale):
+			return nil, fmt.Errorf("load fts image: %w", err)
+		case errors.Is(err, errImage):
+			slog.Warn("fts: the saved image of the full-text index is damaged; reading its tables instead (the next writer's Close saves it again)", "image", imagePath, "err", err)
+		}
 	}
-	present := err != nil // stale or damaged: in the file until the next commit
-	if ix, err = loadTables(ctx, q); err != nil {
-		return nil, err
-	}
-	ix.imageInFile.Store(present)
-	return ix, nil
+	return loadTables(ctx, q)
 }
 
 // loadTables is Load from the tables, row by row.

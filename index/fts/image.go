@@ -5,38 +5,41 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
-	"database/sql/driver"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
-
-	"github.com/escurel/escurel/internal/duck"
+	"os"
 )
 
 // An image is the in-memory index (dictionary, document frequencies,
 // every block's field lengths, level and state, the segment list) saved
-// in fts_image (sql/0017_fts_image.sql), so that Load reads it in a few
-// BLOBs instead of scanning every row of the tables it was made from. At
-// 1M passages that scan is 2.4M rows through database/sql, 1.4 s.
+// in a file beside the database (the index package names it), so that
+// LoadFrom reads one file instead of scanning every row of the tables it
+// was made from. At 1M passages that scan is 2.4M rows through
+// database/sql, 1.4 s.
 //
 // An image is valid only for the rows it was made from: its header holds
-// the fingerprint (fingerprintSQL) of every row Load reads, and Load uses
-// the image only when the tables give the same fingerprint again. Any
-// write since, by any process or version, changes the fingerprint and
-// Load reads the tables, as it did before images existed. Like sqlite's
-// stat tables, an image is derived: dropping its rows costs the next open
-// its speed, nothing else.
+// the fingerprint (fingerprintSQL) of every row Load reads, and LoadFrom
+// uses the image only when the tables give the same fingerprint again.
+// Any write since, by any process or version, changes the fingerprint and
+// the tables are read, as they were before images existed. Like sqlite's
+// stat tables, an image is derived: deleting the file costs the next open
+// its speed, nothing else. It is a file, not rows of the database, so
+// that saving one adds nothing to DuckDB's write-ahead log, which a Close
+// after a small write leaves for the next open to replay (index/index.go,
+// closeCheckpointBytes): 11 MB at 100k passages, 16 MB at 1M, replayed by
+// every open.
 //
-// Layout: the row with part 0 is the header,
+// Layout: the header,
 //
 //	imageMagic
 //	uvarint length, fingerprint
 //	uvarint payload length
 //	SHA-256 of the payload (32 bytes)
 //
-// and parts 1, 2, … are the payload in order, at most imagePart bytes
-// each. The payload:
+// then the payload:
 //
 //	uvarint nextTerm, nextSeg
 //	for each term id below nextTerm: uvarint length (0: no term), bytes
@@ -47,10 +50,7 @@ import (
 //	uvarint segments; for each: varint id, blocks, min_block,
 //	          max_block, bytes
 
-const imageMagic = "escurel fts image 1\n"
-
-// imagePart bounds a part's BLOB, in bytes.
-const imagePart = 4 << 20
+const imageMagic = "escurel fts image 2\n"
 
 // fingerprintSQL fingerprints every row Load reads: per table, its row
 // count and the sum (a HUGEINT: no overflow) of DuckDB's 64-bit hash of
@@ -68,35 +68,28 @@ const fingerprintSQL = `SELECT concat_ws(';',
 	(SELECT count(*) || ':' || coalesce(sum(hash(data)), 0) FROM fts_removals),
 	(SELECT count(*) || ':' || coalesce(sum(hash(segment_id, blocks, min_block, max_block, bytes)), 0) FROM fts_segments))`
 
-// errStale: the image in fts_image is not of the tables as they are.
+// errStale: the image is not of the tables as they are.
 var errStale = errors.New("fts image stale")
 
 // errImage is wrapped by the errors of an image that cannot be used: a
-// damaged header or payload, or one that does not describe a consistent
-// index. Load then reads the tables.
+// file that cannot be read, a damaged header or payload, or one that does
+// not describe a consistent index. LoadFrom then reads the tables.
 var errImage = errors.New("fts image damaged")
 
-// loadImage returns the index the image in fts_image holds, nil when
+// loadImage returns the index the image in the file path holds, nil when
 // there is none, errStale when it is stale (its fingerprint is not the
-// tables'). An error wrapping errImage: the image is there and current
-// but cannot be decoded; any other error is the database's.
-func loadImage(ctx context.Context, q Querier) (*Index, error) {
-	var header []byte
-	err := q.QueryRowContext(ctx, `SELECT data FROM fts_image WHERE part = 0`).Scan(&header)
-	if errors.Is(err, sql.ErrNoRows) {
-		var rows int
-		if err := q.QueryRowContext(ctx, `SELECT count(*) FROM fts_image`).Scan(&rows); err != nil {
-			return nil, err
-		}
-		if rows > 0 {
-			return nil, fmt.Errorf("%w: %d parts without a header", errImage, rows)
-		}
+// tables'). An error wrapping errImage: the file cannot be read, or the
+// image is current but cannot be decoded; any other error is the
+// database's.
+func loadImage(ctx context.Context, q Querier, path string) (*Index, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %v", errImage, err)
 	}
-	fp, size, sum, err := decodeImageHeader(header)
+	fp, size, sum, payload, err := decodeImageHeader(data)
 	if err != nil {
 		return nil, err
 	}
@@ -107,61 +100,46 @@ func loadImage(ctx context.Context, q Querier) (*Index, error) {
 	if now != fp {
 		return nil, errStale
 	}
-	// Sized by the header, but no more than 64 MiB up front: a header
-	// that lies about its size fails the checks below, not an allocation.
-	payload := make([]byte, 0, min(size, 64<<20))
-	want := int32(1)
-	err = scan(ctx, q, `SELECT part, data FROM fts_image WHERE part > 0 ORDER BY part`, func(r *sql.Rows) error {
-		var part int32
-		var data sql.RawBytes // valid until the next row: appended at once
-		if err := r.Scan(&part, &data); err != nil {
-			return err
-		}
-		if part != want || uint64(len(payload))+uint64(len(data)) > size {
-			return fmt.Errorf("%w: part %d (want %d) or more than the %d bytes its header gives", errImage, part, want, size)
-		}
-		want++
-		payload = append(payload, data...)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
 	if uint64(len(payload)) != size || sha256.Sum256(payload) != sum {
-		return nil, fmt.Errorf("%w: its payload (%d bytes of %d) does not match the SHA-256 of its header", errImage, len(payload), size)
+		return nil, fmt.Errorf("%w: its payload (%d bytes, %d in its header) does not match the SHA-256 of its header", errImage, len(payload), size)
 	}
 	ix, err := decodeImage(payload)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errImage, err)
 	}
 	ix.fromImage = true
-	ix.imageInFile.Store(true)
+	ix.imageCurrent.Store(true)
 	return ix, nil
 }
 
-func decodeImageHeader(h []byte) (fp string, size uint64, sum [32]byte, err error) {
+// decodeImageHeader splits an image file into its header's fields and
+// the payload after it.
+func decodeImageHeader(h []byte) (fp string, size uint64, sum [32]byte, payload []byte, err error) {
 	d := &decoderBuf{b: h}
 	if !bytes.HasPrefix(h, []byte(imageMagic)) {
-		return "", 0, sum, fmt.Errorf("%w: its header does not begin with %q", errImage, imageMagic)
+		return "", 0, sum, nil, fmt.Errorf("%w: its header does not begin with %q", errImage, imageMagic)
 	}
 	d.b = d.b[len(imageMagic):]
 	fp = string(d.bytes())
 	size = d.uvarint()
 	copy(sum[:], d.take(32))
-	if d.err != nil || len(d.b) != 0 {
-		return "", 0, sum, fmt.Errorf("%w: its header is truncated or too long", errImage)
+	if d.err != nil {
+		return "", 0, sum, nil, fmt.Errorf("%w: its header is truncated", errImage)
 	}
-	return fp, size, sum, nil
+	return fp, size, sum, d.b, nil
 }
 
-// SaveImage replaces the image in fts_image with the index as it is in
-// memory, within tx, which must be the writer's (no other write may run
-// until it commits) and must see every write this Index applied. It saves
-// nothing, and returns false, when the in-memory index may not be what its
-// tables hold: a commit of it failed (the transaction may have committed
-// all the same), or the terms' count, or the blocks' count and
-// field-length sums per level, differ from it. Errors are the database's.
-func (ix *Index) SaveImage(ctx context.Context, tx *duck.Tx) (bool, error) {
+// SaveImage writes the index as it is in memory to the file path, as an
+// image (a temporary file beside it, then renamed over it; not synced:
+// a torn image fails its SHA-256 and the tables are read). q must be one
+// snapshot (a transaction) that sees every write this Index applied, and
+// no commit may run until SaveImage returns (the caller holds the
+// writer's lock). It saves nothing, and returns false, when the in-memory
+// index may not be what its tables hold: a commit of it failed (the
+// transaction may have committed all the same), or the terms' count, or
+// the blocks' count and field-length sums per level, differ from it.
+// Errors are the database's or the file system's.
+func (ix *Index) SaveImage(ctx context.Context, q Querier, path string) (bool, error) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	if ix.uncertain {
@@ -171,12 +149,12 @@ func (ix *Index) SaveImage(ctx context.Context, tx *duck.Tx) (bool, error) {
 	// field-length sums per level (the statistics each clearance scores
 	// with), what a wrong image would show first.
 	var terms int64
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM fts_terms`).Scan(&terms); err != nil {
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM fts_terms`).Scan(&terms); err != nil {
 		return false, err
 	}
 	type levelSums struct{ blocks, body, context int64 }
 	rowsAt := map[uint8]levelSums{}
-	err := scan(ctx, tx, `SELECT level, count(*), coalesce(sum(len_body), 0)::BIGINT, coalesce(sum(len_context), 0)::BIGINT
+	err := scan(ctx, q, `SELECT level, count(*), coalesce(sum(len_body), 0)::BIGINT, coalesce(sum(len_context), 0)::BIGINT
 		FROM fts_blocks GROUP BY level`, func(r *sql.Rows) error {
 		var l uint8
 		var s levelSums
@@ -203,7 +181,7 @@ func (ix *Index) SaveImage(ctx context.Context, tx *duck.Tx) (bool, error) {
 		return false, nil
 	}
 	var fp string
-	if err := tx.QueryRowContext(ctx, fingerprintSQL).Scan(&fp); err != nil {
+	if err := q.QueryRowContext(ctx, fingerprintSQL).Scan(&fp); err != nil {
 		return false, err
 	}
 	payload := ix.encodeImage()
@@ -212,26 +190,27 @@ func (ix *Index) SaveImage(ctx context.Context, tx *duck.Tx) (bool, error) {
 	header = append(header, fp...)
 	header = binary.AppendUvarint(header, uint64(len(payload)))
 	header = append(header, sha[:]...)
-	if _, err := tx.ExecContext(ctx, `DELETE FROM fts_image`); err != nil {
-		return false, err
-	}
-	// Whether or not the caller commits, the next commit of a change
-	// deletes the rows (CommitWith).
-	ix.imageInFile.Store(true)
-	err = duck.Append(ctx, tx.Conn, "fts_image", []string{"part", "data"}, func(add func(...driver.Value) error) error {
-		if err := add(int32(0), header); err != nil {
+	tmp := path + ".tmp"
+	err = func() error {
+		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
 			return err
 		}
-		for part := int32(1); len(payload) > 0; part++ {
-			n := min(len(payload), imagePart)
-			if err := add(part, payload[:n]); err != nil {
-				return err
-			}
-			payload = payload[n:]
+		_, err = f.Write(header)
+		if err == nil {
+			_, err = f.Write(payload)
 		}
-		return nil
-	})
-	return err == nil, err
+		return errors.Join(err, f.Close())
+	}()
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return false, fmt.Errorf("save fts image: %w", err)
+	}
+	ix.imageCurrent.Store(true)
+	return true, nil
 }
 
 // encodeImage encodes the in-memory index (see the layout above). Call
@@ -449,11 +428,9 @@ func (d *decoderBuf) bytes() []byte {
 	return d.take(int(n))
 }
 
-// ImageCurrent reports whether the image in fts_image describes this
-// index: Load read it, no commit has changed the index since, and none
-// has deleted it (any commit does, CommitWith).
+// ImageCurrent reports whether the image file this index was loaded
+// from (LoadFrom) or last saved to (SaveImage) describes it: no commit
+// has run since (CommitWith clears it, whatever the commit changed).
 func (ix *Index) ImageCurrent() bool {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	return ix.fromImage && !ix.changed && ix.imageInFile.Load()
+	return ix.imageCurrent.Load()
 }

@@ -4,7 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"errors"
+	"io/fs"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,9 +17,9 @@ import (
 	"github.com/escurel/escurel/internal/duck"
 )
 
-// saveImage saves ix's image in its own transaction and reports whether
-// SaveImage saved one.
-func saveImage(t *testing.T, ix *Index, db *sql.DB) bool {
+// saveImage saves ix's image to the file path, read in one transaction,
+// and reports whether SaveImage saved one.
+func saveImage(t *testing.T, ix *Index, db *sql.DB, path string) bool {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := duck.Begin(ctx, db)
@@ -23,15 +27,15 @@ func saveImage(t *testing.T, ix *Index, db *sql.DB) bool {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	saved, err := ix.SaveImage(ctx, tx)
+	saved, err := ix.SaveImage(ctx, tx, path)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return saved
 }
+
+// imageFile is a path for an image in a test's own directory.
+func imageFile(t *testing.T) string { return filepath.Join(t.TempDir(), "fts-image") }
 
 // indexState is what an Index holds that a search or a write reads, in a
 // form two Indexes can be compared by: the terms by id, the document
@@ -70,12 +74,13 @@ func stateOf(ix *Index) indexState {
 	return st
 }
 
-// loadBoth loads db's index through Load and from its tables alone, and
-// fails unless the two hold the same; it returns Load's.
-func loadBoth(t *testing.T, db *sql.DB) *Index {
+// loadBoth loads db's index through LoadFrom the image at path and from
+// its tables alone, and fails unless the two hold the same; it returns
+// LoadFrom's.
+func loadBoth(t *testing.T, db *sql.DB, path string) *Index {
 	t.Helper()
 	ctx := context.Background()
-	got, err := Load(ctx, db)
+	got, err := LoadFrom(ctx, db, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,9 +104,10 @@ func loadBoth(t *testing.T, db *sql.DB) *Index {
 func TestImageEqualsTables(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
-	ix, _ := Load(ctx, db)
-	if ix.fromImage {
-		t.Fatal("an empty file loaded an image")
+	img := imageFile(t)
+	ix, _ := LoadFrom(ctx, db, img)
+	if ix.fromImage || ix.ImageCurrent() {
+		t.Fatal("an index without an image file loaded an image")
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	var all []Block
@@ -137,10 +143,13 @@ func TestImageEqualsTables(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if !saveImage(t, ix, db) {
+		if !saveImage(t, ix, db, img) {
 			t.Fatalf("round %d: SaveImage saved nothing", round)
 		}
-		loaded := loadBoth(t, db)
+		if !ix.ImageCurrent() {
+			t.Fatalf("round %d: the image just saved is not current", round)
+		}
+		loaded := loadBoth(t, db, img)
 		if !loaded.fromImage || !loaded.ImageCurrent() {
 			t.Fatalf("round %d: Load did not read the image just saved", round)
 		}
@@ -156,12 +165,7 @@ func TestImageEqualsTables(t *testing.T) {
 		if loaded.ImageCurrent() {
 			t.Fatalf("round %d: the image is current after a write", round)
 		}
-		var rows int
-		db.QueryRow(`SELECT count(*) FROM fts_image`).Scan(&rows)
-		if rows != 0 {
-			t.Fatalf("round %d: %d image rows left by a write: the file holds an image of another state", round, rows)
-		}
-		if again := loadBoth(t, db); again.fromImage {
+		if again := loadBoth(t, db, img); again.fromImage {
 			t.Fatalf("round %d: Load read an image older than a write", round)
 		}
 		ix = loaded
@@ -184,73 +188,97 @@ func TestImageStaleAfterAnyTableWrite(t *testing.T) {
 		`DELETE FROM fts_blocks WHERE block_id = 5`,
 	} {
 		db := newDB(t)
+		img := imageFile(t)
 		ix, _ := Load(ctx, db)
 		rng := rand.New(rand.NewPCG(5, 6))
 		bs := randomCorpus(rng, 1, 20)
 		write(t, ix, db, bs, nil)
 		write(t, ix, db, nil, bs[10:12])
-		if !saveImage(t, ix, db) {
+		if !saveImage(t, ix, db, img) {
 			t.Fatal("SaveImage saved nothing")
+		}
+		if got := loadBoth(t, db, img); !got.fromImage {
+			t.Fatal("Load did not read the image just saved")
 		}
 		if _, err := db.Exec(change); err != nil {
 			t.Fatalf("%s: %v", change, err)
 		}
-		if got := loadBoth(t, db); got.fromImage {
+		if got := loadBoth(t, db, img); got.fromImage {
 			t.Errorf("after %s: Load read the image", change)
 		}
 	}
 }
 
-// A current image that cannot be read (a byte changed, a part lost, a
-// header cut short) is not used: Load reads the tables.
+// A current image that cannot be read (a bit flipped, the file cut short
+// or grown, a header of another version or of nothing, a payload size of
+// 2^62, a directory where the file should be) is not used: LoadFrom reads
+// the tables.
 func TestImageDamaged(t *testing.T) {
 	ctx := context.Background()
-	for _, damage := range []string{
-		"flip",
-		"huge size",
-		`DELETE FROM fts_image WHERE part = 1`,
-		`UPDATE fts_image SET data = data || '\x00'::BLOB WHERE part = 1`,
-		`UPDATE fts_image SET data = 'escurel fts image 1' WHERE part = 0`,
-		`UPDATE fts_image SET data = 'an image of something else' WHERE part = 0`,
-		`UPDATE fts_image SET part = 3 WHERE part = 1`,
-		`INSERT INTO fts_image SELECT 2, data FROM fts_image WHERE part = 1`,
-	} {
-		db := newDB(t)
-		ix, _ := Load(ctx, db)
-		write(t, ix, db, randomCorpus(rand.New(rand.NewPCG(1, 2)), 1, 30), nil)
-		if !saveImage(t, ix, db) {
-			t.Fatal("SaveImage saved nothing")
+	edit := func(f func(b []byte) []byte) func(t *testing.T, path string) {
+		return func(t *testing.T, path string) {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, f(b), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if damage == "huge size" {
-			// A current fingerprint and a payload size of 2^62 bytes.
-			var fp string
-			if err := db.QueryRow(fingerprintSQL).Scan(&fp); err != nil {
+	}
+	for _, c := range []struct {
+		name   string
+		damage func(t *testing.T, path string)
+	}{
+		{"flip", edit(func(b []byte) []byte { b[len(b)-len(b)/4] ^= 4; return b })},
+		{"cut", edit(func(b []byte) []byte { return b[:len(b)-1] })},
+		{"grown", edit(func(b []byte) []byte { return append(b, 0) })},
+		{"empty", edit(func([]byte) []byte { return nil })},
+		{"magic only", edit(func([]byte) []byte { return []byte(imageMagic) })},
+		{"another version", edit(func(b []byte) []byte { return append([]byte("escurel fts image 1\n"), b[len(imageMagic):]...) })},
+		{"something else", edit(func([]byte) []byte { return []byte("an image of something else") })},
+		{"huge size", func(t *testing.T, path string) {
+			// The current fingerprint and a payload size of 2^62 bytes.
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fp, _, _, payload, err := decodeImageHeader(b)
+			if err != nil {
 				t.Fatal(err)
 			}
 			h := append([]byte(imageMagic), binary.AppendUvarint(nil, uint64(len(fp)))...)
 			h = binary.AppendUvarint(append(h, fp...), 1<<62)
 			h = append(h, make([]byte, 32)...)
-			if _, err := db.Exec(`UPDATE fts_image SET data = ? WHERE part = 0`, h); err != nil {
+			if err := os.WriteFile(path, append(h, payload...), 0o600); err != nil {
 				t.Fatal(err)
 			}
-		} else if damage == "flip" {
-			// One bit of the payload.
-			var data []byte
-			if err := db.QueryRow(`SELECT data FROM fts_image WHERE part = 1`).Scan(&data); err != nil {
+		}},
+		{"a directory", func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
 				t.Fatal(err)
 			}
-			data[len(data)/2] ^= 4
-			if _, err := db.Exec(`UPDATE fts_image SET data = ? WHERE part = 1`, data); err != nil {
+			if err := os.Mkdir(path, 0o700); err != nil {
 				t.Fatal(err)
 			}
-		} else if _, err := db.Exec(damage); err != nil {
-			t.Fatalf("%s: %v", damage, err)
+		}},
+	} {
+		db := newDB(t)
+		img := imageFile(t)
+		ix, _ := Load(ctx, db)
+		write(t, ix, db, randomCorpus(rand.New(rand.NewPCG(1, 2)), 1, 30), nil)
+		if !saveImage(t, ix, db, img) {
+			t.Fatal("SaveImage saved nothing")
 		}
-		if _, err := loadImage(ctx, db); err == nil {
-			t.Errorf("after %s: loadImage returned no error", damage)
+		if _, err := loadImage(ctx, db, img); err != nil {
+			t.Fatalf("%s: the image before the damage: %v", c.name, err)
 		}
-		if got := loadBoth(t, db); got.fromImage {
-			t.Errorf("after %s: Load read the image", damage)
+		c.damage(t, img)
+		if _, err := loadImage(ctx, db, img); !errors.Is(err, errImage) {
+			t.Errorf("after %s: loadImage returned %v, want errImage", c.name, err)
+		}
+		if got := loadBoth(t, db, img); got.fromImage {
+			t.Errorf("after %s: LoadFrom read the image", c.name)
 		}
 	}
 }
@@ -260,12 +288,13 @@ func TestImageDamaged(t *testing.T) {
 func TestSaveImageRefusesUncertainMemory(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
+	img := imageFile(t)
 	ix, _ := Load(ctx, db)
 	write(t, ix, db, randomCorpus(rand.New(rand.NewPCG(9, 9)), 1, 10), nil)
 	if _, err := db.Exec(`DELETE FROM fts_blocks WHERE block_id = 3`); err != nil {
 		t.Fatal(err)
 	}
-	if saveImage(t, ix, db) {
+	if saveImage(t, ix, db, img) {
 		t.Error("SaveImage saved an image of blocks the table lost")
 	}
 	db = newDB(t)
@@ -284,13 +313,11 @@ func TestSaveImageRefusesUncertainMemory(t *testing.T) {
 	if err := ix.Commit(ctx, tx, ch); err == nil {
 		t.Fatal("a commit of a transaction rolled back succeeded")
 	}
-	if saveImage(t, ix, db) {
+	if saveImage(t, ix, db, img) {
 		t.Error("SaveImage saved an image after a failed commit")
 	}
-	var rows int
-	db.QueryRow(`SELECT count(*) FROM fts_image`).Scan(&rows)
-	if rows != 0 {
-		t.Errorf("%d image rows", rows)
+	if _, err := os.Stat(img); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("an image file after two refusals: %v", err)
 	}
 }
 
@@ -325,18 +352,19 @@ func TestImageEncodeDecode(t *testing.T) {
 	}
 }
 
-// A commit that changes nothing in the full-text index still deletes a
-// current image (CommitWith): the image is then no longer current, so
-// the next writer's Close saves one again.
+// A commit that changes nothing in the full-text index still makes the
+// image no longer current (CommitWith: a commit may write rows Load
+// reads), so the next writer's Close saves one again.
 func TestImageNotCurrentAfterEmptyCommit(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
+	img := imageFile(t)
 	ix, _ := Load(ctx, db)
 	write(t, ix, db, randomCorpus(rand.New(rand.NewPCG(4, 4)), 1, 10), nil)
-	if !saveImage(t, ix, db) {
+	if !saveImage(t, ix, db, img) {
 		t.Fatal("SaveImage saved nothing")
 	}
-	loaded := loadBoth(t, db)
+	loaded := loadBoth(t, db, img)
 	if !loaded.ImageCurrent() {
 		t.Fatal("the image just read is not current")
 	}
@@ -348,7 +376,7 @@ func TestImageNotCurrentAfterEmptyCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	if loaded.ImageCurrent() {
-		t.Fatal("the image is current after a commit deleted it")
+		t.Fatal("the image is current after a commit")
 	}
 }
 

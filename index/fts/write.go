@@ -339,22 +339,16 @@ func (ix *Index) Commit(ctx context.Context, tx *duck.Tx, changes ...*Change) er
 func (ix *Index) CommitWith(ctx context.Context, tx *duck.Tx, then func(), changes ...*Change) error {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	dropImage := ix.imageInFile.Load()
-	if dropImage {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM fts_image`); err != nil {
-			return fmt.Errorf("fts commit: delete the image: %w", err)
-		}
-	}
+	// Whatever it changes, the image no longer describes the index: a
+	// commit may write rows Load reads, and one that failed may have
+	// committed all the same.
+	ix.imageCurrent.Store(false)
 	if err := tx.Commit(ctx); err != nil {
 		ix.uncertain = true
 		return err
 	}
-	if dropImage {
-		ix.imageInFile.Store(false)
-	}
 	for _, ch := range changes {
 		ix.apply(ch)
-		ix.changed = ix.changed || ch != nil
 	}
 	if then != nil {
 		then()
