@@ -33,7 +33,13 @@ func init() {
 		if err != nil {
 			return err
 		}
-		return s.copyTo(ctx, dst)
+		if err := s.copyTo(ctx, dst); err != nil {
+			return err
+		}
+		// A re-embed changes no full-text row: the copy opens from the
+		// image too.
+		s.copyImage(dst)
+		return nil
 	}
 	hooks.RowRecords = rowRecords
 	hooks.Inspect = func(ctx context.Context, dir string) (any, map[string]string, map[string]bool, error) {

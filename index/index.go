@@ -619,18 +619,24 @@ func probed(ctx context.Context, spec embed.Spec) (embed.Spec, error) {
 // generation (and an ingest that is preparing on it) to leave, and closes
 // its database and, unless the caller supplied them, the blob store and
 // the directory lock. Any call afterwards fails with ErrClosed; a second
-// Close returns nil at once, without waiting for the first. When this
-// Index committed documents' rows (ingest, delete, a metadata update) and
-// a fifth or more of the live generation's file is reclaimable (free
-// blocks, deleted rows DuckDB keeps; at least 16 MB), Close first rewrites
-// it into a new generation (index/compact.go), which the next Open opens,
-// and removes the replaced one.
+// Close returns nil at once, without waiting for the first.
+//
+// A write-ahead log under closeCheckpointBytes (4 MiB) is left for the
+// next Open to replay; a larger one is folded into the file (a
+// CHECKPOINT). Close saves the full-text index's image (a file beside the
+// database, 11 MB at 100k passages) when the one there is not current:
+// after a write, or when this open read the tables (an upgraded or copied
+// index): about 0.2 s at 1M passages, once. When this Index committed
+// documents' rows (ingest, delete, a metadata update), the close folds
+// the log, and a fifth or more of the live generation's file is
+// reclaimable (free blocks, deleted rows DuckDB keeps; at least 16 MB),
+// Close first rewrites it into a new generation (index/compact.go), which
+// the next Open opens, and removes the replaced one.
 //
 // Errors: the rewrite's (the old generation stays live), the final
-// checkpoint's (a full disk: the committed writes stay in the write-ahead
-// log, and the next Open applies them; a writer reports it as a failure to
-// make its writes durable in the file), closing the blob store's,
-// releasing the lock's.
+// checkpoint's when the close folds the log (a full disk: the committed
+// writes stay in the write-ahead log, and the next Open applies them),
+// closing the blob store's, releasing the lock's.
 func (ix *Index) Close() error {
 	ix.writeMu.Lock()
 	var replaced string
@@ -648,7 +654,8 @@ func (ix *Index) Close() error {
 		// The full-text index's image first, so that the next Open reads
 		// it (and a rewrite copies it) instead of the tables' rows: after
 		// a write, or when this open read the tables (an image stale or
-		// missing: a file from an older version, a rebuild's copy).
+		// missing: a file from an older version, a rebuild's copy). Not
+		// a replica's: each of its opens downloads a new generation.
 		s.saveImage(context.Background(), fold)
 		// A file with a fifth or more reclaimable is rewritten into a new
 		// generation, which the next Open opens (index/compact.go); only

@@ -32,7 +32,7 @@ type Stats struct {
 	EmbeddingSet    string           `json:"embedding_set,omitempty"` // the active set's name; "" without vectors
 	Embeddings      int64            `json:"embeddings"`              // vectors in the active set
 	FullText        fts.Stats        `json:"full_text"`
-	FileBytes       int64            `json:"file_bytes"` // size of the DuckDB file and its write-ahead log
+	FileBytes       int64            `json:"file_bytes"` // size of the DuckDB file, its write-ahead log and the full-text image
 
 	// TextlessPages counts the pages of paged documents on which no block
 	// lies (no text layer: scanned), in TextlessDocuments documents;
@@ -150,7 +150,7 @@ func (ix *state) stats(ctx context.Context) (Stats, error) {
 		return st, fmt.Errorf("stats: %w", err)
 	}
 	// No CHECKPOINT: a read writes nothing, and works on a full disk.
-	st.FileBytes = fileSize(ix.path) + fileSize(ix.path+".wal")
+	st.FileBytes = fileSize(ix.path) + fileSize(ix.path+".wal") + fileSize(imagePath(ix.path))
 	return st, nil
 }
 

@@ -3,6 +3,8 @@ package index_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -136,5 +138,33 @@ func TestRollbackForceRefusesDowngrade(t *testing.T) {
 	}
 	if public() != 0 {
 		t.Errorf("restricted text public after the refused rollbacks")
+	}
+}
+
+// A live re-embed's copy of the generation carries the full-text image
+// (no full-text row changes), so the generation it switches to opens from
+// the image, not from the tables.
+func TestReembedCopiesImage(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix, err := index.Open(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.Ingest(ctx, index.Input{Source: "/a.md", Data: []byte("# A\n\nalpha apples\n")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Close(); err != nil { // saves the image
+		t.Fatal(err)
+	}
+	if ix, err = index.Open(ctx, dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if _, err := rebuild.Reembed(ctx, rebuild.Options{Dir: dir, Blobs: ix.Blobs(), Live: ix, Index: index.Options{Embedder: embed.Spec{Model: "hash", Dim: 128}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ix.Generation(), "index.duckdb.fts-image")); err != nil {
+		t.Fatalf("the re-embedded generation %s has no full-text image: %v", ix.Generation(), err)
 	}
 }

@@ -350,7 +350,7 @@ func copyLive(dir, dst string) error {
 		return err
 	}
 	if _, err := os.Stat(src + ".wal"); err == nil {
-		return fmt.Errorf("copy %s: it has a write-ahead log; open and close the index first", src)
+		return fmt.Errorf("copy %s: it has a write-ahead log; fold it into the file first (escurel compact)", src)
 	}
 	return layout.CopyFile(src, dst)
 }

@@ -1,0 +1,105 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/escurel/escurel/embed"
+)
+
+// killedChild runs in a child process of TestKilledAfterLoggedClose:
+// open the index in ESCUREL_KILLED_DIR, ingest or delete as told, then
+// SIGKILL itself without closing.
+func TestKilledChild(t *testing.T) {
+	dir := os.Getenv("ESCUREL_KILLED_DIR")
+	if dir == "" {
+		t.Skip("a child of TestKilledAfterLoggedClose")
+	}
+	ctx := context.Background()
+	ix, err := Open(ctx, dir, &Options{BlobURL: "file://" + filepath.ToSlash(filepath.Join(dir, "..", "blobs")), Embedder: embed.None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src := os.Getenv("ESCUREL_KILLED_INGEST"); src != "" {
+		mustIngest(t, ix, Input{Source: src, Data: []byte("# X\n\n" + os.Getenv("ESCUREL_KILLED_WORD") + " text\n")})
+	}
+	if src := os.Getenv("ESCUREL_KILLED_DELETE"); src != "" {
+		if _, err := ix.Delete(ctx, src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+}
+
+// Writes acknowledged by processes killed with SIGKILL after a Close left
+// its log (closeCheckpointBytes) are all there at the next open: an
+// ingest, an open that writes nothing, a delete, each killed; the image
+// saved beside the first log is stale then, and the next Close saves a
+// current one.
+func TestKilledAfterLoggedClose(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	dir := filepath.Join(root, "idx")
+	opts := &Options{BlobURL: "file://" + filepath.ToSlash(filepath.Join(root, "blobs")), Embedder: embed.None}
+	child := func(env ...string) {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestKilledChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), append([]string{"ESCUREL_KILLED_DIR=" + dir}, env...)...)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+	}
+	hits := func(ix *Index, q string) int {
+		t.Helper()
+		h, err := ix.Rank(ctx, q, &SearchOptions{K: 10, Mode: "bm25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(h)
+	}
+	current := func(ix *Index) bool {
+		s, err := ix.acquire()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.unref()
+		return s.fts.ImageCurrent()
+	}
+	ix, err := Open(ctx, dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustIngest(t, ix, Input{Source: "/a.md", Data: []byte("# A\n\nalphaword text\n")})
+	path := ix.Path()
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fileSize(path+".wal") == 0 {
+		t.Fatal("Close left no log: the test proves nothing")
+	}
+	child("ESCUREL_KILLED_INGEST=/b.md", "ESCUREL_KILLED_WORD=betaword")
+	child()
+	child("ESCUREL_KILLED_DELETE=/a.md")
+	for round := range 2 {
+		ix, err = Open(ctx, dir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, b := hits(ix, "alphaword"), hits(ix, "betaword"); a != 0 || b != 1 {
+			t.Errorf("open %d: alphaword %d hits (deleted: want 0), betaword %d (want 1)", round+1, a, b)
+		}
+		if got := current(ix); got != (round == 1) {
+			t.Errorf("open %d: image current %v", round+1, got)
+		}
+		if err := ix.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
