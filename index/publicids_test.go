@@ -48,6 +48,30 @@ func TestRankPublicIDsInStep(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A state's first lookups read the rows; the hitDocsLoadAfter-th loads
+	// the map.
+	for i := 1; i <= hitDocsLoadAfter; i++ {
+		ranked, err := ix.Rank(ctx, "common apples", &SearchOptions{K: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hits, err := ix.Search(ctx, "common apples", &SearchOptions{K: 50})
+		if err != nil || len(hits) == 0 || len(ranked) != len(hits) {
+			t.Fatalf("rank %d: %d hits, search %d, %v", i, len(ranked), len(hits), err)
+		}
+		for j := range hits {
+			if ranked[j].BlockID != hits[j].BlockID {
+				t.Fatalf("rank %d: hit %d is %s, search's %s", i, j, ranked[j].BlockID, hits[j].BlockID)
+			}
+		}
+		s, _ := ix.acquire()
+		loaded := s.pub.isLoaded()
+		s.unref()
+		if loaded != (i == hitDocsLoadAfter) {
+			t.Fatalf("after rank %d: map loaded %v", i, loaded)
+		}
+	}
+
 	check := func(stage string) {
 		t.Helper()
 		s, err := ix.acquire()
