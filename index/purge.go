@@ -287,6 +287,7 @@ func (ix *state) eraseDerived(ctx context.Context) error {
 // indexes as stored (the copy's are built beside the live ones, which an
 // open has not all loaded), and a copy that runs out of memory anyway is
 // removed and written once more at the limit outOfMemory raises. The
+// full-text image goes with the copy when it is current (copyImage). The
 // caller holds writeMu.
 func (ix *state) rewriteTo(ctx context.Context, dst string) error {
 	if err := ix.fitMemory(ctx, 2, true, false); err != nil {
