@@ -12,7 +12,7 @@ import (
 	"github.com/escurel/escurel/embed"
 )
 
-// killedChild runs in a child process of TestKilledAfterLoggedClose:
+// TestKilledChild runs in a child process of TestKilledAfterLoggedClose:
 // open the index in ESCUREL_KILLED_DIR, ingest or delete as told, then
 // SIGKILL itself without closing.
 func TestKilledChild(t *testing.T) {
