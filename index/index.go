@@ -236,6 +236,12 @@ type state struct {
 	// work done for the live state alone (Prewarm) stops.
 	retired    chan struct{}
 	retireOnce sync.Once
+	// replaced is set when a switch made another state live in s's
+	// place (publish): s's close then never checkpoints. Its writes are
+	// in its log for whoever opens the generation next, and a rollback
+	// may have opened the generation again already, in another DuckDB
+	// instance that a checkpoint from this one would write under.
+	replaced atomic.Bool
 }
 
 // retire closes s.retired, once.
@@ -253,6 +259,7 @@ func (s *state) retire() {
 func (ix *Index) publish(n *state) *state {
 	old := ix.cur.Swap(n)
 	if old != nil {
+		old.replaced.Store(n != nil)
 		old.retire()
 	}
 	return old
@@ -309,13 +316,14 @@ func (s *state) foldsLog() bool {
 }
 
 // close closes the database, first folding the write-ahead log into the
-// file when foldsLog, else leaving it for the next open (openState turned
-// DuckDB's own checkpoint on close off). The committed writes are safe in
-// the log either way, and the next open replays it; a CHECKPOINT that
-// fails (a full disk) is reported by Index.Close.
+// file when foldsLog and no switch replaced s, else leaving it for the
+// next open (openState turned DuckDB's own checkpoint on close off). The
+// committed writes are safe in the log either way, and the next open
+// replays it; a CHECKPOINT that fails (a full disk) is reported by
+// Index.Close.
 func (s *state) close() {
 	var err error
-	if s.foldsLog() {
+	if !s.replaced.Load() && s.foldsLog() {
 		_, err = s.db.Exec(`CHECKPOINT`)
 	}
 	if err != nil {
