@@ -93,19 +93,33 @@ func loadImage(ctx context.Context, q Querier, path string) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	var now string
-	if err := q.QueryRowContext(ctx, fingerprintSQL).Scan(&now); err != nil {
-		return nil, err
+	// DuckDB computes the fingerprint while Go checks and decodes the
+	// payload (at 1M passages 60-100 ms and 170 ms, on a machine with
+	// more than one core); a stale image's decoding is thrown away.
+	type fingerprint struct {
+		now string
+		err error
 	}
-	if now != fp {
-		return nil, errStale
-	}
+	fpc := make(chan fingerprint, 1)
+	go func() {
+		var f fingerprint
+		f.err = q.QueryRowContext(ctx, fingerprintSQL).Scan(&f.now)
+		fpc <- f
+	}()
+	var ix *Index
 	if uint64(len(payload)) != size || sha256.Sum256(payload) != sum {
-		return nil, fmt.Errorf("%w: its payload (%d bytes, %d in its header) does not match the SHA-256 of its header", errImage, len(payload), size)
+		err = fmt.Errorf("%w: its payload (%d bytes, %d in its header) does not match the SHA-256 of its header", errImage, len(payload), size)
+	} else if ix, err = decodeImage(payload); err != nil {
+		err = fmt.Errorf("%w: %v", errImage, err)
 	}
-	ix, err := decodeImage(payload)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errImage, err)
+	f := <-fpc
+	switch {
+	case f.err != nil:
+		return nil, f.err
+	case f.now != fp:
+		return nil, errStale
+	case err != nil:
+		return nil, err
 	}
 	ix.fromImage = true
 	ix.imageCurrent.Store(true)
