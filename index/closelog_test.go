@@ -7,8 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/escurel/escurel/embed"
 )
@@ -124,25 +126,7 @@ func TestReplacedStateLeavesLog(t *testing.T) {
 	if fileSize(old+".wal") == 0 {
 		t.Fatal("the ingest left no log: the test proves nothing")
 	}
-	// A copy of the rows in a new generation, switched to.
-	ix.writeMu.Lock()
-	err = func() error {
-		defer ix.writeMu.Unlock()
-		gen, err := ix.layout.NewGeneration()
-		if err != nil {
-			return err
-		}
-		if err := ix.cur.Load().rewriteTo(ctx, ix.layout.GenerationPath(gen)); err != nil {
-			return err
-		}
-		if err := ix.layout.PublishSettled(gen); err != nil {
-			return err
-		}
-		return ix.switchTo(ctx, gen)
-	}()
-	if err != nil {
-		t.Fatal(err)
-	}
+	switchToCopy(t, ix)
 	if ix.Path() == old {
 		t.Fatal("no switch")
 	}
@@ -161,5 +145,63 @@ func TestReplacedStateLeavesLog(t *testing.T) {
 	var docs int
 	if err := db.QueryRow(`SELECT count(*) FROM documents`).Scan(&docs); err != nil || docs != 1 {
 		t.Fatalf("the replaced generation holds %d documents (%v), want 1", docs, err)
+	}
+}
+
+// switchToCopy copies the live generation's rows into a new generation
+// and switches ix to it.
+func switchToCopy(t *testing.T, ix *Index) {
+	t.Helper()
+	ctx := context.Background()
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	gen, err := ix.layout.NewGeneration()
+	if err == nil {
+		err = ix.cur.Load().rewriteTo(ctx, ix.layout.GenerationPath(gen))
+	}
+	if err == nil {
+		err = ix.layout.PublishSettled(gen)
+	}
+	if err == nil {
+		err = ix.switchTo(ctx, gen)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A rollback to a generation that a replaced state still holds open for
+// a reader waits for the reader to leave (or for its ctx), so that no
+// two DuckDB instances of the process have one file open.
+func TestRollbackWaitsForReplacedReaders(t *testing.T) {
+	ctx := context.Background()
+	ix, err := Open(ctx, t.TempDir(), &Options{BlobURL: "mem://", Embedder: embed.None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	mustIngest(t, ix, Input{Source: "/a.md", Data: []byte("# A\n\nalphaword text\n")})
+	first := ix.Generation()
+	reader, err := ix.acquire() // a search still running on first
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := false
+	defer func() { // before ix.Close, which waits for it
+		if !left {
+			reader.unref()
+		}
+	}()
+	switchToCopy(t, ix)
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, _, err = ix.Rollback(short, &RollbackOptions{Force: true})
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "still open in this process") {
+		t.Fatalf("rollback while a reader holds %s: %v, want it to wait and time out", first, err)
+	}
+	reader.unref()
+	left = true
+	if _, to, err := ix.Rollback(ctx, &RollbackOptions{Force: true}); err != nil || to != first {
+		t.Fatalf("rollback once the reader left: to %s, %v; want %s", to, err, first)
 	}
 }

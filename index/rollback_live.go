@@ -54,6 +54,12 @@ func (ix *Index) Rollback(ctx context.Context, opts *RollbackOptions) (from, to 
 	if err := checkRollback(ix.dir, to); err != nil {
 		return "", "", err // past a purge: even Force would serve erased documents
 	}
+	// A state a switch replaced may still hold to's file open for a
+	// reader: a second DuckDB instance on the same file would checkpoint
+	// under it (review 17b). Readers never take writeMu: they leave.
+	if err := ix.layout.WaitReleased(ctx, to); err != nil {
+		return "", "", fmt.Errorf("rollback %s to %s: %w", ix.dir, to, err)
+	}
 	n, err := ix.openWarmFrom(ctx, old, to)
 	if err != nil {
 		return "", "", fmt.Errorf("rollback %s to %s: %w", ix.dir, to, err)
