@@ -10,7 +10,8 @@ import (
 
 // publicIDs maps a generation's internal block numbers to their public ids
 // in memory, so that Rank answers without reading the blocks table. It is
-// read on first use from the snapshot of a search (inside fts.View, so no
+// read by a state's hitDocsLoadAfter-th lookup (the ones before read their
+// ids from the rows), or by Prewarm, from the snapshot of a search (inside fts.View, so no
 // write commits meanwhile) and kept in step by every write's commit (fts
 // CommitWith's then, under the same full-text write lock): a search sees
 // the ids of exactly the blocks its ranking can name. A switch opens a new
@@ -97,7 +98,7 @@ func (p *publicIDs) apply(added []int64, public []string, removed []int64) {
 // rows in milliseconds. Call it inside fts.View. A number with no block
 // row is an error.
 func (p *publicIDs) lookup(ctx context.Context, q querier, ids []int64) ([]string, error) {
-	if p.isLoaded() || p.joined.Add(1) >= hitDocsLoadAfter {
+	if p.isLoaded() || p.joined.Load() >= hitDocsLoadAfter || p.joined.Add(1) >= hitDocsLoadAfter {
 		if err := p.load(ctx, q); err != nil {
 			return nil, err
 		}
@@ -169,7 +170,9 @@ func (p *publicIDs) load(ctx context.Context, q querier) error {
 	if err := q.QueryRowContext(ctx, `SELECT coalesce(max(block_id), 0) FROM blocks`).Scan(&maxID); err != nil {
 		return fmt.Errorf("load block ids: %w", err)
 	}
-	p.ids = make([]uint64, maxID+1)
+	// Built aside, kept only whole: a load that fails leaves no part of
+	// a map behind.
+	built := &publicIDs{ids: make([]uint64, maxID+1)}
 	rows, err := q.QueryContext(ctx, `SELECT block_id, public_id FROM blocks`)
 	if err != nil {
 		return fmt.Errorf("load block ids: %w", err)
@@ -181,11 +184,11 @@ func (p *publicIDs) load(ctx context.Context, q querier) error {
 		if err := rows.Scan(&id, &pub); err != nil {
 			return fmt.Errorf("load block ids: %w", err)
 		}
-		p.set(id, pub)
+		built.set(id, pub)
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load block ids: %w", err)
 	}
-	p.loaded = true
+	p.ids, p.loaded = built.ids, true
 	return nil
 }

@@ -77,6 +77,9 @@ func TestPrewarm(t *testing.T) {
 		if !s.hitDocs.isLoaded() {
 			t.Error("Prewarm did not load the table of hits' documents")
 		}
+		if !s.pub.isLoaded() {
+			t.Error("Prewarm did not load the map of public ids")
+		}
 		s.unref()
 	}
 }

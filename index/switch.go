@@ -203,10 +203,16 @@ func (s *state) prewarm(ctx context.Context) (int, error) {
 	}()
 	n, err := s.fts.WarmFrequent(ctx, s.db)
 	if err == nil {
-		// The table of hits' documents too, which searches load only at
-		// their third (hitDocsLoadAfter), so that no request of a server
-		// pays it (2 s at 1M passages).
-		err = s.fts.View(func() error { return s.hitDocs.load(ctx, s.db) })
+		// The table of hits' documents and the map of public ids too,
+		// which searches and Rank load only at their third
+		// (hitDocsLoadAfter), so that no request of a server pays them
+		// (2 s and 0.5 s at 1M passages).
+		err = s.fts.View(func() error {
+			if err := s.hitDocs.load(ctx, s.db); err != nil {
+				return err
+			}
+			return s.pub.load(ctx, s.db)
+		})
 	}
 	if err != nil && errors.Is(context.Cause(ctx), errRetired) {
 		return n, nil

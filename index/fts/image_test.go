@@ -391,3 +391,38 @@ func TestLoadRefusesNegativeBlockID(t *testing.T) {
 		t.Fatalf("Load: %v, want an error naming block id -5", err)
 	}
 }
+
+// loadImage's errors keep their order although the fingerprint is
+// computed while the payload is decoded: a stale image is stale even
+// when its payload is damaged too (no warning for what would not be read
+// anyway), and the database's error comes before either.
+func TestImageErrorOrder(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	img := imageFile(t)
+	ix, _ := Load(ctx, db)
+	write(t, ix, db, randomCorpus(rand.New(rand.NewPCG(7, 7)), 1, 20), nil)
+	if !saveImage(t, ix, db, img) {
+		t.Fatal("SaveImage saved nothing")
+	}
+	b, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 1
+	if err := os.WriteFile(img, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadImage(ctx, db, img); !errors.Is(err, errImage) {
+		t.Fatalf("a damaged current image: %v, want errImage", err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := loadImage(cancelled, db, img); err == nil || errors.Is(err, errImage) || errors.Is(err, errStale) {
+		t.Fatalf("a cancelled fingerprint: %v, want the database's error", err)
+	}
+	write(t, ix, db, randomCorpus(rand.New(rand.NewPCG(8, 8)), 100, 3), nil)
+	if _, err := loadImage(ctx, db, img); !errors.Is(err, errStale) {
+		t.Fatalf("a damaged stale image: %v, want errStale", err)
+	}
+}
