@@ -10,12 +10,13 @@ import (
 
 // publicIDs maps a generation's internal block numbers to their public ids
 // in memory, so that Rank answers without reading the blocks table. It is
-// read by a state's hitDocsLoadAfter-th lookup (the ones before read their
-// ids from the rows), or by Prewarm, from the snapshot of a search (inside fts.View, so no
-// write commits meanwhile) and kept in step by every write's commit (fts
-// CommitWith's then, under the same full-text write lock): a search sees
-// the ids of exactly the blocks its ranking can name. A switch opens a new
-// state and so a new map; a compaction renumbers nothing.
+// read by a state's hitDocsLoadAfter-th lookup (the ones before read
+// their ids from the rows), or by Prewarm, from the snapshot of a search
+// (inside fts.View, so no write commits meanwhile), and kept in step by
+// every write's commit (fts CommitWith's then, under the same full-text
+// write lock): a search sees the ids of exactly the blocks its ranking can
+// name. A switch opens a new state and so a new map; a compaction
+// renumbers nothing.
 //
 // An id is held as the uint64 its 16 hex digits spell; 0 means none (an id
 // that is not 16 lowercase hex digits, or a block the map does not hold),
