@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -203,5 +204,68 @@ func TestRollbackWaitsForReplacedReaders(t *testing.T) {
 	left = true
 	if _, to, err := ix.Rollback(ctx, &RollbackOptions{Force: true}); err != nil || to != first {
 		t.Fatalf("rollback once the reader left: to %s, %v; want %s", to, err, first)
+	}
+}
+
+// A Close that folds its log on a full disk (a small tmpfs; skipped
+// without the privilege to mount one) reports the failed checkpoint, and
+// nothing is lost: once space is freed the next open replays the log.
+func TestCloseFoldFailsOnFullDisk(t *testing.T) {
+	mnt := t.TempDir()
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=16m"); err != nil {
+		t.Skipf("cannot mount a tmpfs to fill (needs CAP_SYS_ADMIN): %v", err)
+	}
+	defer syscall.Unmount(mnt, syscall.MNT_DETACH)
+	ctx := context.Background()
+	dir := filepath.Join(mnt, "idx")
+	opts := &Options{BlobURL: "file://" + filepath.ToSlash(filepath.Join(mnt, "blobs")), Embedder: embed.None}
+	docs := func(prefix string) []Input {
+		var in []Input
+		for i := range 50 {
+			in = append(in, Input{Source: fmt.Sprintf("/%s%d.md", prefix, i), Data: []byte(fmt.Sprintf("# %s %d\n\nplatypus words %s number %d\n", prefix, i, prefix, i))})
+		}
+		return in
+	}
+	ix, err := Open(ctx, dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustIngest(t, ix, docs("a")...)
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ix, err = Open(ctx, dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	mustIngest(t, ix, docs("b")...)
+	// Leave 256 KiB: less than the checkpoint writes.
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(mnt, &st); err != nil {
+		t.Fatal(err)
+	}
+	filler := filepath.Join(mnt, "filler")
+	if err := os.WriteFile(filler, make([]byte, int64(st.Bavail)*st.Bsize-256<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	foldOnClose(t)
+	err = ix.Close()
+	if err == nil || !strings.Contains(err.Error(), "checkpoint") {
+		t.Fatalf("Close folding its log on a full disk: %v, want the checkpoint's error", err)
+	}
+	t.Logf("Close on a full disk: %v", err)
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if ix, err = Open(ctx, dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	got, err := ix.Documents(ctx)
+	if err != nil || len(got) != 100 {
+		t.Fatalf("after space was freed: %d documents, %v; want 100", len(got), err)
+	}
+	v, err := ix.Verify(ctx, nil)
+	if err != nil || !v.OK() {
+		t.Fatalf("verify after space was freed: %+v, %v", v, err)
 	}
 }
