@@ -55,7 +55,7 @@ type hitDocs struct {
 	stmt atomic.Pointer[sql.Stmt]
 	// joined counts the searches that read their hits' documents through
 	// the join while the table was not loaded (hitDocsLoadAfter).
-	joined atomic.Int32
+	joined uses
 }
 
 // hitDocsLoadAfter is the search of a state that loads the table (2 s at
@@ -65,10 +65,21 @@ type hitDocs struct {
 // third search instead of its first.
 const hitDocsLoadAfter = 3
 
+// uses counts the uses of something a state loads lazily (the hits'
+// documents, the public ids) made without it.
+type uses struct{ n atomic.Int32 }
+
+// due counts one more use and reports whether hitDocsLoadAfter uses have
+// been made, this one included: the one that loads. It stops counting
+// there, so it never wraps.
+func (u *uses) due() bool {
+	return u.n.Load() >= hitDocsLoadAfter || u.n.Add(1) >= hitDocsLoadAfter
+}
+
 // loadNow reports whether a search should load the table now: it is
 // loaded already, or hitDocsLoadAfter searches went without it.
 func (h *hitDocs) loadNow() bool {
-	return h.isLoaded() || h.joined.Add(1) >= hitDocsLoadAfter
+	return h.isLoaded() || h.joined.due()
 }
 
 // blocksStmt returns hitBlocksSQL prepared on db, preparing it on first

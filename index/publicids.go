@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 )
 
 // publicIDs maps a generation's internal block numbers to their public ids
@@ -27,7 +26,7 @@ type publicIDs struct {
 	ids    []uint64 // by internal block number
 	// joined counts the lookups that read their ids from the rows while
 	// the map was not loaded (hitDocsLoadAfter).
-	joined atomic.Int32
+	joined uses
 }
 
 // parsePublicID returns the number a well-formed public id spells, and
@@ -99,7 +98,7 @@ func (p *publicIDs) apply(added []int64, public []string, removed []int64) {
 // rows in milliseconds. Call it inside fts.View. A number with no block
 // row is an error.
 func (p *publicIDs) lookup(ctx context.Context, q querier, ids []int64) ([]string, error) {
-	if p.isLoaded() || p.joined.Load() >= hitDocsLoadAfter || p.joined.Add(1) >= hitDocsLoadAfter {
+	if p.isLoaded() || p.joined.due() {
 		if err := p.load(ctx, q); err != nil {
 			return nil, err
 		}
