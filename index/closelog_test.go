@@ -60,22 +60,6 @@ func TestKilledAfterLoggedClose(t *testing.T) {
 			t.Fatalf("child: %v\n%s", err, out)
 		}
 	}
-	hits := func(ix *Index, q string) int {
-		t.Helper()
-		h, err := ix.Rank(ctx, q, &SearchOptions{K: 10, Mode: "bm25"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(h)
-	}
-	current := func(ix *Index) bool {
-		s, err := ix.acquire()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.unref()
-		return s.fts.ImageCurrent()
-	}
 	ix, err := Open(ctx, dir, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -96,10 +80,10 @@ func TestKilledAfterLoggedClose(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a, b := hits(ix, "alphaword"), hits(ix, "betaword"); a != 0 || b != 1 {
+		if a, b := bm25Hits(t, ix, "alphaword"), bm25Hits(t, ix, "betaword"); a != 0 || b != 1 {
 			t.Errorf("open %d: alphaword %d hits (deleted: want 0), betaword %d (want 1)", round+1, a, b)
 		}
-		if got := current(ix); got != (round == 1) {
+		if got := imageCurrent(t, ix); got != (round == 1) {
 			t.Errorf("open %d: image current %v", round+1, got)
 		}
 		if err := ix.Close(); err != nil {

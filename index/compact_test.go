@@ -214,7 +214,7 @@ func TestCloseRewritesChurnedFile(t *testing.T) {
 	if err == nil {
 		defer ix.Close()
 		// The copy opens from the image Close saved (copyImage).
-		if s := ix.cur.Load(); !s.fts.ImageCurrent() {
+		if !imageCurrent(t, ix) {
 			t.Error("the rewritten generation did not open from the full-text image")
 		}
 		var hits []Hit

@@ -14,6 +14,28 @@ import (
 	"github.com/escurel/escurel/embed"
 )
 
+// imageCurrent reports whether ix's live state's full-text index is
+// described by its image file (loaded from it, or saved to it).
+func imageCurrent(t *testing.T, ix *Index) bool {
+	t.Helper()
+	s, err := ix.acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.unref()
+	return s.fts.ImageCurrent()
+}
+
+// bm25Hits is how many of its top 10 hits ix ranks for q in bm25 mode.
+func bm25Hits(t *testing.T, ix *Index, q string) int {
+	t.Helper()
+	hits, err := ix.Rank(context.Background(), q, &SearchOptions{K: 10, Mode: "bm25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(hits)
+}
+
 // A writer's Close saves the full-text index's image, and the next Open
 // reads it instead of the tables, with the writes its Close left in the
 // write-ahead log replayed; a reader's Close leaves a current image as it
@@ -37,12 +59,7 @@ func TestCloseSavesFTSImage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := ix.acquire()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.unref()
-		return ix, s.fts.ImageCurrent()
+		return ix, imageCurrent(t, ix)
 	}
 	want := search(ix)
 	if len(want) == 0 {
@@ -181,14 +198,6 @@ func TestCloseLeavesSmallLog(t *testing.T) {
 		defer s.unref()
 		return ix, s.path
 	}
-	count := func(ix *Index, q string) int {
-		t.Helper()
-		hits, err := ix.Rank(ctx, q, &SearchOptions{K: 10, Mode: "bm25"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(hits)
-	}
 	ix, path := open()
 	mustIngest(t, ix, Input{Source: "/a.md", Data: []byte("# A\n\nplatypus ledger\n")})
 	if err := ix.Close(); err != nil {
@@ -199,13 +208,10 @@ func TestCloseLeavesSmallLog(t *testing.T) {
 		t.Fatal("Close after a small write folded its log")
 	}
 	ix, _ = open()
-	if n := count(ix, "platypus"); n != 1 {
+	if n := bm25Hits(t, ix, "platypus"); n != 1 {
 		t.Fatalf("after the open replayed the log: %d hits, want 1", n)
 	}
-	s, _ := ix.acquire()
-	current := s.fts.ImageCurrent()
-	s.unref()
-	if !current {
+	if !imageCurrent(t, ix) {
 		t.Fatal("the open did not read the image saved beside the log")
 	}
 	if err := ix.Close(); err != nil {
@@ -231,7 +237,7 @@ func TestCloseLeavesSmallLog(t *testing.T) {
 	}
 	ix, _ = open()
 	defer ix.Close()
-	if n := count(ix, "platypus"); n != 2 {
+	if n := bm25Hits(t, ix, "platypus"); n != 2 {
 		t.Fatalf("after the log was folded: %d hits, want 2", n)
 	}
 }

@@ -37,6 +37,21 @@ func saveImage(t *testing.T, ix *Index, db *sql.DB, path string) bool {
 // imageFile is a path for an image in a test's own directory.
 func imageFile(t *testing.T) string { return filepath.Join(t.TempDir(), "fts-image") }
 
+// savedImage is a new database holding n random blocks drawn from rng,
+// its index, and the image SaveImage saved of it; it fails the test when
+// none was saved.
+func savedImage(t *testing.T, rng *rand.Rand, n int) (*sql.DB, *Index, string) {
+	t.Helper()
+	db := newDB(t)
+	img := imageFile(t)
+	ix, _ := Load(context.Background(), db)
+	write(t, ix, db, randomCorpus(rng, 1, n), nil)
+	if !saveImage(t, ix, db, img) {
+		t.Fatal("SaveImage saved nothing")
+	}
+	return db, ix, img
+}
+
 // indexState is what an Index holds that a search or a write reads, in a
 // form two Indexes can be compared by: the terms by id, the document
 // frequencies of the terms, the blocks other than absent ones.
@@ -263,13 +278,7 @@ func TestImageDamaged(t *testing.T) {
 			}
 		}},
 	} {
-		db := newDB(t)
-		img := imageFile(t)
-		ix, _ := Load(ctx, db)
-		write(t, ix, db, randomCorpus(rand.New(rand.NewPCG(1, 2)), 1, 30), nil)
-		if !saveImage(t, ix, db, img) {
-			t.Fatal("SaveImage saved nothing")
-		}
+		db, _, img := savedImage(t, rand.New(rand.NewPCG(1, 2)), 30)
 		if _, err := loadImage(ctx, db, img); err != nil {
 			t.Fatalf("%s: the image before the damage: %v", c.name, err)
 		}
@@ -357,13 +366,7 @@ func TestImageEncodeDecode(t *testing.T) {
 // reads), so the next writer's Close saves one again.
 func TestImageNotCurrentAfterEmptyCommit(t *testing.T) {
 	ctx := context.Background()
-	db := newDB(t)
-	img := imageFile(t)
-	ix, _ := Load(ctx, db)
-	write(t, ix, db, randomCorpus(rand.New(rand.NewPCG(4, 4)), 1, 10), nil)
-	if !saveImage(t, ix, db, img) {
-		t.Fatal("SaveImage saved nothing")
-	}
+	db, _, img := savedImage(t, rand.New(rand.NewPCG(4, 4)), 10)
 	loaded := loadBoth(t, db, img)
 	if !loaded.ImageCurrent() {
 		t.Fatal("the image just read is not current")
@@ -398,13 +401,7 @@ func TestLoadRefusesNegativeBlockID(t *testing.T) {
 // anyway), and the database's error comes before either.
 func TestImageErrorOrder(t *testing.T) {
 	ctx := context.Background()
-	db := newDB(t)
-	img := imageFile(t)
-	ix, _ := Load(ctx, db)
-	write(t, ix, db, randomCorpus(rand.New(rand.NewPCG(7, 7)), 1, 20), nil)
-	if !saveImage(t, ix, db, img) {
-		t.Fatal("SaveImage saved nothing")
-	}
+	db, ix, img := savedImage(t, rand.New(rand.NewPCG(7, 7)), 20)
 	b, err := os.ReadFile(img)
 	if err != nil {
 		t.Fatal(err)
