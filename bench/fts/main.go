@@ -425,8 +425,7 @@ func run() error {
 	if *cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
-	all := corpus(*shared, *nFlag+batchSize)
-	extra := all[*nFlag:]
+	extra := corpusTail(*shared, *nFlag, *nFlag+batchSize)
 	// The passages each engine deletes, one at a time, after its add.
 	deleted := make([]string, deleteSamples)
 	for i := range deleted {
@@ -469,6 +468,7 @@ func run() error {
 		}
 	}
 	if *churnF > 0 {
+		all := corpus(*shared, *nFlag)
 		for _, name := range names {
 			r := res[name]
 			if reused[name] || shares[name] != "" || r.Add1000ms == 0 {
@@ -478,7 +478,7 @@ func run() error {
 			for _, id := range deleted {
 				gone[id] = true
 			}
-			d, err := churn(engines[name], all[:*nFlag], gone, *churnF)
+			d, err := churn(engines[name], all, gone, *churnF)
 			if err != nil {
 				return fmt.Errorf("%s: churn: %w", name, err)
 			}
@@ -571,7 +571,7 @@ func pct(ds []time.Duration, p int) float64 {
 // Rounds must not repeat on one directory (round 0 is the normal run's:
 // run it first, then k ≥ 1).
 func writesBench(dir string, k int) error {
-	all := corpus(*shared, *nFlag+(k+3)*batchSize)
+	all := corpusTail(*shared, *nFlag+k*batchSize, *nFlag+(k+3)*batchSize)
 	for _, name := range strings.Split(*enginesF, ",") {
 		e, err := openEngine(name, filepath.Join(dir, name), *memBlobs)
 		if err != nil {
@@ -589,7 +589,7 @@ func writesBench(dir string, k int) error {
 			return func() { pprof.StopCPUProfile(); f.Close() }
 		}
 		for r := k; r < k+3; r++ {
-			extra := all[*nFlag+r*batchSize : *nFlag+(r+1)*batchSize]
+			extra := all[(r-k)*batchSize : (r-k+1)*batchSize]
 			stop := prof(fmt.Sprintf("add.%d", r))
 			t0 := time.Now()
 			if err := e.Add(extra); err != nil {
