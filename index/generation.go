@@ -225,9 +225,19 @@ func (ix *state) documents(ctx context.Context) (map[string]string, error) {
 // copyTo writes a copy of the generation to the file dst, the write-ahead
 // log folded in first; the caller holds writeMu, so the copy is one
 // consistent state.
+//
+// The copy is the file's bytes alone: a CHECKPOINT that left part of the
+// log unfolded (DuckDB's fails instead when a transaction runs, and no
+// write commits under writeMu) would make a copy without the latest
+// writes, so a log left non-empty fails the copy. A published copy's
+// rows are then the verified ones byte for byte, which is what lets a
+// replica of the same build trust its SHA-256 (package replica).
 func (ix *state) copyTo(ctx context.Context, dst string) error {
 	if _, err := ix.db.ExecContext(ctx, `CHECKPOINT`); err != nil {
 		return fmt.Errorf("copy %s: %w", ix.path, err)
+	}
+	if n := fileSize(ix.path + ".wal"); n > 0 {
+		return fmt.Errorf("copy %s: its write-ahead log still holds %d bytes after a checkpoint: not copied", ix.path, n)
 	}
 	return layout.CopyFile(ix.path, dst)
 }

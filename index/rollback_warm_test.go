@@ -141,7 +141,7 @@ func reloadCopy(t *testing.T, ix *Index) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ix.snapshot(ctx, ix.layout.GenerationPath(gen)); err != nil {
+	if _, err := ix.snapshot(ctx, ix.layout.GenerationPath(gen), ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := ix.layout.Publish(gen); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -211,5 +212,34 @@ func TestForwardedPublishReadsPublishTo(t *testing.T) {
 	out, errOut, code := run(t, map[string]string{"ESCUREL_PUBLISH_TO": to}, "--index", idx, "publish")
 	if code != 0 || !strings.Contains(out, "as publish 1") {
 		t.Fatalf("forwarded publish with ESCUREL_PUBLISH_TO: %d %s%s", code, out, errOut)
+	}
+}
+
+// TestReplicaCheckDigestFlag: serve --replica-of computes the digest of the
+// downloaded rows only with --check-digest (the publisher's build being
+// this one), and --check-digest alone is a usage error.
+func TestReplicaCheckDigestFlag(t *testing.T) {
+	to := "file://" + t.TempDir()
+	idx := filepath.Join(t.TempDir(), "idx")
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "soup.md"), []byte("# Soup\n\nLentil soup for everyone.\n"), 0o644)
+	if out, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 0 {
+		t.Fatalf("ingest: %d %s%s", code, out, errOut)
+	}
+	if out, errOut, code := run(t, nil, "--index", idx, "publish", "--to", to); code != 0 {
+		t.Fatalf("publish: %d %s%s", code, out, errOut)
+	}
+	for _, check := range []bool{false, true} {
+		args := []string{"--replica-of", to}
+		if check {
+			args = append(args, "--check-digest")
+		}
+		_, log := startReplicaLog(t, filepath.Join(t.TempDir(), "replica"), args...)
+		if want := fmt.Sprintf("digest_computed=%v", check); !strings.Contains(log.String(), want) {
+			t.Fatalf("serve %v: no %s in the log:\n%s", args, want, log.String())
+		}
+	}
+	if _, errOut, code := run(t, nil, "--index", idx, "serve", "--check-digest"); code != 2 || !strings.Contains(errOut, "--check-digest needs --replica-of") {
+		t.Fatalf("serve --check-digest: %d %s", code, errOut)
 	}
 }

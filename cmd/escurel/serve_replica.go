@@ -14,12 +14,12 @@ import (
 // the generations published at from in the replica's own directory
 // c.g.indexDir, and polls from every poll until ctx is done. stop ends
 // the polling and closes the replica.
-func (c *ServeCommand) openReplica(ctx context.Context, from string, poll time.Duration, log *slog.Logger) (ix *index.Index, stop func(), err error) {
+func (c *ServeCommand) openReplica(ctx context.Context, from string, poll time.Duration, checkDigest bool, log *slog.Logger) (ix *index.Index, stop func(), err error) {
 	opts, err := c.m.options(c.g)
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := replica.Open(ctx, from, c.g.indexDir, &replica.Options{Poll: poll, Index: opts, Logger: log})
+	r, err := replica.Open(ctx, from, c.g.indexDir, &replica.Options{Poll: poll, Index: opts, Logger: log, CheckDigest: checkDigest})
 	if err != nil {
 		return nil, nil, err
 	}

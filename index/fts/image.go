@@ -442,6 +442,13 @@ func (d *decoderBuf) bytes() []byte {
 	return d.take(int(n))
 }
 
+// FromImage reports whether LoadFrom read this index from its image file
+// (false: from the tables, the image missing, stale or damaged). It does
+// not change after the load.
+func (ix *Index) FromImage() bool {
+	return ix.fromImage
+}
+
 // ImageCurrent reports whether the image file this index was loaded
 // from (LoadFrom) or last saved to (SaveImage) describes it: no commit
 // has run since (CommitWith clears it, whatever the commit changed).

@@ -64,17 +64,35 @@ var (
 	// against its blob store and copies its file to dst, both with writes
 	// held back. It returns the *index.Verification; a generation that
 	// does not verify is refused (an *index.UnverifiedError) uncopied.
-	Snapshot func(ctx context.Context, ix any, dst string) (any, error)
+	// With image not "", it writes there the full-text index's image of
+	// the copied rows too, or leaves it empty when it could not (logged:
+	// the image is a cache).
+	Snapshot func(ctx context.Context, ix any, dst, image string) (any, error)
+
+	// ImagePath is where the full-text index's image of the index file
+	// at path lies: an open of path reads it, when its fingerprint is
+	// the file's, instead of the full-text tables.
+	ImagePath func(path string) string
+
+	// FromImage reports whether the live generation of ix (an
+	// *index.Index) loaded its full-text index from the image.
+	FromImage func(ix any) bool
 
 	// OpenReplica locks the replica's own directory dir, makes a
 	// generation, calls fill with the path its index file must have,
 	// opens it and returns the read-only *index.Index once the file's
-	// digest is info's (an index.ReplicaInfo). opts is an *index.Options.
-	OpenReplica func(ctx context.Context, dir string, fill func(path string) error, info any, opts any) (any, error)
+	// digest is info's (an index.ReplicaInfo): computed from its rows
+	// with checkDigest, taken from info without. opts is an
+	// *index.Options.
+	OpenReplica func(ctx context.Context, dir string, fill func(path string) error, info any, opts any, checkDigest bool) (any, error)
 
 	// Adopt switches the replica ix to a new generation as OpenReplica
 	// opens one, without downtime; on error it serves what it served.
-	Adopt func(ctx context.Context, ix any, fill func(path string) error, info any) error
+	Adopt func(ctx context.Context, ix any, fill func(path string) error, info any, checkDigest bool) error
+
+	// DuckDBVersion is the version of the DuckDB library this process
+	// links, "" when it could not be asked.
+	DuckDBVersion func() string
 
 	// Checked records the replica's last look at the published pointer.
 	Checked func(ix any, at time.Time, failure string)

@@ -1,0 +1,266 @@
+package replica_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/escurel/escurel/index"
+	"github.com/escurel/escurel/replica"
+)
+
+// logLines is a slog handler's output, safe for the replica's goroutines.
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// last returns the attributes of the last line whose message is msg (nil
+// when there is none).
+func (l *logLines) last(t *testing.T, msg string) map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var found map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["msg"] == msg {
+			found = m
+		}
+	}
+	return found
+}
+
+// TestReplicaOpensFromImage: a publish uploads the full-text index's image
+// beside the file, and a replica's open and switches load the full-text
+// index from it (on every target); a damaged image is passed over with a
+// warning, and the generation is served from its tables, with the same
+// hits. Without the image (a publisher before it, or one removed) a
+// replica's log says fts_image=false, which is what each check here
+// reads.
+func TestReplicaOpensFromImage(t *testing.T) {
+	for name, target := range targets(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			to := target(t)
+			w := openWriter(t)
+			ingest(t, w, "a.md", "# A\n\nalpha particles\n")
+			ingest(t, w, "b.md", "# B\n\nbeta decay\n")
+			p1, err := replica.Publish(ctx, w, to, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p1.ImageBytes <= 0 || len(p1.ImageSHA256) != 64 {
+				t.Fatalf("publish: image %d bytes, SHA-256 %q; want one", p1.ImageBytes, p1.ImageSHA256)
+			}
+			b, err := replica.OpenBucket(ctx, to)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			imgKey := p1.Object + "fts-image-" + p1.ImageSHA256[:16]
+			if attrs, err := b.Attributes(ctx, imgKey); err != nil || attrs.Size != p1.ImageBytes {
+				t.Fatalf("image object %s: %v, %v", imgKey, attrs, err)
+			}
+			var logs logLines
+			log := slog.New(slog.NewJSONHandler(&logs, nil))
+			r, err := replica.Open(ctx, to, t.TempDir(), &replica.Options{Logger: log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if got := logs.last(t, "replica serving"); got == nil || got["fts_image"] != true {
+				t.Fatalf("open: %v, want fts_image true", got)
+			}
+			if hits, err := r.Index().Search(ctx, "beta", &index.SearchOptions{K: 3}); err != nil || len(hits) != 1 || hits[0].Source != "b.md" {
+				t.Fatalf("search of the replica: %v, %v", hits, err)
+			}
+
+			ingest(t, w, "c.md", "# C\n\ngamma rays\n")
+			if _, err := replica.Publish(ctx, w, to, nil); err != nil {
+				t.Fatal(err)
+			}
+			if switched, err := r.Poll(ctx); !switched || err != nil {
+				t.Fatalf("poll: switched %v, %v", switched, err)
+			}
+			if got := logs.last(t, "replica switched"); got == nil || got["fts_image"] != true {
+				t.Fatalf("switch: %v, want fts_image true", got)
+			}
+			if hits, err := r.Index().Search(ctx, "gamma", &index.SearchOptions{K: 3}); err != nil || len(hits) != 1 || hits[0].Source != "c.md" {
+				t.Fatalf("search after the switch: %v, %v", hits, err)
+			}
+
+			// A damaged image: the switch happens, from the tables.
+			ingest(t, w, "d.md", "# D\n\ndelta waves\n")
+			p3, err := replica.Publish(ctx, w, to, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := p3.Object + "fts-image-" + p3.ImageSHA256[:16]
+			data, err := b.ReadAll(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data[len(data)/2] ^= 0xff
+			if err := b.WriteAll(ctx, key, data, nil); err != nil {
+				t.Fatal(err)
+			}
+			if switched, err := r.Poll(ctx); !switched || err != nil {
+				t.Fatalf("poll with a damaged image: switched %v, %v; want a switch", switched, err)
+			}
+			if got := logs.last(t, "replica switched"); got == nil || got["fts_image"] != false {
+				t.Fatalf("switch with a damaged image: %v, want fts_image false", got)
+			}
+			if warn := logs.last(t, "replica: the full-text image was not downloaded; the generation loads its full-text index from its tables instead (slower)"); warn == nil || !strings.Contains(warn["err"].(string), "damaged") {
+				t.Fatalf("no warning for the damaged image: %v", warn)
+			}
+			for q, want := range map[string]string{"alpha": "a.md", "delta": "d.md"} {
+				if hits, err := r.Index().Search(ctx, q, &index.SearchOptions{K: 3}); err != nil || len(hits) != 1 || hits[0].Source != want {
+					t.Fatalf("search %q from the tables: %v, %v", q, hits, err)
+				}
+			}
+		})
+	}
+}
+
+// TestPointerImageFields: a pointer without any image field (a publisher
+// before the image) is served from the tables; one naming an image without
+// its size is damaged: passed over and reported.
+func TestPointerImageFields(t *testing.T) {
+	ctx := context.Background()
+	to := "file://" + t.TempDir()
+	w := openWriter(t)
+	ingest(t, w, "a.md", "# A\n\nalpha\n")
+	p1, err := replica.Publish(ctx, w, to, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := replica.OpenBucket(ctx, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	old := p1.Pointer
+	old.Seq, old.ImageBytes, old.ImageSHA256 = 2, 0, ""
+	data, _ := json.Marshal(old)
+	if bytes.Contains(data, []byte("image")) {
+		t.Fatalf("a pointer without an image still names one: %s", data)
+	}
+	if err := replica.CreatePointerForTest(ctx, b, to, 2, data); err != nil {
+		t.Fatal(err)
+	}
+	bad := p1.Pointer
+	bad.Seq, bad.ImageBytes = 3, 0
+	data, _ = json.Marshal(bad)
+	if err := replica.CreatePointerForTest(ctx, b, to, 3, data); err != nil {
+		t.Fatal(err)
+	}
+	var logs logLines
+	r, err := replica.Open(ctx, to, t.TempDir(), &replica.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := logs.last(t, "replica serving"); got == nil || got["fts_image"] != false || got["seq"] != float64(2) {
+		t.Fatalf("open: %v, want publish 2 (no image) and fts_image false", got)
+	}
+	if info, _ := r.Index().Replica(); !strings.Contains(info.CheckError, "00000000000000000003") || !strings.Contains(info.CheckError, "an image without its size or SHA-256") {
+		t.Fatalf("pointer 3 (an image without a size) not reported: %+v", info)
+	}
+	if hits, err := r.Index().Search(ctx, "alpha", &index.SearchOptions{K: 3}); err != nil || len(hits) != 1 {
+		t.Fatalf("search: %v, %v", hits, err)
+	}
+}
+
+// TestReplicaDigestRule: a replica of a publisher of its own build (escurel
+// version, schema, DuckDB) trusts the file's SHA-256 for the digest and
+// does not compute it; one of a pointer from another build, or with
+// Options.CheckDigest, computes it from the rows and refuses a file whose
+// rows are not the published digest's (index.ErrDigestMismatch).
+func TestReplicaDigestRule(t *testing.T) {
+	ctx := context.Background()
+	to := "file://" + t.TempDir()
+	w := openWriter(t)
+	ingest(t, w, "a.md", "# A\n\nalpha\n")
+	p1, err := replica.Publish(ctx, w, to, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(p1.DuckDBVersion, "v") {
+		t.Fatalf("publish names DuckDB %q", p1.DuckDBVersion)
+	}
+	open := func(check bool) (*replica.Replica, *logLines) {
+		t.Helper()
+		var logs logLines
+		r, err := replica.Open(ctx, to, t.TempDir(), &replica.Options{CheckDigest: check, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		return r, &logs
+	}
+	trusting, tlogs := open(false)
+	if got := tlogs.last(t, "replica serving"); got == nil || got["digest_computed"] != false {
+		t.Fatalf("a replica of its own build: %v, want digest_computed false", got)
+	}
+	checking, clogs := open(true)
+	if got := clogs.last(t, "replica serving"); got == nil || got["digest_computed"] != true {
+		t.Fatalf("a replica with CheckDigest: %v, want digest_computed true", got)
+	}
+
+	b, err := replica.OpenBucket(ctx, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	wrong := strings.Repeat("0", len(p1.Digest))
+	// Pointer 2: p1's file from another build, under a digest its rows do
+	// not have: every replica computes it and refuses.
+	other := p1.Pointer
+	other.Seq, other.EscurelVersion, other.Digest = 2, "0.0.0-other", wrong
+	data, _ := json.Marshal(other)
+	if err := replica.CreatePointerForTest(ctx, b, to, 2, data); err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range map[string]*replica.Replica{"trusting": trusting, "checking": checking} {
+		if switched, err := r.Poll(ctx); switched || !errors.Is(err, index.ErrDigestMismatch) {
+			t.Fatalf("%s replica, a pointer of another build with a wrong digest: switched %v, %v", name, switched, err)
+		}
+		if info, _ := r.Index().Replica(); info.Seq != 1 || info.Digest != p1.Digest {
+			t.Fatalf("%s replica serves %+v after the refusal", name, info)
+		}
+	}
+	// Pointer 3: the same under this build's names. The checking replica
+	// refuses it; the trusting one takes the pointer's word, which is
+	// what the same build's SHA-256 rule means (a publisher of this build
+	// names the digest it verified).
+	same := other
+	same.Seq, same.EscurelVersion = 3, p1.EscurelVersion
+	data, _ = json.Marshal(same)
+	if err := replica.CreatePointerForTest(ctx, b, to, 3, data); err != nil {
+		t.Fatal(err)
+	}
+	if switched, err := checking.Poll(ctx); switched || !errors.Is(err, index.ErrDigestMismatch) {
+		t.Fatalf("checking replica, pointer 3: switched %v, %v", switched, err)
+	}
+	if switched, err := trusting.Poll(ctx); !switched || err != nil {
+		t.Fatalf("trusting replica, pointer 3: switched %v, %v", switched, err)
+	}
+	if got := tlogs.last(t, "replica switched"); got == nil || got["digest_computed"] != false {
+		t.Fatalf("trusting replica's switch: %v", got)
+	}
+}
