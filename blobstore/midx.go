@@ -10,16 +10,24 @@ package blobstore
 // and the packs listed that it does not name are read from their footers.
 // A stale or damaged one costs the footer reads, never a wrong answer.
 //
-//	"ESCMIDX1"
+//	"ESCMIDX2"
 //	u32 packs; per pack: u16 name length, name, u64 seq, i64 size,
 //	    i64 mod (Unix ns), i64 data bytes, u32 entries
-//	u64 blobs; per blob:   key 32, uvarint pack, off, n, u32 crc
-//	u64 records; per doc:  key 16, uvarint pack, off, n (0: tombstone), u32 crc
+//	u64 blobs; zero bytes up to a multiple of 8 from the start;
+//	    per blob:   key 32, u32 pack, u32 off, u32 n, u32 crc
+//	u64 records; per doc:  key 16, u32 pack, u32 off, u32 n (0: tombstone), u32 crc
 //	u32 copies; per blob:  key 32, u32 count, count × u32 pack
 //	u32 crc32c of all the above
 //
-// The entries are the winners of each key (the newest), sorted by key:
-// what the in-memory tables hold once compacted.
+// All integers are little-endian. The entries are the winners of each key
+// (the newest), sorted by key: what the in-memory tables hold once
+// compacted. Their fixed width and alignment are those of the tables'
+// entries (ent) on a little-endian machine, where the tables use them in
+// place, in the buffer the index was read into: at 1M documents that read
+// and its checks take about a third of decoding ESCMIDX1's variable-width
+// entries one by one (git's multi-pack-index is read in place too, with
+// mmap). An "ESCMIDX1" index (before) fails the magic: the footers are read,
+// and Close writes this one.
 
 import (
 	"bufio"
@@ -33,13 +41,14 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
+	"unsafe"
 
 	"gocloud.dev/gcerrors"
 )
 
 const (
 	midxKey   = "packs/multi-pack-index"
-	midxMagic = "ESCMIDX1"
+	midxMagic = "ESCMIDX2"
 )
 
 var errMidx = errors.New("multi-pack index damaged")
@@ -71,7 +80,9 @@ func (x *packIndex) encodeMidxTo(w io.Writer) error {
 			live = append(live, p)
 		}
 	}
+	at := int64(len(midxMagic)) // bytes written so far: the entries' alignment
 	b.Write(le.AppendUint32(nil, uint32(len(live))))
+	at += 4
 	for _, p := range live {
 		b.Write(le.AppendUint16(nil, uint16(len(p.name))))
 		b.WriteString(p.name)
@@ -82,17 +93,17 @@ func (x *packIndex) encodeMidxTo(w io.Writer) error {
 		le.PutUint64(f[24:], uint64(p.data))
 		b.Write(f[:])
 		b.Write(le.AppendUint32(nil, uint32(p.entries)))
+		at += 2 + int64(len(p.name)) + 8*4 + 4
 	}
-	// An entry: its key, then the pack, offset and length as uvarints (a
-	// tenth of the index's bytes: it duplicates the footers, on the same
-	// disk), then the CRC. Encoded in buf, one allocation for all (a
-	// slice of the entry or an array passed to the bufio.Writer escapes).
-	buf := make([]byte, 0, 32+3*binary.MaxVarintLen32+4)
+	// An entry: its key, then the pack, offset, length and CRC. Encoded
+	// in buf, one allocation for all (a slice of the entry or an array
+	// passed to the bufio.Writer escapes).
+	buf := make([]byte, 0, 32+4*4)
 	entry := func(key []byte, pack, off, n, crc uint32) {
 		buf = append(buf[:0], key...)
-		buf = binary.AppendUvarint(buf, uint64(pack))
-		buf = binary.AppendUvarint(buf, uint64(off))
-		buf = binary.AppendUvarint(buf, uint64(n))
+		buf = le.AppendUint32(buf, pack)
+		buf = le.AppendUint32(buf, off)
+		buf = le.AppendUint32(buf, n)
 		buf = le.AppendUint32(buf, crc)
 		b.Write(buf)
 	}
@@ -101,6 +112,10 @@ func (x *packIndex) encodeMidxTo(w io.Writer) error {
 	x.blobs.each(x.packs, func(ent[[32]byte]) { nb++ })
 	x.recs.each(x.packs, func(ent[[16]byte]) { nr++ })
 	b.Write(le.AppendUint64(nil, uint64(nb)))
+	at += 8
+	b.Write(make([]byte, midxPad(at)))
+	// Blob entries are 48 bytes, so the records' count and entries
+	// after them stay aligned.
 	x.blobs.each(x.packs, func(e ent[[32]byte]) { entry(e.key[:], remap[e.pack], e.off, e.n, e.crc) })
 	b.Write(le.AppendUint64(nil, uint64(nr)))
 	x.recs.each(x.packs, func(e ent[[16]byte]) { entry(e.key[:], remap[e.pack], e.off, e.n, e.crc) })
@@ -135,7 +150,13 @@ func (x *packIndex) encodeMidxTo(w io.Writer) error {
 	return err
 }
 
-// midx is a decoded multi-pack index.
+// midxPad is how many zero bytes follow at bytes of the index so that the
+// entries start at a multiple of 8.
+func midxPad(at int64) int { return int((8 - at%8) % 8) }
+
+// midx is a decoded multi-pack index. Its blobs and recs may lie in the
+// buffer the index was read into (midxEntries), which they keep alive; a
+// table never writes into a run.
 type midx struct {
 	packs  []*packInfo
 	blobs  []ent[[32]byte]
@@ -143,68 +164,55 @@ type midx struct {
 	copies map[[32]byte][]uint32
 }
 
-// decodeMidx decodes and checks a multi-pack index held in memory.
-func decodeMidx(data []byte) (*midx, error) {
-	return readMidxFrom(bytes.NewReader(data), int64(len(data)))
+// readMidxFrom reads the multi-pack index of size bytes that rd streams
+// into one buffer and decodes it (decodeMidx). An index over limit bytes
+// is damage, not an allocation. Errors: errMidx for a damaged, truncated
+// or oversized index; rd's own read errors as they are (not damage: the
+// object could not be read).
+func readMidxFrom(rd io.Reader, size, limit int64) (*midx, error) {
+	if size < int64(len(midxMagic))+4 || size > limit {
+		return nil, fmt.Errorf("%d bytes: %w", size, errMidx)
+	}
+	data := make([]byte, size)
+	if n, err := io.ReadFull(rd, data); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return nil, fmt.Errorf("%d of %d bytes: %w", n, size, errMidx)
+		}
+		return nil, err
+	}
+	return decodeMidx(data)
 }
 
-// midxReadBuffer is the buffer readMidxFrom reads through: larger than
-// any one field (a pack name is at most 65,535 bytes).
-const midxReadBuffer = 256 << 10
+// midxLimit bounds the multi-pack index of a store whose packs take
+// packBytes over packs files: each entry it holds is in a pack's footer
+// too (entrySize, 57 bytes, against 48 or 32 here), and a blob's copies
+// (4 bytes a pack) are at most as many; a pack's own fields at most 65,571.
+func midxLimit(packBytes int64, packs int) int64 {
+	return 2*packBytes + int64(packs)*(1<<16+64) + 1<<20
+}
 
-// readMidxFrom decodes and checks the multi-pack index of size bytes that
-// rd streams, checksum last: it never holds the whole object (70 MB at 1M
-// documents, whose first touch cost more than its decoding), only what it
-// decodes. Errors: errMidx for a damaged or truncated index; rd's own
-// read errors as they are (not damage: the object could not be read).
-func readMidxFrom(rd io.Reader, size int64) (*midx, error) {
-	if size < int64(len(midxMagic))+4 {
+// decodeMidx decodes and checks a multi-pack index: magic, checksum, then
+// every field; its entries may be data's own bytes (midxEntries).
+// Errors: errMidx.
+func decodeMidx(data []byte) (*midx, error) {
+	if len(data) < len(midxMagic)+4 || string(data[:len(midxMagic)]) != midxMagic {
 		return nil, fmt.Errorf("no header: %w", errMidx)
 	}
-	sum := crc32.New(castagnoli)
-	r := &midxReader{
-		r:    bufio.NewReaderSize(io.TeeReader(io.LimitReader(rd, size-4), sum), midxReadBuffer),
-		left: size - 4,
-	}
-	if string(r.next(len(midxMagic))) != midxMagic {
-		if r.ioErr != nil {
-			return nil, r.ioErr
-		}
-		return nil, fmt.Errorf("no header: %w", errMidx)
-	}
-	m, err := r.decode()
-	if r.ioErr != nil {
-		return nil, r.ioErr
-	}
-	if err != nil {
-		return nil, err
-	}
-	var trailer [4]byte
-	if _, err := io.ReadFull(rd, trailer[:]); err != nil {
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			return nil, fmt.Errorf("no checksum: %w", errMidx)
-		}
-		return nil, err
-	}
-	if sum.Sum32() != binary.LittleEndian.Uint32(trailer[:]) {
+	body := data[:len(data)-4]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(data[len(body):]) {
 		return nil, fmt.Errorf("checksum mismatch: %w", errMidx)
 	}
-	return m, nil
-}
-
-// decode reads the index after its magic and checks its entries; the
-// checksum is the caller's.
-func (r *midxReader) decode() (*midx, error) {
+	r := &midxCursor{b: body, at: len(midxMagic)}
 	m := &midx{copies: map[[32]byte][]uint32{}}
 	np := int(r.u32())
 	// dataEnd[i]: where pack i's footer index starts (its entries' data
 	// lie between the magic and it), as parseIndex checks a footer.
 	var dataEnd []uint64
 	names := map[string]bool{}
-	for i := 0; i < np && r.err == nil; i++ {
+	for i := 0; i < np && !r.bad; i++ {
 		name := string(r.next(int(r.u16())))
 		p := &packInfo{name: name, seq: r.u64(), size: int64(r.u64()), mod: time.Unix(0, int64(r.u64())), data: int64(r.u64()), entries: int(r.u32())}
-		if r.err != nil {
+		if r.bad {
 			break
 		}
 		if seq, ok := parsePackName(name); !ok || seq != p.seq || names[name] {
@@ -220,35 +228,26 @@ func (r *midxReader) decode() (*midx, error) {
 		m.packs = append(m.packs, p)
 	}
 	nb := r.u64()
-	if r.err == nil && nb > uint64(r.left)/(32+3+4) {
+	r.next(midxPad(int64(r.at)))
+	if !r.bad && nb > uint64(len(body)-r.at)/48 {
 		return nil, fmt.Errorf("%d blobs: %w", nb, errMidx)
 	}
-	m.blobs = make([]ent[[32]byte], 0, nb)
-	r.entries(nb, 32, func(key []byte, pack, off, n, crc uint32) {
-		e := ent[[32]byte]{pack: pack, off: off, n: n, crc: crc}
-		copy(e.key[:], key)
-		m.blobs = append(m.blobs, e)
-	})
+	m.blobs = midxEntries[[32]byte](r.next(int(nb)*48), int(nb))
 	nr := r.u64()
-	if r.err == nil && nr > uint64(r.left)/(16+3+4) {
+	if !r.bad && nr > uint64(len(body)-r.at)/32 {
 		return nil, fmt.Errorf("%d records: %w", nr, errMidx)
 	}
-	m.recs = make([]ent[[16]byte], 0, nr)
-	r.entries(nr, 16, func(key []byte, pack, off, n, crc uint32) {
-		e := ent[[16]byte]{pack: pack, off: off, n: n, crc: crc}
-		copy(e.key[:], key)
-		m.recs = append(m.recs, e)
-	})
+	m.recs = midxEntries[[16]byte](r.next(int(nr)*32), int(nr))
 	nc := int(r.u32())
-	for i := 0; i < nc && r.err == nil; i++ {
+	for i := 0; i < nc && !r.bad; i++ {
 		var k [32]byte
 		copy(k[:], r.next(32))
 		n := int(r.u32())
-		for j := 0; j < n && r.err == nil; j++ {
+		for j := 0; j < n && !r.bad; j++ {
 			m.copies[k] = append(m.copies[k], r.u32())
 		}
 	}
-	if r.err != nil || r.left != 0 {
+	if r.bad || r.at != len(body) {
 		return nil, fmt.Errorf("bad length: %w", errMidx)
 	}
 	// Every pack number in range, every entry inside its pack's data
@@ -258,12 +257,14 @@ func (r *midxReader) decode() (*midx, error) {
 	inside := func(pack, off, size uint32) bool {
 		return pack < n && (size == 0 || (uint64(off) >= uint64(len(packMagic)) && uint64(off)+uint64(size) <= dataEnd[pack]))
 	}
-	for i, e := range m.blobs {
+	for i := range m.blobs {
+		e := &m.blobs[i]
 		if !inside(e.pack, e.off, e.n) || (i > 0 && cmp32(&m.blobs[i-1].key, &e.key) >= 0) {
 			return nil, fmt.Errorf("blob entry %d (pack %d at %d+%d): %w", i, e.pack, e.off, e.n, errMidx)
 		}
 	}
-	for i, e := range m.recs {
+	for i := range m.recs {
+		e := &m.recs[i]
 		if !inside(e.pack, e.off, e.n) || (i > 0 && cmp16(&m.recs[i-1].key, &e.key) >= 0) {
 			return nil, fmt.Errorf("record entry %d (pack %d at %d+%d): %w", i, e.pack, e.off, e.n, errMidx)
 		}
@@ -278,101 +279,88 @@ func (r *midxReader) decode() (*midx, error) {
 	return m, nil
 }
 
-// midxReader reads little-endian fields from a buffered stream of left
-// bytes; past the end, or once a read failed, it sets err (errMidx) and
-// returns zeros. A read error other than the end of the stream is kept in
-// ioErr too: the object could not be read, which is not damage.
-type midxReader struct {
-	r     *bufio.Reader
-	left  int64
-	err   error
-	ioErr error
+// midxCursor reads little-endian fields from b from at on; past its end
+// it sets bad and returns nil or zeros.
+type midxCursor struct {
+	b   []byte
+	at  int
+	bad bool
 }
 
-// next returns the next n bytes (n ≤ midxReadBuffer), valid until the
-// next call.
-func (r *midxReader) next(n int) []byte {
-	if r.err != nil || int64(n) > r.left || n > midxReadBuffer {
-		r.err = errMidx
-		return make([]byte, n)
+// next returns the next n bytes of b (not a copy), nil past its end.
+func (r *midxCursor) next(n int) []byte {
+	if r.bad || n < 0 || n > len(r.b)-r.at {
+		r.bad = true
+		return nil
 	}
-	b, err := r.r.Peek(n)
-	if err != nil {
-		r.fail(err)
-		return make([]byte, n)
-	}
-	r.r.Discard(n)
-	r.left -= int64(n)
-	return b
+	r.at += n
+	return r.b[r.at-n : r.at : r.at]
 }
 
-// fail records a read error.
-func (r *midxReader) fail(err error) {
-	r.err = errMidx
-	if err != io.EOF && err != io.ErrUnexpectedEOF && err != bufio.ErrBufferFull {
-		r.ioErr = err
+func (r *midxCursor) u16() uint16 {
+	if b := r.next(2); b != nil {
+		return binary.LittleEndian.Uint16(b)
 	}
+	return 0
 }
 
-func (r *midxReader) u16() uint16 { return binary.LittleEndian.Uint16(r.next(2)) }
+func (r *midxCursor) u32() uint32 {
+	if b := r.next(4); b != nil {
+		return binary.LittleEndian.Uint32(b)
+	}
+	return 0
+}
 
-func (r *midxReader) u32() uint32 { return binary.LittleEndian.Uint32(r.next(4)) }
+func (r *midxCursor) u64() uint64 {
+	if b := r.next(8); b != nil {
+		return binary.LittleEndian.Uint64(b)
+	}
+	return 0
+}
 
-// entries reads n entries of a table (a key of keyLen bytes; uvarints
-// pack, off and n, each of at most 5 bytes and 32 bits; a u32 CRC) and
-// calls put with each, key valid until put returns. It decodes them from
-// windows of the read buffer, each taken and released once (Peek,
-// Discard), rather than field by field: at 2M entries that was half of
-// the decoding's CPU (BenchmarkReadMidx). An entry must end within the
-// index: otherwise, or on a field that is not as above, it sets err
-// (errMidx); a read that fails or ends short of the index sets it too
-// (fail: the read's error kept in ioErr).
-func (r *midxReader) entries(n uint64, keyLen int, put func(key []byte, pack, off, n, crc uint32)) {
-	longest := keyLen + 3*binary.MaxVarintLen32 + 4
-	for n > 0 && r.err == nil {
-		b, err := r.r.Peek(int(min(r.left, midxReadBuffer)))
-		// Peek returns fewer bytes than asked only with an error: the
-		// stream ended (or failed) before the index did.
-		whole := int64(len(b)) == r.left // b holds the rest of the index
-		used := 0
-		for n > 0 && (whole || len(b)-used >= longest) {
-			e := b[used:]
-			if len(e) < keyLen {
-				r.err = errMidx
-				return
-			}
-			at := keyLen
-			var f [3]uint32
-			for j := range f {
-				v, k := binary.Uvarint(e[at:min(len(e), at+binary.MaxVarintLen32)])
-				if k <= 0 || v > 1<<32-1 {
-					r.err = errMidx
-					return
-				}
-				f[j], at = uint32(v), at+k
-			}
-			if len(e) < at+4 {
-				r.err = errMidx
-				return
-			}
-			put(e[:keyLen], f[0], f[1], f[2], binary.LittleEndian.Uint32(e[at:]))
-			used += at + 4
-			n--
+// entInPlace reports whether this machine lays out ent as the index
+// stores its entries: little-endian, the key first, then pack, off, n
+// and crc as consecutive uint32s, nothing between or after (what gc does
+// on every little-endian port; checked, not assumed).
+var entInPlace = func() bool {
+	one := uint16(1)
+	var b ent[[32]byte]
+	var r ent[[16]byte]
+	return *(*byte)(unsafe.Pointer(&one)) == 1 &&
+		unsafe.Sizeof(b) == 48 && unsafe.Offsetof(b.pack) == 32 && unsafe.Offsetof(b.off) == 36 &&
+		unsafe.Offsetof(b.n) == 40 && unsafe.Offsetof(b.crc) == 44 &&
+		unsafe.Sizeof(r) == 32 && unsafe.Offsetof(r.pack) == 16 && unsafe.Offsetof(r.off) == 20 &&
+		unsafe.Offsetof(r.n) == 24 && unsafe.Offsetof(r.crc) == 28
+}()
+
+// midxEntries returns the n entries stored in b (n × the size of
+// ent[K]): b itself, as a slice of entries, where the layout allows it
+// (entInPlace) and b is aligned for them; else a decoded copy. nil when b
+// is nil (the index was short: its cursor says so).
+func midxEntries[K packKey](b []byte, n int) []ent[K] {
+	if b == nil || n == 0 {
+		return nil
+	}
+	if entInPlace && uintptr(unsafe.Pointer(&b[0]))%unsafe.Alignof(ent[K]{}) == 0 {
+		return unsafe.Slice((*ent[K])(unsafe.Pointer(&b[0])), n)
+	}
+	out := make([]ent[K], n)
+	kl := len(b)/n - 16
+	w := kl + 16
+	le := binary.LittleEndian
+	for i := range out {
+		e := b[i*w : (i+1)*w]
+		switch k := any(&out[i].key).(type) {
+		case *[16]byte:
+			copy(k[:], e)
+		case *[32]byte:
+			copy(k[:], e)
 		}
-		if err != nil {
-			// The window is short of what was asked: the stream ended
-			// short of the index's size, or failed. bufio.Reader hands
-			// a read error back once: kept now, not left for a later
-			// Peek (which would read on past it).
-			r.fail(err)
-			return
-		}
-		r.r.Discard(used)
-		r.left -= int64(used)
+		out[i].pack, out[i].off = le.Uint32(e[kl:]), le.Uint32(e[kl+4:])
+		out[i].n, out[i].crc = le.Uint32(e[kl+8:]), le.Uint32(e[kl+12:])
 	}
+	return out
 }
-
-func (r *midxReader) u64() uint64 { return binary.LittleEndian.Uint64(r.next(8)) }
 
 // installMidx makes m the index's content when every pack it names is
 // listed now (present: name → size) with its size; it reports whether it

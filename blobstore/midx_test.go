@@ -19,6 +19,7 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+	"unsafe"
 
 	"github.com/escurel/escurel/internal/s3test"
 )
@@ -466,8 +467,8 @@ func (r *failOnceReader) Read(p []byte) (int, error) {
 	return k, nil
 }
 
-// readMidxFrom streams the index: it decodes one larger than its read
-// buffer; a stream cut short, or longer than its size says, is damage
+// readMidxFrom reads the index whole, through any reader: a stream cut
+// short, longer than its size says, or over the limit is damage
 // (errMidx, the footers are read instead); a read that fails midway is
 // the object's error, returned as it is, not damage.
 func TestReadMidxStream(t *testing.T) {
@@ -476,10 +477,8 @@ func TestReadMidxStream(t *testing.T) {
 	s.px.mu.RLock()
 	good := s.px.encodeMidx()
 	s.px.mu.RUnlock()
-	if len(good) <= 2*midxReadBuffer {
-		t.Fatalf("index of %d bytes: not over twice the read buffer (%d)", len(good), midxReadBuffer)
-	}
-	m, err := readMidxFrom(bytes.NewReader(good), int64(len(good)))
+	size, limit := int64(len(good)), int64(len(good))
+	m, err := readMidxFrom(bytes.NewReader(good), size, limit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,7 +488,7 @@ func TestReadMidxStream(t *testing.T) {
 	// A stream that gives one byte a read, or half of what is asked,
 	// decodes the same.
 	for _, rd := range []io.Reader{iotest.OneByteReader(bytes.NewReader(good)), iotest.HalfReader(bytes.NewReader(good))} {
-		m2, err := readMidxFrom(rd, int64(len(good)))
+		m2, err := readMidxFrom(rd, size, limit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -497,31 +496,64 @@ func TestReadMidxStream(t *testing.T) {
 			t.Fatalf("the index decodes differently through %T", rd)
 		}
 	}
-	for _, size := range []int64{int64(len(good)) + 1, int64(len(good)) - 1} {
-		if _, err := readMidxFrom(bytes.NewReader(good), size); !errors.Is(err, errMidx) {
-			t.Errorf("%d bytes read as %d: %v, want errMidx", len(good), size, err)
+	for _, n := range []int64{size + 1, size - 1} {
+		if _, err := readMidxFrom(bytes.NewReader(good), n, n); !errors.Is(err, errMidx) {
+			t.Errorf("%d bytes read as %d: %v, want errMidx", size, n, err)
 		}
 	}
+	if _, err := readMidxFrom(bytes.NewReader(good), size, size-1); !errors.Is(err, errMidx) {
+		t.Errorf("an index over the limit: %v, want errMidx", err)
+	}
 	broken := errors.New("connection reset")
-	for _, at := range []int{0, 5, midxReadBuffer + 7, len(good) - 2} {
-		_, err := readMidxFrom(&failingReader{data: good, n: at, err: broken}, int64(len(good)))
+	for _, at := range []int{0, 5, 70_000, len(good) - 2} {
+		_, err := readMidxFrom(&failingReader{data: good, n: at, err: broken}, size, limit)
 		if !errors.Is(err, broken) || errors.Is(err, errMidx) {
 			t.Errorf("read failing after %d bytes: %v, want the read's error", at, err)
 		}
 		// A reader that returns its error once, then the rest of the
-		// bytes (io.Reader allows it; bufio.Reader hands the error back
-		// once): the error still wins (review 13).
-		_, err = readMidxFrom(&failOnceReader{data: good, at: at, err: broken}, int64(len(good)))
+		// bytes (io.Reader allows it): the error still wins (review 13).
+		_, err = readMidxFrom(&failOnceReader{data: good, at: at, err: broken}, size, limit)
 		if !errors.Is(err, broken) || errors.Is(err, errMidx) {
 			t.Errorf("read failing once after %d bytes: %v, want the read's error", at, err)
 		}
 	}
-	// Inside the blob table, where entries are decoded by windows.
-	for at := midxReadBuffer - 64; at < midxReadBuffer+64; at += 7 {
-		_, err := readMidxFrom(&failOnceReader{data: good, at: at, err: broken}, int64(len(good)))
-		if !errors.Is(err, broken) {
-			t.Fatalf("read failing once after %d bytes: %v, want the read's error", at, err)
-		}
+}
+
+// TestMidxEntriesInPlace: on this machine (little-endian, gc's layout)
+// the decoded entries are the read buffer's own bytes, not a copy; from
+// a buffer not aligned for them, they are decoded into a copy, equal.
+func TestMidxEntriesInPlace(t *testing.T) {
+	if !entInPlace {
+		t.Skip("this machine's layout of ent is not the index's: entries are always copied")
+	}
+	s, _ := packedFileStore(t)
+	putPacks(t, s, 3, 50)
+	s.px.mu.RLock()
+	good := s.px.encodeMidx()
+	s.px.mu.RUnlock()
+	data := append(make([]byte, 0, len(good)+8), good...)
+	m, err := decodeMidx(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside := func(p unsafe.Pointer, b []byte) bool {
+		return uintptr(p) >= uintptr(unsafe.Pointer(&b[0])) && uintptr(p) < uintptr(unsafe.Pointer(&b[0]))+uintptr(len(b))
+	}
+	if len(m.blobs) != 150 || len(m.recs) != 150 || !inside(unsafe.Pointer(&m.blobs[0]), data) || !inside(unsafe.Pointer(&m.recs[0]), data) {
+		t.Fatalf("%d blobs, %d records, in the buffer: %v, %v", len(m.blobs), len(m.recs),
+			inside(unsafe.Pointer(&m.blobs[0]), data), inside(unsafe.Pointer(&m.recs[0]), data))
+	}
+	odd := make([]byte, len(good)+1)[1:]
+	copy(odd, good)
+	c, err := decodeMidx(odd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inside(unsafe.Pointer(&c.blobs[0]), odd) || inside(unsafe.Pointer(&c.recs[0]), odd) {
+		t.Fatal("entries used in place from a buffer not aligned for them")
+	}
+	if !slices.Equal(m.blobs, c.blobs) || !slices.Equal(m.recs, c.recs) {
+		t.Fatal("the copied entries differ from those in place")
 	}
 }
 
@@ -641,7 +673,7 @@ func BenchmarkReadMidx(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	b.ResetTimer()
 	for range b.N {
-		m, err := readMidxFrom(bytes.NewReader(data), int64(len(data)))
+		m, err := readMidxFrom(bytes.NewReader(data), int64(len(data)), int64(len(data)))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -255,7 +255,11 @@ func (s *Store) useMidx(ctx context.Context, found []listed) error {
 	if err != nil {
 		return fmt.Errorf("read %s: %w", midxKey, err)
 	}
-	m, err := readMidxFrom(rd, rd.Size())
+	var packBytes int64
+	for _, f := range found {
+		packBytes += f.size
+	}
+	m, err := readMidxFrom(rd, rd.Size(), midxLimit(packBytes, len(found)))
 	rd.Close()
 	if errors.Is(err, errMidx) {
 		return nil // rewritten at the next writeMidx
