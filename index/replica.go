@@ -9,12 +9,10 @@ package index
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/escurel/escurel/blobstore"
@@ -156,22 +154,6 @@ func (s *state) digestOnly(ctx context.Context) (string, error) {
 	}
 	return v.Digest, nil
 }
-
-// duckdbVersion returns the version of the DuckDB library this process
-// links (e.g. "v1.5.6"), asked once of an in-memory database; "" when it
-// could not be asked.
-var duckdbVersion = sync.OnceValue(func() string {
-	db, err := sql.Open("duckdb", "")
-	if err != nil {
-		return ""
-	}
-	defer db.Close()
-	var v string
-	if err := db.QueryRow(`SELECT library_version FROM pragma_version()`).Scan(&v); err != nil {
-		return ""
-	}
-	return v
-})
 
 // replicaKeep is how many generations a replica's directory keeps: the
 // served one and the one before (running searches may still read it).
@@ -364,7 +346,6 @@ func init() {
 	hooks.Adopt = func(ctx context.Context, ix any, fill func(string) error, info any, checkDigest bool) error {
 		return ix.(*Index).adopt(ctx, fill, info.(ReplicaInfo), checkDigest)
 	}
-	hooks.DuckDBVersion = duckdbVersion
 	hooks.Checked = func(ix any, at time.Time, failure string) { ix.(*Index).checked(at, failure) }
 	hooks.Republished = func(ix any, seq int64, at time.Time) { ix.(*Index).republished(seq, at) }
 }

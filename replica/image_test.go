@@ -138,8 +138,9 @@ func TestReplicaOpensFromImage(t *testing.T) {
 }
 
 // TestPointerImageFields: a pointer without any image field (a publisher
-// before the image) is served from the tables; one naming an image without
-// its size is damaged: passed over and reported.
+// before the image) and one whose image fields do not check are both
+// served from the tables: the image is a cache, and its fields are
+// dropped, not the pointer.
 func TestPointerImageFields(t *testing.T) {
 	ctx := context.Background()
 	to := "file://" + t.TempDir()
@@ -163,12 +164,6 @@ func TestPointerImageFields(t *testing.T) {
 	if err := replica.CreatePointerForTest(ctx, b, to, 2, data); err != nil {
 		t.Fatal(err)
 	}
-	bad := p1.Pointer
-	bad.Seq, bad.ImageBytes = 3, 0
-	data, _ = json.Marshal(bad)
-	if err := replica.CreatePointerForTest(ctx, b, to, 3, data); err != nil {
-		t.Fatal(err)
-	}
 	var logs logLines
 	r, err := replica.Open(ctx, to, t.TempDir(), &replica.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
@@ -178,19 +173,37 @@ func TestPointerImageFields(t *testing.T) {
 	if got := logs.last(t, "replica serving"); got == nil || got["fts_image"] != false || got["seq"] != float64(2) {
 		t.Fatalf("open: %v, want publish 2 (no image) and fts_image false", got)
 	}
-	if info, _ := r.Index().Replica(); !strings.Contains(info.CheckError, "00000000000000000003") || !strings.Contains(info.CheckError, "an image without its size or SHA-256") {
-		t.Fatalf("pointer 3 (an image without a size) not reported: %+v", info)
+	bad := p1.Pointer
+	bad.Seq, bad.ImageBytes = 3, 0
+	data, _ = json.Marshal(bad)
+	if err := replica.CreatePointerForTest(ctx, b, to, 3, data); err != nil {
+		t.Fatal(err)
 	}
-	if hits, err := r.Index().Search(ctx, "alpha", &index.SearchOptions{K: 3}); err != nil || len(hits) != 1 {
+	if _, err := r.Poll(ctx); err != nil {
+		t.Fatalf("poll of a pointer whose image has no size: %v", err)
+	}
+	if info, _ := r.Index().Replica(); info.Seq != 3 {
+		t.Fatalf("replica serves %+v, want publish 3 (the same digest: no switch)", info)
+	}
+	r2, err := replica.Open(ctx, to, t.TempDir(), &replica.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	if got := logs.last(t, "replica serving"); got == nil || got["fts_image"] != false || got["seq"] != float64(3) {
+		t.Fatalf("open of publish 3: %v, want fts_image false", got)
+	}
+	if hits, err := r2.Index().Search(ctx, "alpha", &index.SearchOptions{K: 3}); err != nil || len(hits) != 1 {
 		t.Fatalf("search: %v, %v", hits, err)
 	}
 }
 
-// TestReplicaDigestRule: a replica of a publisher of its own build (escurel
-// version, schema, DuckDB) trusts the file's SHA-256 for the digest and
-// does not compute it; one of a pointer from another build, or with
-// Options.CheckDigest, computes it from the rows and refuses a file whose
-// rows are not the published digest's (index.ErrDigestMismatch).
+// TestReplicaDigestRule: a replica of a publisher of its own executable
+// (Pointer.Build) trusts the file's SHA-256 for the digest and does not
+// compute it, at open and at a switch; one of a pointer of another build
+// or none, or with Options.CheckDigest, computes it from the rows and
+// refuses a file whose rows are not the published digest's
+// (index.ErrDigestMismatch).
 func TestReplicaDigestRule(t *testing.T) {
 	ctx := context.Background()
 	to := "file://" + t.TempDir()
@@ -200,24 +213,29 @@ func TestReplicaDigestRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(p1.DuckDBVersion, "v") {
-		t.Fatalf("publish names DuckDB %q", p1.DuckDBVersion)
+	if !strings.HasPrefix(p1.Build, "sha256:") || len(p1.Build) != len("sha256:")+32 {
+		t.Fatalf("publish names build %q", p1.Build)
 	}
-	open := func(check bool) (*replica.Replica, *logLines) {
+	open := func(check bool) (*replica.Replica, *logLines, error) {
 		t.Helper()
 		var logs logLines
 		r, err := replica.Open(ctx, to, t.TempDir(), &replica.Options{CheckDigest: check, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
-		if err != nil {
-			t.Fatal(err)
+		if err == nil {
+			t.Cleanup(func() { r.Close() })
 		}
-		t.Cleanup(func() { r.Close() })
-		return r, &logs
+		return r, &logs, err
 	}
-	trusting, tlogs := open(false)
+	trusting, tlogs, err := open(false)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got := tlogs.last(t, "replica serving"); got == nil || got["digest_computed"] != false {
 		t.Fatalf("a replica of its own build: %v, want digest_computed false", got)
 	}
-	checking, clogs := open(true)
+	checking, clogs, err := open(true)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got := clogs.last(t, "replica serving"); got == nil || got["digest_computed"] != true {
 		t.Fatalf("a replica with CheckDigest: %v, want digest_computed true", got)
 	}
@@ -228,39 +246,84 @@ func TestReplicaDigestRule(t *testing.T) {
 	}
 	defer b.Close()
 	wrong := strings.Repeat("0", len(p1.Digest))
-	// Pointer 2: p1's file from another build, under a digest its rows do
-	// not have: every replica computes it and refuses.
-	other := p1.Pointer
-	other.Seq, other.EscurelVersion, other.Digest = 2, "0.0.0-other", wrong
-	data, _ := json.Marshal(other)
-	if err := replica.CreatePointerForTest(ctx, b, to, 2, data); err != nil {
-		t.Fatal(err)
-	}
-	for name, r := range map[string]*replica.Replica{"trusting": trusting, "checking": checking} {
-		if switched, err := r.Poll(ctx); switched || !errors.Is(err, index.ErrDigestMismatch) {
-			t.Fatalf("%s replica, a pointer of another build with a wrong digest: switched %v, %v", name, switched, err)
-		}
-		if info, _ := r.Index().Replica(); info.Seq != 1 || info.Digest != p1.Digest {
-			t.Fatalf("%s replica serves %+v after the refusal", name, info)
+	point := func(seq int64, build string) {
+		t.Helper()
+		q := p1.Pointer
+		q.Seq, q.Build, q.Digest = seq, build, wrong
+		data, _ := json.Marshal(q)
+		if err := replica.CreatePointerForTest(ctx, b, to, seq, data); err != nil {
+			t.Fatal(err)
 		}
 	}
-	// Pointer 3: the same under this build's names. The checking replica
-	// refuses it; the trusting one takes the pointer's word, which is
-	// what the same build's SHA-256 rule means (a publisher of this build
-	// names the digest it verified).
-	same := other
-	same.Seq, same.EscurelVersion = 3, p1.EscurelVersion
-	data, _ = json.Marshal(same)
-	if err := replica.CreatePointerForTest(ctx, b, to, 3, data); err != nil {
-		t.Fatal(err)
+	// Pointers 2 and 3: p1's file under a digest its rows do not have,
+	// from another build and from a publisher that names none: every
+	// replica computes the digest and refuses them.
+	for seq, build := range map[int64]string{2: "sha256:00000000000000000000000000000000", 3: ""} {
+		point(seq, build)
+		for name, r := range map[string]*replica.Replica{"trusting": trusting, "checking": checking} {
+			if switched, err := r.Poll(ctx); switched || !errors.Is(err, index.ErrDigestMismatch) {
+				t.Fatalf("%s replica, pointer %d (build %q) with a wrong digest: switched %v, %v", name, seq, build, switched, err)
+			}
+			if info, _ := r.Index().Replica(); info.Seq != 1 || info.Digest != p1.Digest {
+				t.Fatalf("%s replica serves %+v after the refusal", name, info)
+			}
+		}
+		// A new replica's open computes it as well.
+		if _, _, err := open(false); !errors.Is(err, index.ErrDigestMismatch) {
+			t.Fatalf("open of pointer %d (build %q) with a wrong digest: %v", seq, build, err)
+		}
 	}
+	// Pointer 4: the same under this build. The checking replica and a
+	// new one with CheckDigest refuse it; the trusting one takes the
+	// pointer's word, which is what trusting the same executable means
+	// (a publisher of it names the digest it verified).
+	point(4, p1.Build)
 	if switched, err := checking.Poll(ctx); switched || !errors.Is(err, index.ErrDigestMismatch) {
-		t.Fatalf("checking replica, pointer 3: switched %v, %v", switched, err)
+		t.Fatalf("checking replica, pointer 4: switched %v, %v", switched, err)
+	}
+	if _, _, err := open(true); !errors.Is(err, index.ErrDigestMismatch) {
+		t.Fatalf("open with CheckDigest of pointer 4: %v", err)
 	}
 	if switched, err := trusting.Poll(ctx); !switched || err != nil {
-		t.Fatalf("trusting replica, pointer 3: switched %v, %v", switched, err)
+		t.Fatalf("trusting replica, pointer 4: switched %v, %v", switched, err)
 	}
 	if got := tlogs.last(t, "replica switched"); got == nil || got["digest_computed"] != false {
 		t.Fatalf("trusting replica's switch: %v", got)
+	}
+}
+
+// TestRepublishForNewBuild: the same digest, published by a build other
+// than the one CURRENT names (an upgraded publisher; one before Build), is
+// published again, so that replicas opening from now on trust it; by the
+// same build it is a no-op.
+func TestRepublishForNewBuild(t *testing.T) {
+	ctx := context.Background()
+	to := "file://" + t.TempDir()
+	w := openWriter(t)
+	ingest(t, w, "a.md", "# A\n\nalpha\n")
+	p1, err := replica.Publish(ctx, w, to, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := replica.OpenBucket(ctx, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	old := p1.Pointer
+	old.Seq, old.Build, old.ImageBytes, old.ImageSHA256 = 2, "", 0, ""
+	data, _ := json.Marshal(old)
+	if err := replica.CreatePointerForTest(ctx, b, to, 2, data); err != nil {
+		t.Fatal(err)
+	}
+	p3, err := replica.Publish(ctx, w, to, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p3.Unchanged || p3.Seq != 3 || p3.Digest != p1.Digest || p3.Build != p1.Build || p3.ImageBytes == 0 {
+		t.Fatalf("publish over an old build's pointer of the same digest: %+v", p3)
+	}
+	if again, err := replica.Publish(ctx, w, to, nil); err != nil || !again.Unchanged || again.Seq != 3 {
+		t.Fatalf("publish again by the same build: %+v, %v", again, err)
 	}
 }

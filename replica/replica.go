@@ -36,12 +36,12 @@
 //
 // The digest is computed from the rows (34 s and 2.4 GB at 1M passages)
 // only when the publisher's build may read the file otherwise than the
-// replica's: another escurel version, schema or DuckDB library, or a
-// pointer that does not name them (Options.CheckDigest forces it always).
-// Otherwise the SHA-256 stands for it: the publisher verified the live
-// generation and copied its file, log folded, under one lock, so the bytes
-// checked are those of the verified rows, and the same build reads the
-// same rows from the same bytes. The full-text image, when published, is
+// replica's: when the pointer's Build (the SHA-256 of the publisher's
+// executable) is not the replica's own, or is absent (Options.CheckDigest
+// forces it always). Otherwise the file's SHA-256 stands for it: the
+// publisher verified the live generation and copied its file, log folded,
+// under one lock, so the bytes checked are those of the verified rows, and
+// the same executable reads the same rows from the same bytes. The full-text image, when published, is
 // downloaded beside the file: the open reads it instead of the full-text
 // tables when its fingerprint is the file's, and the tables when it is
 // missing, damaged or does not match, as a writer's open does.
@@ -106,11 +106,14 @@ type Pointer struct {
 	// EscurelVersion and SchemaVersion are the publisher's.
 	EscurelVersion string `json:"escurel_version"`
 	SchemaVersion  int    `json:"schema_version"`
-	// DuckDBVersion is the publisher's DuckDB library (e.g. "v1.5.6");
-	// absent from a publisher before it. A replica whose escurel version,
-	// schema and DuckDB are the publisher's trusts the file's SHA-256
-	// for its digest; any other computes the digest from the rows.
-	DuckDBVersion string `json:"duckdb_version,omitempty"`
+	// Build identifies the publisher's executable: "sha256:" and the
+	// first 32 hex digits of its SHA-256 (buildID); absent from a
+	// publisher before it, or one that could not read its executable. A
+	// replica of the same Build trusts the file's SHA-256 for its digest;
+	// any other computes the digest from the rows. (Version numbers
+	// would not do: index.Version is not changed by every commit that
+	// changes how rows are read.)
+	Build string `json:"build,omitempty"`
 }
 
 const (
@@ -250,7 +253,9 @@ func readPointer(ctx context.Context, b *blob.Bucket, seq int64) (p *Pointer, da
 			why = append(why, "no file size or SHA-256")
 		}
 		if (p.ImageSHA256 != "" || p.ImageBytes != 0) && (len(p.ImageSHA256) != 64 || p.ImageBytes <= 0) {
-			why = append(why, "an image without its size or SHA-256")
+			// The image is a cache: fields that do not check name
+			// none, and the file is served from its tables.
+			p.ImageSHA256, p.ImageBytes = "", 0
 		}
 	}
 	if len(why) > 0 {
@@ -353,15 +358,31 @@ func Publish(ctx context.Context, ix *index.Index, urlstr string, opts *PublishO
 		return nil, err
 	}
 	v := vv.(*index.Verification)
+	// A gc of the index removes DIR/*.tmp under the writer lock: one run
+	// between the temporary files' creation and Snapshot would have made
+	// Snapshot write new files under their names, which f and img do not
+	// read.
+	for _, t := range []*os.File{f, img} {
+		if err := stillNamed(t); err != nil {
+			return nil, fmt.Errorf("publish: %w: nothing was published (publish again)", err)
+		}
+	}
 	p := Pointer{Generation: v.Generation, Digest: v.Digest,
 		Documents: v.Documents, Blocks: v.Blocks, EscurelVersion: index.Version, SchemaVersion: index.SchemaVersion,
-		DuckDBVersion: hooks.DuckDBVersion()}
-	if hasPrev && prev.Digest == v.Digest {
+		Build: buildID()}
+	// The same digest published by the same build: nothing to do. By
+	// another (an upgraded publisher, one before Build and the image),
+	// published again, so that replicas that open from now on trust it
+	// and open from its image.
+	if hasPrev && prev.Digest == v.Digest && prev.Build == p.Build {
 		return &Publication{Pointer: *prev, Unchanged: true}, nil
 	}
 	h := sha256.New()
 	if p.Bytes, err = io.Copy(h, f); err != nil {
 		return nil, fmt.Errorf("publish: read %s: %w", f.Name(), err)
+	}
+	if p.Bytes == 0 {
+		return nil, fmt.Errorf("publish: the copy %s is empty: nothing was published", f.Name())
 	}
 	p.SHA256 = hex.EncodeToString(h.Sum(nil))
 	p.Object = fmt.Sprintf("%s%s-%s-%s/", genPrefix, v.Generation, v.Digest, p.SHA256[:16])
@@ -438,6 +459,40 @@ func Publish(ctx context.Context, ix *index.Index, urlstr string, opts *PublishO
 	out.Pointer = p
 	return out, nil
 }
+
+// stillNamed checks that f is the file its name names now.
+func stillNamed(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	now, err := os.Stat(f.Name())
+	if err != nil || !os.SameFile(fi, now) {
+		return fmt.Errorf("the temporary file %s was removed or replaced while the snapshot was written (a gc of the index at the same time?)", f.Name())
+	}
+	return nil
+}
+
+// buildID identifies this executable: "sha256:" and the first 32 hex
+// digits of the SHA-256 of its bytes, read once (a 100 MB binary: about
+// 0.1 s); "" when it cannot be read, which makes a replica compute every
+// digest and a publisher name no build.
+var buildID = sync.OnceValue(func() string {
+	path, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return ""
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:32]
+})
 
 // imageKey is the key of p's full-text image; p has one (ImageSHA256).
 func imageKey(p *Pointer) string { return p.Object + imagePrefix + p.ImageSHA256[:16] }
@@ -605,14 +660,13 @@ func Open(ctx context.Context, urlstr, dir string, opts *Options) (*Replica, err
 }
 
 // mustCheckDigest reports whether a download of p must have its digest
-// computed from its rows: asked (Options.CheckDigest), or a publisher's
-// build that may read the file otherwise than this one (another escurel
-// version, schema or DuckDB library, or a pointer that does not name its
-// DuckDB). Fails closed: any doubt computes it.
+// computed from its rows: asked (Options.CheckDigest), or a publisher
+// whose executable may read the file otherwise than this one (another
+// Build, or none named, or this one's unknown). Fails closed: any doubt
+// computes it.
 func (r *Replica) mustCheckDigest(p *Pointer) bool {
-	own := hooks.DuckDBVersion()
-	return r.checkDigest || own == "" || p.DuckDBVersion != own ||
-		p.EscurelVersion != index.Version || p.SchemaVersion != index.SchemaVersion
+	own := buildID()
+	return r.checkDigest || own == "" || p.Build != own
 }
 
 // info is the index.ReplicaInfo of pointer p.

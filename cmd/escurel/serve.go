@@ -43,7 +43,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	stdioWrite := fs.Bool("stdio-write", false, "with --stdio and --allow-write: the MCP client may write")
 	replicaOf := fs.String("replica-of", "", "serve, read-only, the generations published at this URL (escurel publish --to), downloaded into the index directory, which is the replica's own")
 	poll := fs.Duration("poll", 5*time.Second, "with --replica-of: how often to look for a newer published generation")
-	checkDigest := fs.Bool("check-digest", false, "with --replica-of: compute the digest of every downloaded generation's rows, even when its publisher's build (escurel, schema, DuckDB) is this one's, whose SHA-256 is otherwise trusted (34 s and 2.4 GB at 1M passages per switch)")
+	checkDigest := fs.Bool("check-digest", false, "with --replica-of: compute the digest of every downloaded generation's rows even when its publisher runs this same executable, for which the file's SHA-256 is otherwise trusted (34 s and 2.4 GB per switch at 1M passages)")
 	rr := c.m.rerankFlags(fs)
 	args, err := c.m.parse(fs, args)
 	if err != nil {

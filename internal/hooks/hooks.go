@@ -90,10 +90,6 @@ var (
 	// opens one, without downtime; on error it serves what it served.
 	Adopt func(ctx context.Context, ix any, fill func(path string) error, info any, checkDigest bool) error
 
-	// DuckDBVersion is the version of the DuckDB library this process
-	// links, "" when it could not be asked.
-	DuckDBVersion func() string
-
 	// Checked records the replica's last look at the published pointer.
 	Checked func(ix any, at time.Time, failure string)
 
