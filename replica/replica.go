@@ -41,10 +41,12 @@
 // forces it always). Otherwise the file's SHA-256 stands for it: the
 // publisher verified the live generation and copied its file, log folded,
 // under one lock, so the bytes checked are those of the verified rows, and
-// the same executable reads the same rows from the same bytes. The full-text image, when published, is
-// downloaded beside the file: the open reads it instead of the full-text
-// tables when its fingerprint is the file's, and the tables when it is
-// missing, damaged or does not match, as a writer's open does.
+// the same executable reads the same rows from the same bytes.
+//
+// The full-text image, when published, is downloaded beside the file: the
+// open reads it instead of the full-text tables when its fingerprint is
+// the file's, and the tables when it is missing, damaged or does not
+// match, as a writer's open does.
 package replica
 
 import (
@@ -314,7 +316,8 @@ type Publication struct {
 // and its manifest as immutable objects, and creates the next pointer
 // conditionally. A generation that does not verify is
 // refused (index.ErrUnverified) with nothing written; one whose digest
-// CURRENT already names is a no-op (Unchanged). Another publisher moving
+// CURRENT already names, published by this executable (Build), is a no-op
+// (Unchanged). Another publisher moving
 // CURRENT meanwhile fails it with a *ConflictError (ErrConflict).
 func Publish(ctx context.Context, ix *index.Index, urlstr string, opts *PublishOptions) (*Publication, error) {
 	now := time.Now
@@ -573,9 +576,9 @@ type Options struct {
 	// poll. Default slog.Default().
 	Logger *slog.Logger
 	// CheckDigest computes the digest of every download's rows, even
-	// when the publisher's build is this one's (see the package
-	// comment): 34 s and about 2.4 GB of memory at 1M passages, at
-	// each open and switch.
+	// when the publisher runs this same executable (Pointer.Build; see
+	// the package comment): 34 s and about 2.4 GB of memory at 1M
+	// passages, at each open and switch.
 	CheckDigest bool
 	// Now is the replica's clock (CheckedAt, ServingSince). Default
 	// time.Now.

@@ -446,6 +446,8 @@ func (d *decoderBuf) bytes() []byte {
 // (false: from the tables, the image missing, stale or damaged). It does
 // not change after the load.
 func (ix *Index) FromImage() bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
 	return ix.fromImage
 }
 
