@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
+	"time"
 
 	"github.com/escurel/escurel/blobstore"
 	"github.com/escurel/escurel/internal/layout"
@@ -233,13 +235,39 @@ func (ix *state) documents(ctx context.Context) (map[string]string, error) {
 // rows are then the verified ones byte for byte, which is what lets a
 // replica of the same build trust its SHA-256 (package replica).
 func (ix *state) copyTo(ctx context.Context, dst string) error {
-	if _, err := ix.db.ExecContext(ctx, `CHECKPOINT`); err != nil {
+	if err := ix.checkpoint(ctx); err != nil {
 		return fmt.Errorf("copy %s: %w", ix.path, err)
 	}
 	if n := fileSize(ix.path + ".wal"); n > 0 {
 		return fmt.Errorf("copy %s: its write-ahead log still holds %d bytes after a checkpoint: not copied", ix.path, n)
 	}
 	return layout.CopyFile(ix.path, dst)
+}
+
+// checkpointWait bounds how long checkpoint retries a CHECKPOINT that
+// DuckDB refuses while a transaction runs (a variable for tests).
+var checkpointWait = 10 * time.Second
+
+// checkpoint folds the write-ahead log into the file. DuckDB refuses a
+// CHECKPOINT ("Cannot CHECKPOINT: there are other write transactions
+// active") while a read transaction that began before a committed update
+// still runs: a search, an export. Those end, and no write commits under
+// writeMu, which the caller holds: it tries again every 50 ms for up to
+// checkpointWait (bounded by ctx), then returns DuckDB's error. (FORCE
+// CHECKPOINT would wait without a bound, behind an export's hours.)
+func (ix *state) checkpoint(ctx context.Context) error {
+	deadline := time.Now().Add(checkpointWait)
+	for {
+		_, err := ix.db.ExecContext(ctx, `CHECKPOINT`)
+		if err == nil || !strings.Contains(err.Error(), "Cannot CHECKPOINT") || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // ErrDamaged is returned, wrapped, when a file the index derives cannot be
