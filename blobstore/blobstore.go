@@ -7,7 +7,7 @@
 //
 //	LAYOUT                       "packs/1" or "loose/1" (none: an older, loose store)
 //	packs/<seq>-<random>.pack    a batch's blobs under 4 MiB, records and removals (pack layout)
-//	packs/multi-pack-index       the packs' merged footers, a cache (midx.go)
+//	packs/multi-pack-index-2     the packs' merged footers, a cache (midx.go; -2: ESCMIDX2)
 //	blobs/sha256/<64 hex>        raw bytes, named by their SHA-256 (loose layout; large blobs)
 //	documents/<doc_id>.json      one Record per document (loose layout)
 //

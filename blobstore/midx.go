@@ -26,8 +26,12 @@ package blobstore
 // place, in the buffer the index was read into: at 1M documents that read
 // and its checks take about a third of decoding ESCMIDX1's variable-width
 // entries one by one (git's multi-pack-index is read in place too, with
-// mmap). An "ESCMIDX1" index (before) fails the magic: the footers are read,
-// and Close writes this one.
+// mmap). It lies under its own key, packs/multi-pack-index-2: an older
+// escurel reads and writes ESCMIDX1 under packs/multi-pack-index, so two
+// versions on one store (a rolling upgrade, a CLI beside a server) keep a
+// cache each instead of refusing and rewriting each other's. A write of
+// this one removes the older one (it may name blobs erased since, by
+// their hash), as a Repack removes both.
 
 import (
 	"bufio"
@@ -38,6 +42,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"path/filepath"
 	"sort"
 	"time"
@@ -47,7 +52,8 @@ import (
 )
 
 const (
-	midxKey   = "packs/multi-pack-index"
+	midxKey   = "packs/multi-pack-index-2"
+	midxKeyV1 = "packs/multi-pack-index" // ESCMIDX1, before: removed
 	midxMagic = "ESCMIDX2"
 )
 
@@ -173,10 +179,22 @@ func readMidxFrom(rd io.Reader, size, limit int64) (*midx, error) {
 	if size < int64(len(midxMagic))+4 || size > limit {
 		return nil, fmt.Errorf("%d bytes: %w", size, errMidx)
 	}
-	data := make([]byte, size)
-	if n, err := io.ReadFull(rd, data); err != nil {
+	// The magic before the buffer: another format is not read whole.
+	var head [len(midxMagic)]byte
+	if _, err := io.ReadFull(rd, head[:]); err != nil {
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			return nil, fmt.Errorf("%d of %d bytes: %w", n, size, errMidx)
+			return nil, fmt.Errorf("no header: %w", errMidx)
+		}
+		return nil, err
+	}
+	if string(head[:]) != midxMagic {
+		return nil, fmt.Errorf("no header: %w", errMidx)
+	}
+	data := make([]byte, size)
+	copy(data, head[:])
+	if n, err := io.ReadFull(rd, data[len(head):]); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return nil, fmt.Errorf("%d of %d bytes: %w", len(head)+n, size, errMidx)
 		}
 		return nil, err
 	}
@@ -408,6 +426,11 @@ func (s *Store) writeMidx(ctx context.Context, minAdded int) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", midxKey, err)
 	}
+	// An older version's index, replaced by this one (a cache: a failure
+	// leaves it for the next write, or a Repack, to remove).
+	if err := s.bucket.Delete(ctx, midxKeyV1); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		slog.Debug("blobstore: removing the older multi-pack index failed", "key", midxKeyV1, "err", err)
+	}
 	x.mu.Lock()
 	// What it describes: packs that came or went while it was written
 	// stay uncovered.
@@ -419,8 +442,10 @@ func (s *Store) writeMidx(ctx context.Context, minAdded int) error {
 // removeMidx removes the stored multi-pack index, durably; none is no
 // error. The next writeMidx writes it again (what it covered is reset).
 func (s *Store) removeMidx(ctx context.Context) error {
-	if err := s.bucket.Delete(ctx, midxKey); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-		return fmt.Errorf("remove %s: %w", midxKey, err)
+	for _, key := range []string{midxKey, midxKeyV1} {
+		if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return fmt.Errorf("remove %s: %w", key, err)
+		}
 	}
 	if s.localDir != "" {
 		if err := syncDir(filepath.Join(s.localDir, "packs")); err != nil {

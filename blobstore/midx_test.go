@@ -702,3 +702,120 @@ func TestRemote(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestMidxUpgradeAndRefusal: an older version's index (ESCMIDX1, its own
+// key) is neither read nor kept once this version writes its own; a
+// damaged or stale index of this version, even on a store of fewer packs
+// than a Close needs to write one, is rewritten at the next Close, not
+// read again at every open.
+func TestMidxUpgradeAndRefusal(t *testing.T) {
+	ctx := context.Background()
+	s, dir := packedFileStore(t)
+	putPacks(t, s, closeMidxAdded, 2)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v1 := filepath.Join(dir, filepath.FromSlash(midxKeyV1))
+	v2 := filepath.Join(dir, filepath.FromSlash(midxKey))
+	if err := os.WriteFile(v1, []byte("ESCMIDX1 an older version's index"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(v2)
+	u := (&url.URL{Scheme: "file", Path: dir}).String()
+	cycle := func() {
+		t.Helper()
+		s, err := Open(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.GetRecord(ctx, DocID("/1/1")); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle() // no index of this version: every footer read, 16 packs added
+	if _, err := os.Stat(v1); !os.IsNotExist(err) {
+		t.Fatalf("the older index after this version wrote its own: %v", err)
+	}
+	data, err := os.ReadFile(v2)
+	if err != nil || !bytes.HasPrefix(data, []byte(midxMagic)) {
+		t.Fatalf("the index after the upgrade: %q…, %v", data[:min(len(data), 8)], err)
+	}
+
+	// A store of 2 packs: a Close alone writes no index; a damaged one
+	// is rewritten all the same.
+	small, sdir := packedFileStore(t)
+	putPacks(t, small, 2, 2)
+	small.Close()
+	sv2 := filepath.Join(sdir, filepath.FromSlash(midxKey))
+	if _, err := os.Stat(sv2); !os.IsNotExist(err) {
+		t.Fatalf("a store of 2 packs has an index before any refusal: %v", err)
+	}
+	damaged := append([]byte(midxMagic), make([]byte, 40)...)
+	if err := os.WriteFile(sv2, damaged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	su := (&url.URL{Scheme: "file", Path: sdir}).String()
+	s2, err := Open(ctx, su)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.GetRecord(ctx, DocID("/1/1")); err != nil {
+		t.Fatal(err)
+	}
+	s2.Close()
+	data, err = os.ReadFile(sv2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decodeMidx(data); err != nil || bytes.Equal(data, damaged) {
+		t.Fatalf("the damaged index after a Close: %v (unchanged: %v)", err, bytes.Equal(data, damaged))
+	}
+}
+
+// TestMidxRunsReadOnly: the tables use the index's buffer in place, and
+// nothing that follows (a pack added, every run compacted, an encoding)
+// writes into it.
+func TestMidxRunsReadOnly(t *testing.T) {
+	s, _ := packedFileStore(t)
+	putPacks(t, s, 4, 30)
+	s.px.mu.RLock()
+	good := s.px.encodeMidx()
+	s.px.mu.RUnlock()
+	data := append([]byte(nil), good...)
+	m, err := decodeMidx(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := newPackIndex()
+	present := map[string]int64{}
+	for _, p := range m.packs {
+		present[p.name] = p.size
+	}
+	x.mu.Lock()
+	if !x.installMidx(m, present) {
+		t.Fatal("the index was not installed")
+	}
+	// A pack with newer entries of half the keys, and new ones.
+	var entries []packEntry
+	for i, e := range m.blobs {
+		if i%2 == 0 {
+			entries = append(entries, packEntry{kind: kindBlob, key: e.key, off: 8, n: 10, crc: 1})
+		}
+	}
+	for i := range 40 {
+		e := packEntry{kind: kindRecord, off: 8, n: 10, crc: 2}
+		copy(e.key[:], fmt.Sprintf("new record %d", i))
+		entries = append(entries, e)
+	}
+	x.addLocked(&packInfo{name: packName(1000, "0123456789abcdef"), seq: 1000, size: 1 << 20, data: 1 << 19}, entries)
+	x.blobs.compact(x.packs)
+	x.recs.compact(x.packs)
+	x.encodeMidx()
+	x.mu.Unlock()
+	if !bytes.Equal(data, good) {
+		t.Fatal("the index's buffer changed under the tables")
+	}
+}

@@ -262,7 +262,11 @@ func (s *Store) useMidx(ctx context.Context, found []listed) error {
 	m, err := readMidxFrom(rd, rd.Size(), midxLimit(packBytes, len(found)))
 	rd.Close()
 	if errors.Is(err, errMidx) {
-		return nil // rewritten at the next writeMidx
+		// Rewritten at the next writeMidx, whatever was added (a store of
+		// a few packs would otherwise keep a damaged one, and read it at
+		// every open).
+		s.px.midxRemoved = -1
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("read %s: %w", midxKey, err)
@@ -271,6 +275,8 @@ func (s *Store) useMidx(ctx context.Context, found []listed) error {
 	for _, f := range found {
 		present[f.name] = f.size
 	}
-	s.px.installMidx(m, present)
+	if !s.px.installMidx(m, present) {
+		s.px.midxRemoved = -1 // stale: rewritten at the next writeMidx too
+	}
 	return nil
 }

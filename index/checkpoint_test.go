@@ -66,4 +66,13 @@ func TestCheckpointWaitsForReader(t *testing.T) {
 	if n := fileSize(s.path + ".wal"); n != 0 {
 		t.Fatalf("log of %d bytes after the checkpoint", n)
 	}
+
+	// A snapshot (publish) folds before its verify: refused, it fails
+	// there ("snapshot …"), not in its copy ("copy …") after the verify.
+	checkpointWait = 0
+	tx = reader()
+	defer tx.Rollback()
+	if _, err := ix.snapshot(ctx, filepath.Join(t.TempDir(), "copy.duckdb"), ""); err == nil || !strings.HasPrefix(err.Error(), "snapshot ") || !strings.Contains(err.Error(), "Cannot CHECKPOINT") {
+		t.Fatalf("a snapshot beside an older reader: %v; want its first CHECKPOINT refused", err)
+	}
 }

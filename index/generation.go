@@ -259,7 +259,7 @@ func (ix *state) checkpoint(ctx context.Context) error {
 	deadline := time.Now().Add(checkpointWait)
 	for {
 		_, err := ix.db.ExecContext(ctx, `CHECKPOINT`)
-		if err == nil || !strings.Contains(err.Error(), "Cannot CHECKPOINT") || time.Now().After(deadline) {
+		if err == nil || !checkpointRefused(err) || time.Now().After(deadline) {
 			return err
 		}
 		select {
@@ -268,6 +268,15 @@ func (ix *state) checkpoint(ctx context.Context) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// checkpointRefused reports whether err is DuckDB's refusal of a
+// CHECKPOINT beside other transactions, which ends with them; not one
+// that would not clear (a transaction of this connection with changes of
+// its own, a read-only database).
+func checkpointRefused(err error) bool {
+	m := err.Error()
+	return strings.Contains(m, "Cannot CHECKPOINT") && strings.Contains(m, "other") && strings.Contains(m, "transactions active")
 }
 
 // ErrDamaged is returned, wrapped, when a file the index derives cannot be
