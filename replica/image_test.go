@@ -258,8 +258,11 @@ func TestReplicaDigestRule(t *testing.T) {
 	// Pointers 2 and 3: p1's file under a digest its rows do not have,
 	// from another build and from a publisher that names none: every
 	// replica computes the digest and refuses them.
-	for seq, build := range map[int64]string{2: "sha256:00000000000000000000000000000000", 3: ""} {
-		point(seq, build)
+	for seq, build := range []string{2: "sha256:00000000000000000000000000000000", 3: ""} {
+		if seq < 2 {
+			continue // in order: a poll reads the pointers above the served one by name
+		}
+		point(int64(seq), build)
 		for name, r := range map[string]*replica.Replica{"trusting": trusting, "checking": checking} {
 			if switched, err := r.Poll(ctx); switched || !errors.Is(err, index.ErrDigestMismatch) {
 				t.Fatalf("%s replica, pointer %d (build %q) with a wrong digest: switched %v, %v", name, seq, build, switched, err)

@@ -678,36 +678,21 @@ func (r *Replica) info(p *Pointer) index.ReplicaInfo {
 }
 
 // fill returns the function that downloads p's file to a path, checking
-// its size and SHA-256 and making it durable.
+// its size and SHA-256 and making it durable, then its full-text image,
+// if published, beside it (imagePath).
 func (r *Replica) fill(ctx context.Context, b *blob.Bucket, p *Pointer) func(string) error {
 	return func(path string) error {
 		key := p.Object + fileName
-		in, err := b.NewReader(ctx, key, nil)
+		n, sum, err := download(ctx, b, key, path, true)
 		if err != nil {
 			return fmt.Errorf("replica of %s: download %s: %w", r.from, key, err)
 		}
-		defer in.Close()
-		out, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-		if err != nil {
-			return err
-		}
-		h := sha256.New()
-		n, err := io.Copy(io.MultiWriter(out, h), in)
-		if err == nil {
-			err = out.Sync()
-		}
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("replica of %s: download %s: %w", r.from, key, err)
-		}
-		if sum := hex.EncodeToString(h.Sum(nil)); n != p.Bytes || sum != p.SHA256 {
+		if n != p.Bytes || sum != p.SHA256 {
 			return fmt.Errorf("replica of %s: download %s: %d bytes with SHA-256 %s, not the published %d bytes with %s: %w",
 				r.from, key, n, sum, p.Bytes, p.SHA256, errDamaged)
 		}
 		if p.ImageSHA256 != "" {
-			if err := r.fillImage(ctx, b, p, hooks.ImagePath(path)); err != nil {
+			if err := fillImage(ctx, b, p, hooks.ImagePath(path)); err != nil {
 				os.Remove(hooks.ImagePath(path))
 				r.log.Warn("replica: the full-text image was not downloaded; the generation loads its full-text index from its tables instead (slower)", "from", r.from, "generation", p.Generation, "err", err)
 			}
@@ -720,30 +705,41 @@ func (r *Replica) fill(ctx context.Context, b *blob.Bucket, p *Pointer) func(str
 // SHA-256. It is not synced: the open checks it (its own hash, and its
 // fingerprint against the file's rows) and reads the tables instead of a
 // damaged or missing one.
-func (r *Replica) fillImage(ctx context.Context, b *blob.Bucket, p *Pointer, path string) error {
+func fillImage(ctx context.Context, b *blob.Bucket, p *Pointer, path string) error {
 	key := imageKey(p)
-	in, err := b.NewReader(ctx, key, nil)
+	n, sum, err := download(ctx, b, key, path, false)
 	if err != nil {
 		return fmt.Errorf("download %s: %w", key, err)
 	}
-	defer in.Close()
-	out, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(out, h), in)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("download %s: %w", key, err)
-	}
-	if sum := hex.EncodeToString(h.Sum(nil)); n != p.ImageBytes || sum != p.ImageSHA256 {
+	if n != p.ImageBytes || sum != p.ImageSHA256 {
 		return fmt.Errorf("download %s: %d bytes with SHA-256 %s, not the published %d bytes with %s: %w",
 			key, n, sum, p.ImageBytes, p.ImageSHA256, errDamaged)
 	}
 	return nil
+}
+
+// download copies object key of b to the file path (created 0600, or
+// truncated), synced when sync is set, and returns its size and SHA-256
+// (hex).
+func download(ctx context.Context, b *blob.Bucket, key, path string, sync bool) (n int64, sum string, err error) {
+	in, err := b.NewReader(ctx, key, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return 0, "", err
+	}
+	h := sha256.New()
+	n, err = io.Copy(io.MultiWriter(out, h), in)
+	if err == nil && sync {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), err
 }
 
 // Index returns the replica's index, for searches (package serve, or a
