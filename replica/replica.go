@@ -477,17 +477,21 @@ func stillNamed(f *os.File) error {
 }
 
 // buildID identifies this executable: "sha256:" and the first 32 hex
-// digits of the SHA-256 of its bytes, read once (a 100 MB binary: about
+// digits of the SHA-256 of its bytes, read once (a 156 MB binary: about
 // 0.1 s); "" when it cannot be read, which makes a replica compute every
-// digest and a publisher name no build.
+// digest and a publisher name no build. On Linux it reads /proc/self/exe,
+// the file this process runs even after its path was given a new binary
+// (an upgrade in place); elsewhere the file at os.Executable's path.
 var buildID = sync.OnceValue(func() string {
-	path, err := os.Executable()
+	f, err := os.Open("/proc/self/exe")
 	if err != nil {
-		return ""
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
+		path, perr := os.Executable()
+		if perr != nil {
+			return ""
+		}
+		if f, err = os.Open(path); err != nil {
+			return ""
+		}
 	}
 	defer f.Close()
 	h := sha256.New()
