@@ -53,7 +53,11 @@ func (c *PublishCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.m.Stdout, "unchanged: %s (digest %s) is already published as publish %d to %s\n", p.Generation, p.Digest, p.Seq, blobstore.Redact(*to))
 		return nil
 	}
-	fmt.Fprintf(c.m.Stdout, "published %s (digest %s) as publish %d to %s: %s, %s, %.1f MB\n", p.Generation, p.Digest, p.Seq, blobstore.Redact(*to),
-		plural(int(p.Documents), "document", "documents"), plural(int(p.Blocks), "block", "blocks"), float64(p.Bytes)/1e6)
+	image := "no full-text image (replicas load the full-text index from the tables)"
+	if p.ImageBytes > 0 {
+		image = fmt.Sprintf("full-text image %.1f MB", float64(p.ImageBytes)/1e6)
+	}
+	fmt.Fprintf(c.m.Stdout, "published %s (digest %s) as publish %d to %s: %s, %s, %.1f MB; %s\n", p.Generation, p.Digest, p.Seq, blobstore.Redact(*to),
+		plural(int(p.Documents), "document", "documents"), plural(int(p.Blocks), "block", "blocks"), float64(p.Bytes)/1e6, image)
 	return nil
 }

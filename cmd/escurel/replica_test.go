@@ -226,8 +226,8 @@ func TestReplicaCheckDigestFlag(t *testing.T) {
 	if out, errOut, code := run(t, nil, "--index", idx, "ingest", src); code != 0 {
 		t.Fatalf("ingest: %d %s%s", code, out, errOut)
 	}
-	if out, errOut, code := run(t, nil, "--index", idx, "publish", "--to", to); code != 0 {
-		t.Fatalf("publish: %d %s%s", code, out, errOut)
+	if out, errOut, code := run(t, nil, "--index", idx, "publish", "--to", to); code != 0 || !strings.Contains(out, "; full-text image ") {
+		t.Fatalf("publish: %d %s%s (want the image's size said)", code, out, errOut)
 	}
 	for _, check := range []bool{false, true} {
 		args := []string{"--replica-of", to}
