@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/escurel/escurel/blobstore"
@@ -173,6 +174,9 @@ const replicaKeep = 2
 // store (for DocumentText of Markdown and text documents) and the
 // embedder's reach; by default the replica has an empty in-memory store.
 func openReplica(ctx context.Context, dir string, fill func(path string) error, info ReplicaInfo, opts *Options, checkDigest bool) (_ *Index, err error) {
+	if why := writersDir(dir); why != "" {
+		return nil, fmt.Errorf("replica %s: refused: the directory is a writer's index (%s); a replica needs a directory of its own: serving the published generation here would replace the writer's live one, and the replica's cleaning would remove its generations", dir, why)
+	}
 	if opts == nil {
 		opts = &Options{}
 	}
@@ -244,6 +248,20 @@ func openReplica(ctx context.Context, dir string, fill func(path string) error, 
 	info.ServingSince = ix.cfg.now()
 	ix.replica.Store(&info)
 	return ix, nil
+}
+
+// writersDir says why dir is a writer's index directory, "" when it is
+// not: it records a blob store (BLOBS) or holds the default one (blobs/).
+// A replica's directory never does: its rows come from the published
+// bucket, and the store it may read documents' text from is not recorded.
+func writersDir(dir string) string {
+	if _, err := os.Stat(filepath.Join(dir, layout.BlobsName)); err == nil {
+		return "it records a blob store in " + layout.BlobsName
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "blobs")); err == nil && fi.IsDir() {
+		return "it holds a blob store in blobs/"
+	}
+	return ""
 }
 
 // adopt switches a replica to a newly published generation without a

@@ -72,6 +72,10 @@ func TestReplicaOpensFromImage(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer b.Close()
+			var manifest replica.Pointer
+			if data, err := b.ReadAll(ctx, p1.Object+"manifest.json"); err != nil || json.Unmarshal(data, &manifest) != nil || manifest.PublishedAt.IsZero() || manifest.ImageSHA256 != p1.ImageSHA256 {
+				t.Fatalf("manifest: %+v, %v; want its upload time and the image", manifest, err)
+			}
 			imgKey := p1.Object + "fts-image-" + p1.ImageSHA256[:16]
 			if attrs, err := b.Attributes(ctx, imgKey); err != nil || attrs.Size != p1.ImageBytes {
 				t.Fatalf("image object %s: %v, %v", imgKey, attrs, err)
@@ -328,5 +332,49 @@ func TestRepublishForNewBuild(t *testing.T) {
 	}
 	if again, err := replica.Publish(ctx, w, to, nil); err != nil || !again.Unchanged || again.Seq != 3 {
 		t.Fatalf("publish again by the same build: %+v, %v", again, err)
+	}
+}
+
+// TestReplicaRefusesWritersDirectory: a replica opened on a writer's
+// directory (its blob store in blobs/, or recorded in BLOBS) is refused
+// before it touches anything: the writer's live generation and its
+// documents stay as they were.
+func TestReplicaRefusesWritersDirectory(t *testing.T) {
+	ctx := context.Background()
+	to := "file://" + t.TempDir()
+	for name, opts := range map[string]*index.Options{
+		"blobs/": nil,
+		"BLOBS":  {BlobURL: "file://" + t.TempDir()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			w, err := index.Open(ctx, dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ingest(t, w, "a.md", "# A\n\nalpha\n")
+			if _, err := replica.Publish(ctx, w, to, nil); err != nil {
+				t.Fatal(err)
+			}
+			ingest(t, w, "b.md", "# B\n\nbeta, not published\n")
+			gen := w.Generation()
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if r, err := replica.Open(ctx, to, dir, nil); err == nil || !strings.Contains(err.Error(), "a writer's index") {
+				if r != nil {
+					r.Close()
+				}
+				t.Fatalf("a replica on the writer's directory: %v; want it refused", err)
+			}
+			w, err = index.Open(ctx, dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			if hits, err := w.Search(ctx, "beta", &index.SearchOptions{K: 3}); err != nil || len(hits) != 1 || w.Generation() != gen {
+				t.Fatalf("the writer after the refusal: %v, %v, generation %s (was %s)", hits, err, w.Generation(), gen)
+			}
+		})
 	}
 }

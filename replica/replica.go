@@ -444,6 +444,9 @@ func Publish(ctx context.Context, ix *index.Index, urlstr string, opts *PublishO
 				return nil, fmt.Errorf("publish to %s: %w", blobstore.Redact(urlstr), err)
 			}
 		}
+		// The manifest's time is its upload's; the pointer's, set below,
+		// the publish's.
+		p.PublishedAt = now().UTC()
 		m, _ := json.MarshalIndent(p, "", "  ")
 		if err := putNew(ctx, b, p.Object+manifestName, strings.NewReader(string(m))); err != nil {
 			return nil, fmt.Errorf("publish to %s: %w", blobstore.Redact(urlstr), err)

@@ -55,9 +55,18 @@ func (c *PublishCommand) Run(ctx context.Context, args []string) error {
 	}
 	image := "no full-text image (replicas load the full-text index from the tables)"
 	if p.ImageBytes > 0 {
-		image = fmt.Sprintf("full-text image %.1f MB", float64(p.ImageBytes)/1e6)
+		image = "full-text image " + sizeText(p.ImageBytes)
 	}
 	fmt.Fprintf(c.m.Stdout, "published %s (digest %s) as publish %d to %s: %s, %s, %.1f MB; %s\n", p.Generation, p.Digest, p.Seq, blobstore.Redact(*to),
 		plural(int(p.Documents), "document", "documents"), plural(int(p.Blocks), "block", "blocks"), float64(p.Bytes)/1e6, image)
 	return nil
+}
+
+// sizeText is n bytes for a person: in MB with one decimal from 0.1 MB,
+// in KB below.
+func sizeText(n int64) string {
+	if n < 100_000 {
+		return fmt.Sprintf("%.1f KB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
 }

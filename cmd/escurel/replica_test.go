@@ -242,4 +242,7 @@ func TestReplicaCheckDigestFlag(t *testing.T) {
 	if _, errOut, code := run(t, nil, "--index", idx, "serve", "--check-digest"); code != 2 || !strings.Contains(errOut, "--check-digest needs --replica-of") {
 		t.Fatalf("serve --check-digest: %d %s", code, errOut)
 	}
+	if _, errOut, code := run(t, nil, "--index", idx, "serve", "--poll", "2s"); code != 2 || !strings.Contains(errOut, "--poll needs --replica-of") {
+		t.Fatalf("serve --poll: %d %s", code, errOut)
+	}
 }

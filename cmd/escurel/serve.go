@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -82,6 +83,11 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	}
 	if *checkDigest && *replicaOf == "" {
 		return usageError("serve: --check-digest needs --replica-of")
+	}
+	pollSet := false
+	fs.Visit(func(f *flag.Flag) { pollSet = pollSet || f.Name == "poll" })
+	if pollSet && *replicaOf == "" {
+		return usageError("serve: --poll needs --replica-of (a writer's server has nothing to poll)")
 	}
 	if *maxUpload <= 0 {
 		return usageError("serve: --max-upload %d: want a positive number of bytes", *maxUpload)

@@ -127,13 +127,15 @@ Commands:
                           from its bearer token (default public); writes
                           as jobs, one at a time, with --allow-write; while
                           it serves, the other commands naming DIR run in it
-  serve --replica-of URL [--poll D] [--listen ADDR] [--tokens FILE] ...
+  serve --replica-of URL [--poll D] [--check-digest] [--listen ADDR] [--tokens FILE] ...
                           a read replica: download the generation published
-                          at URL into DIR (the replica's own), check its
-                          digest, serve it read-only, look for a newer one
-                          every D (default 5s) and switch without downtime;
-                          status and /metrics report its generation, digest
-                          and age
+                          at URL into DIR (the replica's own, never the
+                          writer's: refused), check its size and SHA-256
+                          (and the digest of its rows when the publisher ran
+                          another escurel binary, or with --check-digest),
+                          serve it read-only, look for a newer one every D
+                          (default 5s) and switch without downtime; status
+                          and /metrics report its generation, digest and age
   publish --to URL [--json]
                           verify the live generation, upload a copy to URL
                           (s3://, gs://, azblob://, file://) as immutable
