@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -376,5 +378,19 @@ func TestReplicaRefusesWritersDirectory(t *testing.T) {
 				t.Fatalf("the writer after the refusal: %v, %v, generation %s (was %s)", hits, err, w.Generation(), gen)
 			}
 		})
+	}
+}
+
+// TestReplicaOfMissingDirectory: a replica of a file:// URL whose
+// directory does not exist says nothing is published and creates nothing
+// there (OpenBucket, for a publisher, would create it).
+func TestReplicaOfMissingDirectory(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "never-published")
+	_, err := replica.Open(context.Background(), "file://"+missing, t.TempDir(), nil)
+	if !errors.Is(err, replica.ErrNothingPublished) {
+		t.Fatalf("a replica of a missing directory: %v; want ErrNothingPublished", err)
+	}
+	if _, serr := os.Stat(missing); !os.IsNotExist(serr) {
+		t.Fatalf("the missing directory after the refusal: %v", serr)
 	}
 }

@@ -57,6 +57,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -634,6 +635,14 @@ func Open(ctx context.Context, urlstr, dir string, opts *Options) (*Replica, err
 	}
 	if r.now == nil {
 		r.now = time.Now
+	}
+	// A file:// bucket would be created when missing (OpenBucket's
+	// create_dir, which a publisher wants): a reader names an empty one
+	// as nothing published, and leaves nothing behind.
+	if u, perr := url.Parse(urlstr); perr == nil && u.Scheme == "file" {
+		if _, err := os.Stat(filepath.FromSlash(u.Path)); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("replica of %s: %w (the directory does not exist; run escurel publish --to on the writer first)", blobstore.Redact(urlstr), ErrNothingPublished)
+		}
 	}
 	b, err := OpenBucket(ctx, urlstr)
 	if err != nil {
