@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"gocloud.dev/blob"
+
 	"github.com/escurel/escurel/index"
 	"github.com/escurel/escurel/replica"
 )
@@ -69,11 +71,7 @@ func TestReplicaOpensFromImage(t *testing.T) {
 			if p1.ImageBytes <= 0 || len(p1.ImageSHA256) != 64 {
 				t.Fatalf("publish: image %d bytes, SHA-256 %q; want one", p1.ImageBytes, p1.ImageSHA256)
 			}
-			b, err := replica.OpenBucket(ctx, to)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
+			b := openBucket(t, to)
 			var manifest replica.Pointer
 			if data, err := b.ReadAll(ctx, p1.Object+"manifest.json"); err != nil || json.Unmarshal(data, &manifest) != nil || manifest.PublishedAt.IsZero() || manifest.ImageSHA256 != p1.ImageSHA256 {
 				t.Fatalf("manifest: %+v, %v; want its upload time and the image", manifest, err)
@@ -156,20 +154,14 @@ func TestPointerImageFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := replica.OpenBucket(ctx, to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openBucket(t, to)
 	old := p1.Pointer
 	old.Seq, old.ImageBytes, old.ImageSHA256 = 2, 0, ""
 	data, _ := json.Marshal(old)
 	if bytes.Contains(data, []byte("image")) {
 		t.Fatalf("a pointer without an image still names one: %s", data)
 	}
-	if err := replica.CreatePointerForTest(ctx, b, to, 2, data); err != nil {
-		t.Fatal(err)
-	}
+	putPointer(t, b, to, old)
 	var logs logLines
 	r, err := replica.Open(ctx, to, t.TempDir(), &replica.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
@@ -181,10 +173,7 @@ func TestPointerImageFields(t *testing.T) {
 	}
 	bad := p1.Pointer
 	bad.Seq, bad.ImageBytes = 3, 0
-	data, _ = json.Marshal(bad)
-	if err := replica.CreatePointerForTest(ctx, b, to, 3, data); err != nil {
-		t.Fatal(err)
-	}
+	putPointer(t, b, to, bad)
 	if _, err := r.Poll(ctx); err != nil {
 		t.Fatalf("poll of a pointer whose image has no size: %v", err)
 	}
@@ -246,29 +235,24 @@ func TestReplicaDigestRule(t *testing.T) {
 		t.Fatalf("a replica with CheckDigest: %v, want digest_computed true", got)
 	}
 
-	b, err := replica.OpenBucket(ctx, to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openBucket(t, to)
 	wrong := strings.Repeat("0", len(p1.Digest))
 	point := func(seq int64, build string) {
 		t.Helper()
 		q := p1.Pointer
 		q.Seq, q.Build, q.Digest = seq, build, wrong
-		data, _ := json.Marshal(q)
-		if err := replica.CreatePointerForTest(ctx, b, to, seq, data); err != nil {
-			t.Fatal(err)
-		}
+		putPointer(t, b, to, q)
 	}
 	// Pointers 2 and 3: p1's file under a digest its rows do not have,
 	// from another build and from a publisher that names none: every
 	// replica computes the digest and refuses them.
-	for seq, build := range []string{2: "sha256:00000000000000000000000000000000", 3: ""} {
-		if seq < 2 {
-			continue // in order: a poll reads the pointers above the served one by name
-		}
-		point(int64(seq), build)
+	// In order: a poll reads the pointers above the served one by name.
+	for _, c := range []struct {
+		seq   int64
+		build string
+	}{{2, "sha256:00000000000000000000000000000000"}, {3, ""}} {
+		seq, build := c.seq, c.build
+		point(seq, build)
 		for name, r := range map[string]*replica.Replica{"trusting": trusting, "checking": checking} {
 			if switched, err := r.Poll(ctx); switched || !errors.Is(err, index.ErrDigestMismatch) {
 				t.Fatalf("%s replica, pointer %d (build %q) with a wrong digest: switched %v, %v", name, seq, build, switched, err)
@@ -314,17 +298,10 @@ func TestRepublishForNewBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := replica.OpenBucket(ctx, to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openBucket(t, to)
 	old := p1.Pointer
 	old.Seq, old.Build, old.ImageBytes, old.ImageSHA256 = 2, "", 0, ""
-	data, _ := json.Marshal(old)
-	if err := replica.CreatePointerForTest(ctx, b, to, 2, data); err != nil {
-		t.Fatal(err)
-	}
+	putPointer(t, b, to, old)
 	p3, err := replica.Publish(ctx, w, to, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -392,5 +369,26 @@ func TestReplicaOfMissingDirectory(t *testing.T) {
 	}
 	if _, serr := os.Stat(missing); !os.IsNotExist(serr) {
 		t.Fatalf("the missing directory after the refusal: %v", serr)
+	}
+}
+
+// openBucket opens the published bucket at to, closed at the test's end.
+func openBucket(t *testing.T, to string) *blob.Bucket {
+	t.Helper()
+	b, err := replica.OpenBucket(context.Background(), to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// putPointer writes p as the pointer of publish p.Seq, as a publisher
+// would (conditionally: it must not exist).
+func putPointer(t *testing.T, b *blob.Bucket, to string, p replica.Pointer) {
+	t.Helper()
+	data, _ := json.Marshal(p)
+	if err := replica.CreatePointerForTest(context.Background(), b, to, p.Seq, data); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -274,11 +274,7 @@ func TestPublishRefusesUnverified(t *testing.T) {
 	if !errors.As(err, &unv) || !errors.Is(err, index.ErrUnverified) {
 		t.Fatalf("publish of an unverified generation: %v, want *UnverifiedError", err)
 	}
-	b, err := replica.OpenBucket(ctx, to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openBucket(t, to)
 	if _, ok, err := replica.Latest(ctx, b); ok || err != nil {
 		t.Fatalf("CURRENT after a refused publish: %v, %v", ok, err)
 	}
@@ -329,11 +325,7 @@ func TestReplicaRefusesDamagedDownload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := replica.OpenBucket(ctx, to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openBucket(t, to)
 	key := p2.Object + "index.duckdb"
 	data, err := b.ReadAll(ctx, key)
 	if err != nil {
@@ -465,11 +457,7 @@ func TestReplicaRemembersRefusal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := replica.OpenBucket(ctx, to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openBucket(t, to)
 	key := p2.Object + "index.duckdb"
 	data, err := b.ReadAll(ctx, key)
 	if err != nil {
@@ -530,11 +518,7 @@ func TestDamagedHighestPointer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := replica.OpenBucket(ctx, to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openBucket(t, to)
 	if err := b.WriteAll(ctx, "current/00000000000000000002", []byte("not json"), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -615,11 +599,7 @@ func TestRepublishedDigestAge(t *testing.T) {
 		t.Fatalf("after a republish of the served digest the replica says %+v, want publish 3 at %v", info, t0.Add(2*time.Hour))
 	}
 	// The bucket is wiped and published into anew: publish 1 < 3.
-	b, err := replica.OpenBucket(ctx, to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openBucket(t, to)
 	for seq := 1; seq <= 3; seq++ {
 		if err := b.Delete(ctx, fmt.Sprintf("current/%020d", seq)); err != nil {
 			t.Fatal(err)
