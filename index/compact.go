@@ -110,6 +110,7 @@ func (s *state) space(ctx context.Context, minShare float64, minBytes int64) (sp
 		return sp, err
 	}
 	defer conn.Close()
+	s.waitVerifying()
 	if _, err := conn.ExecContext(ctx, `CHECKPOINT`); err != nil {
 		return sp, err
 	}
@@ -306,6 +307,7 @@ func (s *state) saveImage(ctx context.Context, fold bool) {
 		return
 	}
 	if fold {
+		s.waitVerifying()
 		_, _ = s.db.ExecContext(ctx, `CHECKPOINT`)
 	}
 	err := func() error {

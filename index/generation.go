@@ -254,8 +254,11 @@ var checkpointWait = 10 * time.Second
 // still runs: a search, an export. Those end, and no write commits under
 // writeMu, which the caller holds: it tries again every 50 ms for up to
 // checkpointWait (bounded by ctx), then returns DuckDB's error. (FORCE
-// CHECKPOINT would wait without a bound, behind an export's hours.)
+// CHECKPOINT would wait without a bound, behind an export's hours.) A
+// snapshot's verify, refused the same way for its whole length, it waits
+// for first (waitVerifying).
 func (ix *state) checkpoint(ctx context.Context) error {
+	ix.waitVerifying()
 	deadline := time.Now().Add(checkpointWait)
 	for {
 		_, err := ix.db.ExecContext(ctx, `CHECKPOINT`)
@@ -268,6 +271,16 @@ func (ix *state) checkpoint(ctx context.Context) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// waitVerifying waits until no snapshot's verify reads s outside writeMu
+// (state.verifying): once a write has committed after its read
+// transaction began, DuckDB refuses every CHECKPOINT until it ends. The
+// caller holds writeMu, under which a snapshot begins its verify, so none
+// begins meanwhile.
+func (s *state) waitVerifying() {
+	s.verifying.Lock()
+	s.verifying.Unlock()
 }
 
 // checkpointRefused reports whether err is DuckDB's refusal of a

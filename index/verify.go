@@ -121,6 +121,9 @@ type VerifyOptions struct {
 	// has just read them (a rebuild holding the lock), instead of reading
 	// them again.
 	Records []*blobstore.Record
+	// damaged are the damaged records of the scan that read Records
+	// (Index.snapshot's, read before it took writeMu).
+	damaged []blobstore.DamagedRecord
 	// SkipOrphans leaves out the listing of blobs for OrphanBlobs.
 	SkipOrphans bool
 	// Deep reads every blob a record names and checks that its bytes hash
@@ -157,12 +160,25 @@ func (s *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification,
 
 // verifyRows is verify, once.
 func (ix *state) verifyRows(ctx context.Context, opts *VerifyOptions) (*Verification, error) {
+	m := *ix.manifest.Load()
+	tx, err := ix.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	return ix.verifyIn(ctx, tx, m, ix.fts, opts)
+}
+
+// verifyIn is verifyRows on the rows tx sees, with the generation's
+// manifest m and the full-text index fx of those rows (the live one, when
+// no write can commit meanwhile; else one loaded within tx: a snapshot's,
+// see Index.snapshot).
+func (ix *state) verifyIn(ctx context.Context, tx *sql.Tx, m Manifest, fx *fts.Index, opts *VerifyOptions) (*Verification, error) {
 	if opts == nil {
 		opts = &VerifyOptions{}
 	}
 	v := &Verification{Generation: ix.gen}
 	d := newDigester()
-	m := *ix.manifest.Load()
 	d.str("manifest")
 	d.str(m.Embedder().Identity().String())
 	d.str(m.Chunker)
@@ -170,21 +186,19 @@ func (ix *state) verifyRows(ctx context.Context, opts *VerifyOptions) (*Verifica
 	d.str(m.Contextualize)
 	d.int(int64(m.SchemaVersion))
 
-	tx, err := ix.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback()
 	fail := func(what string, err error) (*Verification, error) {
 		return nil, fmt.Errorf("verify %s: %s: %w", ix.path, what, err)
 	}
 
 	// Documents, against the records.
+	var err error
 	recs := opts.Records
 	if recs == nil {
 		if recs, v.DamagedRecords, err = ix.blobs.ScanRecords(ctx); err != nil {
 			return fail("records", err)
 		}
+	} else {
+		v.DamagedRecords = slices.Clone(opts.damaged)
 	}
 	damagedAt := map[string]int{}
 	for i, r := range v.DamagedRecords {
@@ -377,13 +391,13 @@ func (ix *state) verifyRows(ctx context.Context, opts *VerifyOptions) (*Verifica
 	// index of ours does; then they are sorted all at once).
 	var starts []int
 	scattered := false
-	err = ix.fts.View(func() error {
+	err = fx.View(func() error {
 		// Sized once: grown by append, the slice of 76M postings (1M
 		// passages) held up to three times its 1.2 GB while copied.
-		ps = make([]posting, 0, ix.fts.LivePostings())
+		ps = make([]posting, 0, fx.LivePostings())
 		rank := map[string]int32{}
 		lastTerm, lastRank := "", int32(-1)
-		return ix.fts.ForEachPosting(ctx, tx, func(term string, p fts.Posting) error {
+		return fx.ForEachPosting(ctx, tx, func(term string, p fts.Posting) error {
 			if p.Block < 0 || p.Block >= int64(len(posOf)) || posOf[p.Block] < 0 {
 				return fmt.Errorf("a posting of term %q names a block that has no row: the full-text index is damaged; run escurel rebuild", term)
 			}

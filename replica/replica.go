@@ -39,9 +39,11 @@
 // replica's: when the pointer's Build (the SHA-256 of the publisher's
 // executable) is not the replica's own, or is absent (Options.CheckDigest
 // forces it always). Otherwise the file's SHA-256 stands for it: the
-// publisher verified the live generation and copied its file, log folded,
-// under one lock, so the bytes checked are those of the verified rows, and
-// the same executable reads the same rows from the same bytes.
+// publisher copied the live generation's file, log folded, under its
+// writer lock and verified the rows of a read transaction begun under
+// the same hold (their snapshot: the copied rows), so the bytes checked
+// are those of the verified rows, and the same executable reads the same
+// rows from the same bytes.
 //
 // The full-text image, when published, is downloaded beside the file: the
 // open reads it instead of the full-text tables when its fingerprint is
@@ -312,8 +314,8 @@ type Publication struct {
 
 // Publish publishes the live generation of ix to the bucket at urlstr: it
 // reads CURRENT, copies the live generation with writes held back (the
-// write-ahead log folded in) after verifying it against the blob store,
-// uploads the copy, its full-text image (when it could be saved: a cache)
+// write-ahead log folded in) and verifies the copied rows against the
+// blob store (writes go on meanwhile), uploads the copy, its full-text image (when it could be saved: a cache)
 // and its manifest as immutable objects, and creates the next pointer
 // conditionally. A generation that does not verify is
 // refused (index.ErrUnverified) with nothing written; one whose digest

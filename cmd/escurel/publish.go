@@ -13,8 +13,9 @@ import (
 // generation, uploads a copy of it to an object store and moves the
 // published CURRENT there (package replica), for read replicas
 // (escurel serve --replica-of URL). Through a running server it runs as a
-// read, not a write job: it holds writes back only while it verifies and
-// copies the generation, as verify does, and uploads without them.
+// read, not a write job: it holds writes back only while it copies the
+// generation (its verify reads the copied rows' snapshot after), and
+// uploads without them.
 type PublishCommand struct {
 	m *Main
 	g globals

@@ -60,10 +60,12 @@ var (
 
 // Published generations and read replicas (package replica).
 var (
-	// Snapshot verifies the live generation of ix (an *index.Index)
-	// against its blob store and copies its file to dst, both with writes
-	// held back. It returns the *index.Verification; a generation that
-	// does not verify is refused (an *index.UnverifiedError) uncopied.
+	// Snapshot copies the live generation's file of ix (an *index.Index)
+	// to dst with writes held back, and verifies the copied rows against
+	// its blob store (writes go on meanwhile). It returns the
+	// *index.Verification; a generation that does not verify is refused
+	// (an *index.UnverifiedError), dst written all the same (the caller
+	// removes it).
 	// With image not "", it writes there the full-text index's image of
 	// the copied rows too, or leaves it empty when it could not (logged:
 	// the image is a cache).
