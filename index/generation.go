@@ -255,8 +255,9 @@ var checkpointWait = 10 * time.Second
 // writeMu, which the caller holds: it tries again every 50 ms for up to
 // checkpointWait (bounded by ctx), then returns DuckDB's error. (FORCE
 // CHECKPOINT would wait without a bound, behind an export's hours.) A
-// snapshot's verify, refused the same way for its whole length, it waits
-// for first (waitVerifying).
+// verify outside writeMu (verifyAt), beside which it would be refused the
+// same way for the verify's whole length, it waits for first
+// (waitVerifying).
 func (ix *state) checkpoint(ctx context.Context) error {
 	ix.waitVerifying()
 	deadline := time.Now().Add(checkpointWait)
@@ -273,11 +274,11 @@ func (ix *state) checkpoint(ctx context.Context) error {
 	}
 }
 
-// waitVerifying waits until no snapshot's verify reads s outside writeMu
-// (state.verifying): once a write has committed after its read
+// waitVerifying waits until no verify reads s outside writeMu
+// (state.verifying, verifyAt): once a write has committed after its read
 // transaction began, DuckDB refuses every CHECKPOINT until it ends. The
-// caller holds writeMu, under which a snapshot begins its verify, so none
-// begins meanwhile.
+// caller holds writeMu, under which such a verify begins, so none begins
+// meanwhile.
 func (s *state) waitVerifying() {
 	s.verifying.Lock()
 	s.verifying.Unlock()

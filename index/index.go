@@ -127,11 +127,11 @@ var ErrLocked = layout.ErrLocked
 //     switch of generation (Reload, a live rebuild's swap) and Close take
 //     it. Under it a writer reads cur without a reference: only holders of
 //     writeMu replace cur.
-//   - A publish's snapshot holds writeMu to copy the generation and to
-//     begin the read transaction of its verify, not for the verify: that
-//     runs after, with a reference, in the transaction's snapshot of the
-//     copied rows (Index.snapshot). The CHECKPOINTs of writers wait for
-//     it (state.verifying).
+//   - A verify (a publish's snapshot, Verify) holds writeMu to begin its
+//     read transaction (and, for a snapshot, to copy the generation), not
+//     for its reads: those run after, with a reference, in the
+//     transaction's snapshot (Index.verifyAt). The CHECKPOINTs of writers
+//     wait for it (state.verifying).
 //   - A switch opens the new state, stores it in cur, and drops the old
 //     state's own reference; it never waits for readers. The last
 //     reference to leave closes the old state's database and lets the
@@ -148,9 +148,9 @@ type Index struct {
 	cfg      config
 
 	writeMu writerLock // one writer; see the locking rules
-	// snapshotMu orders snapshots (publish): one at a time, each held
-	// from its read of the records to the end of its verify, which runs
-	// outside writeMu (snapshot).
+	// snapshotMu orders the verifies that run outside writeMu (verifyAt:
+	// a publish's snapshot, Verify): one at a time, each held from its
+	// read of the records to its end.
 	snapshotMu sync.Mutex
 	stale      string // guarded by writeMu: a published generation this process failed to switch to
 	// mergeErr, guarded by writeMu, is the error of the last background
@@ -231,9 +231,8 @@ type state struct {
 	memLimit atomic.Int64
 	memMu    sync.Mutex // orders the changes of memLimit (setMemory)
 
-	// verifying is held (read) by a snapshot's verify, which reads the
-	// rows outside writeMu in a transaction begun under it
-	// (Index.snapshot). DuckDB refuses a CHECKPOINT while a reader older
+	// verifying is held (read) by a verify that reads the rows outside
+	// writeMu in a transaction begun under it (Index.verifyAt). DuckDB refuses a CHECKPOINT while a reader older
 	// than a commit runs, so each CHECKPOINT under writeMu of a live
 	// state (checkpoint, space, saveImage's fold) waits for it first
 	// (waitVerifying).

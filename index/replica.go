@@ -9,7 +9,6 @@ package index
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	"github.com/escurel/escurel/blobstore"
-	"github.com/escurel/escurel/index/fts"
 	"github.com/escurel/escurel/internal/hooks"
 	"github.com/escurel/escurel/internal/layout"
 )
@@ -108,64 +106,29 @@ func (ix *Index) readOnlyError() error {
 
 // snapshot verifies the live generation against the blob store and writes
 // a copy of its file to dst (the write-ahead log folded in). The copy is
-// made under writeMu, and the verify is of the copied rows; a generation
-// that does not verify is refused with an *UnverifiedError (dst, already
-// written, is the caller's to remove).
+// made under writeMu, and the verify is of the copied rows (verifyAt:
+// writes go on meanwhile); a generation that does not verify is refused
+// with an *UnverifiedError (dst, already written, is the caller's to
+// remove).
 //
 // With image not "", it also writes there the full-text index's image of
 // those rows (saved for the live generation first when it is not
 // current), for a replica to open from instead of the tables (1.4 s at 1M
 // passages). The image is a cache: when it cannot be saved or copied, the
 // failure is logged and image is left empty.
-//
-// Writes are held back for the copy, not for the verify (47 s at 1M
-// passages, all of it under writeMu before): the records are read before
-// the lock (and under it, those written meanwhile: ScanRecordsSince), and
-// the verify reads the rows after it, in a read transaction begun and
-// first read under it, whose snapshot is the copied rows whatever commits
-// later (DuckDB fixes it at the transaction's first read), with a
-// full-text index loaded in that transaction. DuckDB running out of memory
-// there, where a retry would read other rows, makes it verify and copy
-// again with writes held back throughout (snapshotHeld).
 func (ix *Index) snapshot(ctx context.Context, dst, image string) (*Verification, error) {
-	ix.snapshotMu.Lock()
-	defer ix.snapshotMu.Unlock()
-	// Every write to the records is made under writeMu (as for an
-	// ingest's recheck, ingestOnce): the records read here are still the
-	// records under the lock when no writer released it meanwhile.
-	released := ix.writeMu.releases()
-	read, err := ix.blobs.ScanRecordsSince(ctx, nil)
-	if err != nil {
-		read = nil // read under writeMu
-	}
-	if snapshotHook != nil {
-		snapshotHook("scanned")
-	}
-	sn, err := ix.snapshotCopy(ctx, dst, image, released, read)
-	if err != nil {
-		return nil, err
-	}
-	if snapshotHook != nil {
-		snapshotHook("unlocked")
-	}
-	v, err := func() (*Verification, error) {
-		s, tx := sn.s, sn.tx
-		defer s.unref()
-		defer s.verifying.RUnlock()
-		defer tx.Rollback()
-		fx, err := fts.LoadFrom(ctx, tx, imagePath(s.path)) // the image just saved, when it is of these rows
-		if err != nil {
-			return nil, fmt.Errorf("verify %s: load the full-text index: %w", s.path, err)
+	v, err := ix.verifyAt(ctx, &VerifyOptions{SkipOrphans: true}, func(s *state) error {
+		// The fold first: a CHECKPOINT that fails (checkpoint) fails
+		// the snapshot before the copy.
+		if err := s.checkpoint(ctx); err != nil {
+			return fmt.Errorf("snapshot %s: %w", s.path, err)
 		}
-		v, err := s.verifyIn(ctx, tx, sn.manifest, fx, &VerifyOptions{Records: sn.read.Records, damaged: sn.read.Damaged, SkipOrphans: true})
-		if s.outOfMemory(ctx, "verify", err) {
-			return nil, errVerifyAgain
+		if err := s.copyTo(ctx, dst); err != nil {
+			return err
 		}
-		return v, err
-	}()
-	if errors.Is(err, errVerifyAgain) {
-		return ix.snapshotHeld(ctx, dst, image)
-	}
+		ix.snapshotImage(ctx, s, image)
+		return nil
+	}, func() (*Verification, error) { return ix.snapshotHeld(ctx, dst, image) })
 	if err != nil {
 		return nil, err
 	}
@@ -175,70 +138,9 @@ func (ix *Index) snapshot(ctx context.Context, dst, image string) (*Verification
 	return v, nil
 }
 
-// errVerifyAgain: a snapshot's verify ran out of memory and the limit was
-// raised (state.outOfMemory).
-var errVerifyAgain = errors.New("verify again")
-
-// snapshotHook, when set (tests), is called by snapshot with "scanned"
-// once it has read the records, before it takes writeMu, and with
-// "unlocked" once it has released writeMu, before its verify.
-var snapshotHook func(stage string)
-
-// snapshotCopied is what snapshotCopy hands its caller: the live state
-// with a reference and its verifying held (read), the verify's read
-// transaction, and the manifest and records it verifies against; the
-// caller gives back all three.
-type snapshotCopied struct {
-	s        *state
-	tx       *sql.Tx
-	manifest Manifest
-	read     *blobstore.RecordScan
-}
-
-// snapshotCopy is snapshot's part under writeMu: the records read again
-// when a writer released the lock since released (or read is nil: the
-// read failed), the fold and the copy to dst, the image, and the verify's
-// read transaction, begun and read once.
-func (ix *Index) snapshotCopy(ctx context.Context, dst, image string, released uint64, read *blobstore.RecordScan) (*snapshotCopied, error) {
-	ix.writeMu.Lock()
-	defer ix.writeMu.Unlock()
-	s, err := ix.live()
-	if err != nil {
-		return nil, err
-	}
-	// The fold first: a CHECKPOINT that fails (checkpoint) fails the
-	// snapshot before the copy.
-	if err := s.checkpoint(ctx); err != nil {
-		return nil, fmt.Errorf("snapshot %s: %w", s.path, err)
-	}
-	if read == nil || ix.writeMu.releases() != released {
-		// What the writes since changed (at 1M records, 0.2-0.7 s
-		// against 5.7 s for all of them).
-		if read, err = ix.blobs.ScanRecordsSince(ctx, read); err != nil {
-			return nil, fmt.Errorf("snapshot %s: records: %w", s.path, err)
-		}
-	}
-	if err := s.copyTo(ctx, dst); err != nil {
-		return nil, err
-	}
-	ix.snapshotImage(ctx, s, image)
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("snapshot %s: %w", s.path, err)
-	}
-	var n int64
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM documents`).Scan(&n); err != nil {
-		tx.Rollback()
-		return nil, fmt.Errorf("snapshot %s: %w", s.path, err)
-	}
-	s.refs.Add(1) // s is live: the Index's own reference keeps it above zero
-	s.verifying.RLock()
-	return &snapshotCopied{s: s, tx: tx, manifest: *s.manifest.Load(), read: read}, nil
-}
-
-// snapshotHeld is snapshot with writes held back throughout, as before it
-// verified outside writeMu: the verify, then the copy and the image. The
-// records are read under the lock.
+// snapshotHeld is snapshot with writes held back throughout (verifyAt's
+// way after DuckDB ran out of memory): the verify, then the copy and the
+// image. The records are read under the lock.
 func (ix *Index) snapshotHeld(ctx context.Context, dst, image string) (*Verification, error) {
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()

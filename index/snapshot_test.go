@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -29,12 +30,12 @@ func TestSnapshotVerifiesOutsideWriteLock(t *testing.T) {
 	mustIngest(t, ix, doc("/a.md"), doc("/b.md"), doc("/c.md"))
 	defer func(w time.Duration) { checkpointWait = w }(checkpointWait)
 	checkpointWait = 0 // refused at once, were it not waiting for the verify
-	defer func() { snapshotHook = nil }()
+	defer func() { verifyAtHook = nil }()
 
 	// A write between the records' read and the lock: read again under
 	// it (else /d.md's rows would have no record, and the copy would be
 	// refused as unverified).
-	snapshotHook = func(stage string) {
+	verifyAtHook = func(stage string) {
 		if stage == "scanned" {
 			mustIngest(t, ix, doc("/d.md"))
 		}
@@ -51,7 +52,7 @@ func TestSnapshotVerifiesOutsideWriteLock(t *testing.T) {
 
 	// Writes while it verifies.
 	checkpointed := make(chan error, 1)
-	snapshotHook = func(stage string) {
+	verifyAtHook = func(stage string) {
 		if stage != "unlocked" {
 			return
 		}
@@ -90,7 +91,7 @@ func TestSnapshotVerifiesOutsideWriteLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, err = ix.snapshot(ctx, ix.layout.GenerationPath(gen), "")
-	snapshotHook = nil
+	verifyAtHook = nil
 	if err != nil || v.Documents != 4 || !v.OK() {
 		t.Fatalf("snapshot with writes during its verify: %v, %+v; want the 4 documents it copied, verified", err, v)
 	}
@@ -122,5 +123,77 @@ func TestSnapshotVerifiesOutsideWriteLock(t *testing.T) {
 	d, err := s.digestOnly(ctx)
 	if err != nil || d != v.Digest {
 		t.Fatalf("the copy's digest %s, %v; the snapshot's verify said %s", d, err, v.Digest)
+	}
+}
+
+// TestVerifyOutsideWriteLock: Index.Verify holds writes back for a moment,
+// not for its reads. An ingest, a delete and a gc that removes the
+// deleted document's blob run while it verifies; the verification is of
+// the moment it began (the deleted document's record and blob were there:
+// listed under the lock, not after the gc), and OK; the next one sees the
+// writes. A deep verify still holds writes back (it reads the blobs).
+func TestVerifyOutsideWriteLock(t *testing.T) {
+	ctx := context.Background()
+	ix, err := Open(ctx, t.TempDir(), &Options{BlobURL: "file://" + filepath.ToSlash(filepath.Join(t.TempDir(), "blobs")), Embedder: embed.None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	doc := func(src string) Input {
+		return Input{Source: src, Data: []byte("# T\n\napples and pears " + src + "\n")}
+	}
+	mustIngest(t, ix, doc("/a.md"), doc("/b.md"), doc("/c.md"))
+	before, err := ix.Verify(ctx, nil)
+	if err != nil || !before.OK() || before.Documents != 3 || len(before.OrphanBlobs) != 0 {
+		t.Fatalf("verify before: %v, %+v", err, before)
+	}
+	defer func() { verifyAtHook = nil }()
+	wrote := false
+	verifyAtHook = func(stage string) {
+		if stage != "unlocked" {
+			return
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := ix.Ingest(ctx, doc("/e.md"))
+			if err == nil {
+				_, err = ix.Delete(ctx, "/a.md")
+			}
+			if err == nil {
+				var r *GCResult
+				r, err = ix.GC(ctx, &GCOptions{MinAge: -1})
+				if err == nil && len(r.OrphanBlobs) != 1 {
+					err = fmt.Errorf("gc removed %d blobs, want /a.md's", len(r.OrphanBlobs))
+				}
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("writes while Verify reads: %v", err)
+			}
+			wrote = err == nil
+		case <-time.After(10 * time.Second):
+			t.Errorf("an ingest, a delete and a gc waited 10 s for Verify: writes are held back for it")
+		}
+	}
+	v, err := ix.Verify(ctx, nil)
+	verifyAtHook = nil
+	if err != nil || !wrote {
+		t.Fatalf("verify with writes during its reads: %v (writes done: %v)", err, wrote)
+	}
+	if !v.OK() || v.Documents != 3 || v.Digest != before.Digest || len(v.OrphanBlobs) != 0 {
+		t.Fatalf("verify with writes during its reads: %+v; want the 3 documents of its start, OK, digest %s", v, before.Digest)
+	}
+	after, err := ix.Verify(ctx, nil)
+	if err != nil || !after.OK() || after.Documents != 3 || after.Digest == before.Digest {
+		t.Fatalf("verify after the writes: %v, %+v; want b, c, e under another digest", err, after)
+	}
+
+	// Deep: the lock for its whole length.
+	verifyAtHook = func(string) { t.Error("a deep verify went through verifyAt") }
+	if v, err := ix.Verify(ctx, &VerifyOptions{Deep: true}); err != nil || !v.OK() || v.Digest != after.Digest {
+		t.Fatalf("deep verify: %v, %+v", err, v)
 	}
 }

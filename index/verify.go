@@ -121,9 +121,12 @@ type VerifyOptions struct {
 	// has just read them (a rebuild holding the lock), instead of reading
 	// them again.
 	Records []*blobstore.Record
-	// damaged are the damaged records of the scan that read Records
-	// (Index.snapshot's, read before it took writeMu).
-	damaged []blobstore.DamagedRecord
+	// damaged are the damaged records of the scan that read Records,
+	// and blobIDs the blobs listed with it (blobsListed), for verifyAt,
+	// which reads both under writeMu and verifies after.
+	damaged     []blobstore.DamagedRecord
+	blobIDs     []string
+	blobsListed bool
 	// SkipOrphans leaves out the listing of blobs for OrphanBlobs.
 	SkipOrphans bool
 	// Deep reads every blob a record names and checks that its bytes hash
@@ -132,17 +135,30 @@ type VerifyOptions struct {
 }
 
 // Verify computes the digest of the index's derived rows and checks them
-// against the blob store, from one snapshot. It holds back writes while it
-// runs. A failed check is reported in the result, not as an error; the
-// error is for a failure to read.
+// against the blob store, from one snapshot: the rows, records and blobs
+// as they were at one moment with writes held back. Writes go on while it
+// reads the rows (verifyAt), except with opts.Records (the caller's read
+// of the records, which it holds the lock for) or opts.Deep (the blobs
+// read must still be there): those hold writes back while they run. A
+// failed check is reported in the result, not as an error; the error is
+// for a failure to read.
 func (ix *Index) Verify(ctx context.Context, opts *VerifyOptions) (*Verification, error) {
-	ix.writeMu.Lock()
-	defer ix.writeMu.Unlock()
-	s, err := ix.live()
-	if err != nil {
-		return nil, err
+	if opts == nil {
+		opts = &VerifyOptions{}
 	}
-	return s.verify(ctx, opts)
+	held := func() (*Verification, error) {
+		ix.writeMu.Lock()
+		defer ix.writeMu.Unlock()
+		s, err := ix.live()
+		if err != nil {
+			return nil, err
+		}
+		return s.verify(ctx, opts)
+	}
+	if opts.Records != nil || opts.Deep {
+		return held()
+	}
+	return ix.verifyAt(ctx, opts, nil, held)
 }
 
 // verify is Index.Verify on one generation, run once more after DuckDB
@@ -280,9 +296,11 @@ func (ix *state) verifyIn(ctx context.Context, tx *sql.Tx, m Manifest, fx *fts.I
 	sort.Strings(v.RecordsWithoutRows)
 	sort.Strings(v.RowsWithoutRecords)
 	if !opts.SkipOrphans {
-		ids, err := ix.blobs.BlobIDs(ctx)
-		if err != nil {
-			return fail("blobs", err)
+		ids := opts.blobIDs
+		if !opts.blobsListed {
+			if ids, err = ix.blobs.BlobIDs(ctx); err != nil {
+				return fail("blobs", err)
+			}
 		}
 		have := make(map[string]bool, len(ids))
 		for _, id := range ids {
