@@ -102,7 +102,10 @@ type packedRecord struct {
 // entry (the length and CRC-32C of its bytes) is the one prev read is
 // taken from prev, not read again: after a scan of 1M records (5.7 s on
 // a local disk here), a scan that follows reads only the records written
-// since, and walks the lists of entries in memory (0.2-0.7 s). Loose records are read
+// since, and walks the lists of entries in memory (0.2-0.7 s). A reused
+// record's bytes are not read again: one damaged in its pack since prev
+// (or moved by a repack that wrote it wrong) is not reported; prev is
+// for a scan that follows it within seconds, not a cache. Loose records are read
 // again, as is every record in the loose layout. The records returned
 // may be prev's (*Record values shared, not copied: treat them as read-
 // only). prev nil: a full scan.

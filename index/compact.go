@@ -367,6 +367,8 @@ func heapToGiveBack() uint64 {
 // compaction, then a rewrite when compactRewriteShare of the file is
 // reclaimable. It returns the generation replaced, or "".
 func (ix *Index) compactLive(ctx context.Context) (string, error) {
+	ix.verifyMu.Lock() // before writeMu: its CHECKPOINT would wait for a verify under it
+	defer ix.verifyMu.Unlock()
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
 	s, err := ix.live()

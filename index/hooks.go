@@ -27,6 +27,8 @@ func init() {
 	}
 	hooks.CopyTo = func(ctx context.Context, ix any, dst string) error {
 		x := ix.(*Index)
+		x.verifyMu.Lock() // before writeMu: its CHECKPOINT would wait for a verify under it
+		defer x.verifyMu.Unlock()
 		x.writeMu.Lock()
 		defer x.writeMu.Unlock()
 		s, err := x.live()

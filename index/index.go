@@ -131,7 +131,8 @@ var ErrLocked = layout.ErrLocked
 //     read transaction (and, for a snapshot, to copy the generation), not
 //     for its reads: those run after, with a reference, in the
 //     transaction's snapshot (Index.verifyAt). The CHECKPOINTs of writers
-//     wait for it (state.verifying).
+//     wait for it (state.verifying); Compact, Close and a reembed's copy
+//     wait for it before they take writeMu (verifyMu).
 //   - A switch opens the new state, stores it in cur, and drops the old
 //     state's own reference; it never waits for readers. The last
 //     reference to leave closes the old state's database and lets the
@@ -148,11 +149,14 @@ type Index struct {
 	cfg      config
 
 	writeMu writerLock // one writer; see the locking rules
-	// snapshotMu orders the verifies that run outside writeMu (verifyAt:
+	// verifyMu orders the verifies that run outside writeMu (verifyAt:
 	// a publish's snapshot, Verify): one at a time, each held from its
-	// read of the records to its end.
-	snapshotMu sync.Mutex
-	stale      string // guarded by writeMu: a published generation this process failed to switch to
+	// read of the records to its end. A writer whose CHECKPOINT would
+	// wait for such a verify (Compact, Close, a reembed's copy) takes it
+	// before writeMu, so that it waits without holding writes back;
+	// never taken under writeMu.
+	verifyMu sync.Mutex
+	stale    string // guarded by writeMu: a published generation this process failed to switch to
 	// mergeErr, guarded by writeMu, is the error of the last background
 	// merge (mergeAfter), until the next ingest or Close reports it;
 	// mergePending, also, says a merge was started and has not run yet
@@ -662,6 +666,10 @@ func probed(ctx context.Context, spec embed.Spec) (embed.Spec, error) {
 // writes stay in the write-ahead log, and the next Open applies them),
 // closing the blob store's, releasing the lock's.
 func (ix *Index) Close() error {
+	// A verify reading outside writeMu ends first (verifyMu): Close's
+	// CHECKPOINT would wait for it under writeMu.
+	ix.verifyMu.Lock()
+	defer ix.verifyMu.Unlock()
 	ix.writeMu.Lock()
 	var replaced string
 	var rerr error
@@ -783,8 +791,9 @@ func (l *writerLock) Unlock() {
 
 // unlockMerge unlocks without counting the release: for a holder that
 // ran only the full-text merges (state.maintain), which rewrite the
-// full-text tables (fts_*), or folded small packs of the blob store
-// (foldAfter), which changes nothing read; no documents row, the rows an
+// full-text tables (fts_*), folded small packs of the blob store
+// (foldAfter), or began a verify (verifyBegin: a CHECKPOINT, a copy,
+// reads), which change nothing read; no documents row, the rows an
 // ingest's recheck reads (unchangedSince). Counted, the merge that every
 // batch starts in the background (mergeAfter) made the next batch read
 // its documents twice.

@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -10,24 +11,54 @@ import (
 	"github.com/escurel/escurel/embed"
 )
 
-// TestSnapshotVerifiesOutsideWriteLock: a publish's snapshot holds writes
-// back for its copy, not for its verify (47 s at 1M passages). An ingest,
-// a delete and a metadata update commit while it verifies, and a CHECKPOINT under writeMu
-// then waits for the verify instead of being refused; the verification is
-// of the copied rows (its digest is the copy's), not of the rows
-// committed after. A write committed between the snapshot's read of the
-// records and its lock makes it read them again.
-func TestSnapshotVerifiesOutsideWriteLock(t *testing.T) {
-	ctx := context.Background()
-	ix, err := Open(ctx, t.TempDir(), &Options{BlobURL: "file://" + filepath.ToSlash(filepath.Join(t.TempDir(), "blobs")), Embedder: embed.None})
+// threeDocs opens an index in a temporary directory (file:// blob store,
+// no embedder, closed with the test) holding /a.md, /b.md and /c.md, each
+// pearsDoc(source).
+func threeDocs(t *testing.T) *Index {
+	t.Helper()
+	ix, err := Open(context.Background(), t.TempDir(), &Options{BlobURL: "file://" + filepath.ToSlash(filepath.Join(t.TempDir(), "blobs")), Embedder: embed.None})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ix.Close()
-	doc := func(src string) Input {
-		return Input{Source: src, Data: []byte("# T\n\napples and pears " + src + "\n")}
+	t.Cleanup(func() { ix.Close() })
+	mustIngest(t, ix, pearsDoc("/a.md"), pearsDoc("/b.md"), pearsDoc("/c.md"))
+	return ix
+}
+
+// pearsDoc is a one-block Markdown document of source src.
+func pearsDoc(src string) Input {
+	return Input{Source: src, Data: []byte("# T\n\napples and pears " + src + "\n")}
+}
+
+// writesDuring runs writes, called from a verify's "unlocked" hook, and
+// reports whether they succeeded within 10 s: writes that wait for the
+// verify (held back by it) never return before it goes on.
+func writesDuring(t *testing.T, what string, writes func() error) bool {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- writes() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("writes during %s: %v", what, err)
+		}
+		return err == nil
+	case <-time.After(10 * time.Second):
+		t.Errorf("writes waited 10 s for %s: it holds them back", what)
+		return false
 	}
-	mustIngest(t, ix, doc("/a.md"), doc("/b.md"), doc("/c.md"))
+}
+
+// TestSnapshotVerifiesOutsideWriteLock: a publish's snapshot holds writes
+// back for its copy, not for its verify (47 s at 1M passages). An ingest,
+// a delete and a metadata update commit while it verifies, and a
+// CHECKPOINT under writeMu then waits for the verify instead of being
+// refused; the verification is of the copied rows (its digest is the
+// copy's), not of the rows committed after. A write committed between the snapshot's read of the
+// records and its lock makes it read them again.
+func TestSnapshotVerifiesOutsideWriteLock(t *testing.T) {
+	ctx := context.Background()
+	ix := threeDocs(t)
 	defer func(w time.Duration) { checkpointWait = w }(checkpointWait)
 	checkpointWait = 0 // refused at once, were it not waiting for the verify
 	defer func() { verifyAtHook = nil }()
@@ -37,7 +68,7 @@ func TestSnapshotVerifiesOutsideWriteLock(t *testing.T) {
 	// refused as unverified).
 	verifyAtHook = func(stage string) {
 		if stage == "scanned" {
-			mustIngest(t, ix, doc("/d.md"))
+			mustIngest(t, ix, pearsDoc("/d.md"))
 		}
 	}
 	gen, err := ix.layout.NewGeneration()
@@ -56,28 +87,20 @@ func TestSnapshotVerifiesOutsideWriteLock(t *testing.T) {
 		if stage != "unlocked" {
 			return
 		}
-		done := make(chan error, 1)
-		go func() {
-			_, err := ix.Ingest(ctx, doc("/e.md"))
+		if !writesDuring(t, "the snapshot's verify", func() error {
+			_, err := ix.Ingest(ctx, pearsDoc("/e.md"))
 			if err == nil {
 				_, err = ix.Delete(ctx, "/a.md")
 			}
 			if err == nil {
 				// A metadata update: an UPDATE, after which DuckDB
 				// refuses a CHECKPOINT beside the older transaction.
-				b := doc("/b.md")
+				b := pearsDoc("/b.md")
 				b.Meta = map[string]any{"team": "search"}
 				_, err = ix.Ingest(ctx, b)
 			}
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("a write while the snapshot verifies: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("an ingest and a delete waited 10 s for the snapshot's verify: writes are held back for it")
+			return err
+		}) {
 			return
 		}
 		go func() {
@@ -134,15 +157,7 @@ func TestSnapshotVerifiesOutsideWriteLock(t *testing.T) {
 // writes. A deep verify still holds writes back (it reads the blobs).
 func TestVerifyOutsideWriteLock(t *testing.T) {
 	ctx := context.Background()
-	ix, err := Open(ctx, t.TempDir(), &Options{BlobURL: "file://" + filepath.ToSlash(filepath.Join(t.TempDir(), "blobs")), Embedder: embed.None})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ix.Close()
-	doc := func(src string) Input {
-		return Input{Source: src, Data: []byte("# T\n\napples and pears " + src + "\n")}
-	}
-	mustIngest(t, ix, doc("/a.md"), doc("/b.md"), doc("/c.md"))
+	ix := threeDocs(t)
 	before, err := ix.Verify(ctx, nil)
 	if err != nil || !before.OK() || before.Documents != 3 || len(before.OrphanBlobs) != 0 {
 		t.Fatalf("verify before: %v, %+v", err, before)
@@ -153,9 +168,8 @@ func TestVerifyOutsideWriteLock(t *testing.T) {
 		if stage != "unlocked" {
 			return
 		}
-		done := make(chan error, 1)
-		go func() {
-			_, err := ix.Ingest(ctx, doc("/e.md"))
+		wrote = writesDuring(t, "Verify", func() error {
+			_, err := ix.Ingest(ctx, pearsDoc("/e.md"))
 			if err == nil {
 				_, err = ix.Delete(ctx, "/a.md")
 			}
@@ -166,17 +180,8 @@ func TestVerifyOutsideWriteLock(t *testing.T) {
 					err = fmt.Errorf("gc removed %d blobs, want /a.md's", len(r.OrphanBlobs))
 				}
 			}
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("writes while Verify reads: %v", err)
-			}
-			wrote = err == nil
-		case <-time.After(10 * time.Second):
-			t.Errorf("an ingest, a delete and a gc waited 10 s for Verify: writes are held back for it")
-		}
+			return err
+		})
 	}
 	v, err := ix.Verify(ctx, nil)
 	verifyAtHook = nil
@@ -195,5 +200,41 @@ func TestVerifyOutsideWriteLock(t *testing.T) {
 	verifyAtHook = func(string) { t.Error("a deep verify went through verifyAt") }
 	if v, err := ix.Verify(ctx, &VerifyOptions{Deep: true}); err != nil || !v.OK() || v.Digest != after.Digest {
 		t.Fatalf("deep verify: %v, %+v", err, v)
+	}
+}
+
+// TestCompactDuringVerifyHoldsNoWrites: a Compact (or Close, or a
+// reembed's copy) whose CHECKPOINT would wait for a verify reading
+// outside writeMu waits for it before taking writeMu (verifyMu), so the
+// writes behind it are not held back again.
+func TestCompactDuringVerifyHoldsNoWrites(t *testing.T) {
+	ctx := context.Background()
+	ix := threeDocs(t)
+	compacted := make(chan error, 1)
+	defer func() { verifyAtHook = nil }()
+	verifyAtHook = func(stage string) {
+		if stage != "unlocked" {
+			return
+		}
+		go func() { compacted <- ix.Compact(ctx) }()
+		time.Sleep(100 * time.Millisecond) // Compact waiting, on writeMu or before it
+		writesDuring(t, "Verify and a Compact waiting for it", func() error {
+			b := pearsDoc("/b.md")
+			b.Meta = map[string]any{"team": "search"} // an UPDATE: a CHECKPOINT beside the verify is refused after it
+			_, errs, err := ix.IngestBatch(ctx, []Input{pearsDoc("/e.md"), b})
+			return errors.Join(append(errs, err)...)
+		})
+	}
+	if v, err := ix.Verify(ctx, nil); err != nil || !v.OK() || v.Documents != 3 {
+		t.Fatalf("verify: %v, %+v", err, v)
+	}
+	verifyAtHook = nil
+	select {
+	case err := <-compacted:
+		if err != nil {
+			t.Fatalf("compact after the verify: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("compact never returned")
 	}
 }

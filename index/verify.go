@@ -187,8 +187,8 @@ func (ix *state) verifyRows(ctx context.Context, opts *VerifyOptions) (*Verifica
 
 // verifyIn is verifyRows on the rows tx sees, with the generation's
 // manifest m and the full-text index fx of those rows (the live one, when
-// no write can commit meanwhile; else one loaded within tx: a snapshot's,
-// see Index.snapshot).
+// no write can commit meanwhile; else one loaded within tx,
+// see Index.verifyAt).
 func (ix *state) verifyIn(ctx context.Context, tx *sql.Tx, m Manifest, fx *fts.Index, opts *VerifyOptions) (*Verification, error) {
 	if opts == nil {
 		opts = &VerifyOptions{}

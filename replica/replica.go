@@ -343,31 +343,36 @@ func Publish(ctx context.Context, ix *index.Index, urlstr string, opts *PublishO
 		return nil, fmt.Errorf("publish to %s: %w", blobstore.Redact(urlstr), err)
 	}
 	hasPrev := prev != nil
-	f, err := os.CreateTemp(ix.Dir(), "publish-*.tmp") // a crash's copy is a .tmp the cleaner removes
+	// A crash's copy is a .tmp the cleaner removes; while this one is in
+	// use, a gc's cleaning leaves it (the verify runs without the writer
+	// lock, which a gc takes).
+	dir := hooks.Dir(ix)
+	f, release, err := dir.CreateTemp("publish-*.tmp")
 	if err != nil {
 		return nil, fmt.Errorf("publish: %w", err)
 	}
 	defer func() {
 		f.Close()
 		os.Remove(f.Name())
+		release()
 	}()
-	img, err := os.CreateTemp(ix.Dir(), "publish-*.fts-image.tmp")
+	img, releaseImg, err := dir.CreateTemp("publish-*.fts-image.tmp")
 	if err != nil {
 		return nil, fmt.Errorf("publish: %w", err)
 	}
 	defer func() {
 		img.Close()
 		os.Remove(img.Name())
+		releaseImg()
 	}()
 	vv, err := hooks.Snapshot(ctx, ix, f.Name(), img.Name())
 	if err != nil {
 		return nil, err
 	}
 	v := vv.(*index.Verification)
-	// A gc of the index removes DIR/*.tmp under the writer lock: one run
-	// between the temporary files' creation and Snapshot would have made
-	// Snapshot write new files under their names, which f and img do not
-	// read.
+	// A cleaning that removed the temporary files all the same (another
+	// process's, by hand) would have made Snapshot write new files under
+	// their names, which f and img do not read.
 	for _, t := range []*os.File{f, img} {
 		if err := stillNamed(t); err != nil {
 			return nil, fmt.Errorf("publish: %w: nothing was published (publish again)", err)

@@ -90,6 +90,7 @@ type Dir struct {
 	mu       sync.Mutex
 	building map[string]bool // generations made by NewGeneration, not yet published or abandoned
 	held     map[string]int  // generations open in this process: reference counts
+	temps    map[string]bool // temporary files in use (CreateTemp), by name: Clean leaves them
 	released chan struct{}   // closed (and replaced) each time a hold is released
 }
 
@@ -102,7 +103,7 @@ func Lock(path string) (*Dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dir{path: path, lock: l, building: map[string]bool{}, held: map[string]int{}, released: make(chan struct{})}
+	d := &Dir{path: path, lock: l, building: map[string]bool{}, held: map[string]int{}, temps: map[string]bool{}, released: make(chan struct{})}
 	// A server record left by a server that died is stale now that the
 	// lock is free: no one would answer at its address.
 	if err := d.ClearServer(); err != nil {
@@ -370,7 +371,7 @@ func (d *Dir) Hold(gen string) (release func()) {
 }
 
 // Clean is the one cleaner of the directory. It removes temporary files
-// left by a crash, generations newer than CURRENT that this process is not
+// left by a crash (not those in use: CreateTemp), generations newer than CURRENT that this process is not
 // building (unfinished rebuilds), generations older than the last purge
 // (they may hold erased text), and generations older than CURRENT past
 // the keep newest (CURRENT's included, keep ≥ 1), except those this
@@ -396,7 +397,7 @@ func (d *Dir) CleanFiles(keep int, dryRun bool) (Removal, error) {
 		return out, fmt.Errorf("clean %s: %w", d.path, err)
 	}
 	for _, e := range entries {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), tmpSuffix) {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), tmpSuffix) && !d.temps[e.Name()] {
 			if fi, err := e.Info(); err == nil {
 				out.TempBytes += fi.Size()
 			}
@@ -459,6 +460,28 @@ func (d *Dir) CleanFiles(keep int, dryRun bool) (Removal, error) {
 		}
 	}
 	return out, nil
+}
+
+// CreateTemp creates a temporary file in the directory, named by pattern
+// as os.CreateTemp names it (end it in .tmp: a crash's leftover is then
+// Clean's), which Clean leaves in place until release is called: a file
+// written over a long time beside writers that clean, such as a publish's
+// copy, made with the writer lock held and uploaded after its verify,
+// which runs without it (a gc meanwhile removed it). release does not
+// remove the file.
+func (d *Dir) CreateTemp(pattern string) (f *os.File, release func(), err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if f, err = os.CreateTemp(d.path, pattern); err != nil {
+		return nil, nil, err
+	}
+	name := filepath.Base(f.Name())
+	d.temps[name] = true
+	return f, func() {
+		d.mu.Lock()
+		delete(d.temps, name)
+		d.mu.Unlock()
+	}, nil
 }
 
 // Previous returns the newest generation older than CURRENT's that has an

@@ -437,3 +437,37 @@ func lockRemovesSpills(t *testing.T, dir string) {
 		}
 	}
 }
+
+// A temporary file in use (CreateTemp: a publish's copy, written while a
+// gc may clean) is left by Clean until released; then it goes, as a
+// crash's leftover does.
+func TestCreateTempSurvivesClean(t *testing.T) {
+	d, err := Lock(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Unlock()
+	f, release, err := d.CreateTemp("publish-*.tmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	left := filepath.Join(d.path, "crash.tmp")
+	if err := os.WriteFile(left, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := d.CleanFiles(1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(f.Name()); err != nil || !slices.Equal(r.Temp, []string{"crash.tmp"}) {
+		t.Fatalf("clean with a temporary file in use: removed %v; the file in use: %v", r.Temp, err)
+	}
+	release()
+	if _, err := d.Clean(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(f.Name()); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("released, the temporary file stays: %v", err)
+	}
+}
