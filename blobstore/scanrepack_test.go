@@ -3,6 +3,9 @@ package blobstore
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -125,5 +128,60 @@ func TestScanRecordsSince(t *testing.T) {
 	}
 	if diff := cmp.Diff(full, next.Records); diff != "" || len(damaged)+len(next.Damaged) != 0 {
 		t.Errorf("ScanRecordsSince and ScanRecords differ (-full +since):\n%s", diff)
+	}
+}
+
+// ScanRecordsSince on a store of loose records moved to the pack layout:
+// loose records are read every time, a packed version of one takes its
+// place, and the result is a full scan's.
+func TestScanRecordsSinceLoose(t *testing.T) {
+	ctx := context.Background()
+	u := (&url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "blobs")}).String()
+	loose, err := OpenWith(ctx, u, &OpenOptions{Loose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []string{"/a", "/b", "/c"} {
+		id, err := loose.Put(ctx, []byte(src))
+		if err == nil {
+			err = loose.PutRecord(ctx, testRecord(src, id, "loose"))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	loose.Close()
+	if err := UsePacks(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	first, err := s.ScanRecordsSince(ctx, nil)
+	if err != nil || len(first.Records) != 3 {
+		t.Fatalf("first scan: %v, %d records", err, len(first.Records))
+	}
+	a := *first.Records[slices.IndexFunc(first.Records, func(r *Record) bool { return r.Source == "/a" })]
+	a.Title = "packed"
+	if err := s.PutRecord(ctx, &a); err != nil {
+		t.Fatal(err)
+	}
+	next, err := s.ScanRecordsSince(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, _, err := s.ScanRecords(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(full, next.Records); diff != "" || len(next.Records) != 3 {
+		t.Fatalf("ScanRecordsSince and ScanRecords differ (-full +since):\n%s", diff)
+	}
+	for _, r := range next.Records {
+		if want := map[bool]string{true: "packed", false: "loose"}[r.Source == "/a"]; r.Title != want {
+			t.Errorf("%s: title %q, want %q", r.Source, r.Title, want)
+		}
 	}
 }
