@@ -192,8 +192,18 @@ func TestOutOfMemoryRaisesAndRetries(t *testing.T) {
 	if s.memLimit.Load() <= starved {
 		t.Fatalf("a replica's digest: limit %d not raised", s.memLimit.Load())
 	}
-	if v, err := ix.Verify(ctx, nil); err != nil || len(v.RowsWithoutRecords) > 0 || len(v.RecordsWithoutRows) > 0 {
+	// Index.Verify reads outside writeMu (verifyAt), where a retry would
+	// read other rows: out of memory there, it verifies again with writes
+	// held back (held), after the limit was raised.
+	starve()
+	readChunkBytes, docOrderRanged = 1<<40, true
+	v, err := ix.Verify(ctx, nil)
+	readChunkBytes, docOrderRanged = saved, false
+	if err != nil || len(v.RowsWithoutRecords) > 0 || len(v.RecordsWithoutRows) > 0 {
 		t.Fatalf("verify: %v, %+v", err, v)
+	}
+	if s.memLimit.Load() <= starved {
+		t.Fatalf("verify: limit %d not raised", s.memLimit.Load())
 	}
 	ix.Close()
 
