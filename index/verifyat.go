@@ -16,19 +16,19 @@ import (
 // verifyAt verifies the live generation's rows as they are at one moment
 // under writeMu, holding writeMu for that moment only; writes go on while
 // it reads every row (47 s of CPU at 1M passages). Under writeMu it runs
-// under (a snapshot's CHECKPOINT and copy; nil for none), reads the
+// under (a snapshot's CHECKPOINT and copy; nil for none); reads the
 // records written since its read of them before the lock
 // (ScanRecordsSince; at 1M records 0.2-0.7 s against 5.7 s for all of
-// them: read every time, not only when a writer released writeMu
-// meanwhile, so that a record written without it, a live rebuild's
-// restore of a damaged one, is seen too) and, unless opts.SkipOrphans,
-// lists the blobs, then begins the
-// verify's read transaction and reads from it once: DuckDB fixes a
-// transaction's snapshot at its first read, not at BEGIN. After the lock
-// it verifies the rows of that snapshot, with a full-text index loaded in
-// the same transaction (the live one's block states are of later
-// writes). opts.Records must be nil and opts.Deep false (the blobs a deep
-// verify reads may be gone by then: Verify holds the lock for those).
+// them), every time, not only when a writer released writeMu meanwhile,
+// so that a record written without it (a live rebuild's restore of a
+// damaged one) is seen too; lists the blobs unless opts.SkipOrphans; and
+// begins the verify's read transaction and reads from it once: DuckDB
+// fixes a transaction's snapshot at its first read, not at BEGIN. After
+// the lock it verifies the rows of that snapshot, with a full-text index
+// loaded in the same transaction (the live one's block states are of
+// later writes). opts.Records must be nil and opts.Deep false (the blobs
+// a deep verify reads may be gone by then: Verify holds the lock for
+// those).
 //
 // When DuckDB runs out of memory in that verify (a retry would read other
 // rows), it returns held() instead: the same work with writes held back
