@@ -236,10 +236,10 @@ type state struct {
 	memMu    sync.Mutex // orders the changes of memLimit (setMemory)
 
 	// verifying is held (read) by a verify that reads the rows outside
-	// writeMu in a transaction begun under it (Index.verifyAt). DuckDB refuses a CHECKPOINT while a reader older
-	// than a commit runs, so each CHECKPOINT under writeMu of a live
-	// state (checkpoint, space, saveImage's fold) waits for it first
-	// (waitVerifying).
+	// writeMu in a transaction begun under it (Index.verifyAt). DuckDB
+	// refuses a CHECKPOINT while a reader older than a commit runs, so
+	// each CHECKPOINT under writeMu of a live state (checkpoint, space,
+	// saveImage's fold) waits for it first (waitVerifying).
 	verifying sync.RWMutex
 
 	// wrote is set by every commit of documents' rows in this process

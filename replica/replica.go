@@ -315,8 +315,8 @@ type Publication struct {
 // Publish publishes the live generation of ix to the bucket at urlstr: it
 // reads CURRENT, copies the live generation with writes held back (the
 // write-ahead log folded in) and verifies the copied rows against the
-// blob store (writes go on meanwhile), uploads the copy, its full-text image (when it could be saved: a cache)
-// and its manifest as immutable objects, and creates the next pointer
+// blob store (writes go on meanwhile), uploads the copy, its full-text
+// image (when it could be saved: a cache) and its manifest as immutable objects, and creates the next pointer
 // conditionally. A generation that does not verify is
 // refused (index.ErrUnverified) with nothing written; one whose digest
 // CURRENT already names, published by this executable (Build), is a no-op
