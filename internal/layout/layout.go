@@ -372,10 +372,10 @@ func (d *Dir) Hold(gen string) (release func()) {
 
 // Clean is the one cleaner of the directory. It removes temporary files
 // left by a crash (not those in use: CreateTemp), generations newer than
-// CURRENT that this process is not building (unfinished rebuilds), generations older than the last purge
-// (they may hold erased text), and generations older than CURRENT past
-// the keep newest (CURRENT's included, keep ≥ 1), except those this
-// process holds open. It never removes the generation CURRENT names.
+// CURRENT that this process is not building (unfinished rebuilds),
+// generations older than the last purge (they may hold erased text), and
+// generations older than CURRENT past the keep newest (CURRENT's
+// included, keep ≥ 1), except those this process holds open. It never removes the generation CURRENT names.
 // Without a valid CURRENT, or one naming a generation without an index
 // file, only temporary files go. It returns the generations removed.
 func (d *Dir) Clean(keep int) ([]string, error) {
