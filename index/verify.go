@@ -408,6 +408,10 @@ func (ix *state) verifyIn(ctx context.Context, tx *sql.Tx, m Manifest, fx *fts.I
 	// are one run (scattered: a term came back after another, which no
 	// index of ours does; then they are sorted all at once).
 	var starts []int
+	// pterms[i] is the first-seen rank of ps[i]'s term, kept only once a
+	// term came back (scattered): the runs say it otherwise, and 4 bytes a
+	// posting are 300 MB at 1M passages.
+	var pterms []int32
 	scattered := false
 	err = fx.View(func() error {
 		// Sized once: grown by append, the slice of 76M postings (1M
@@ -426,98 +430,24 @@ func (ix *state) verifyIn(ctx context.Context, tx *sql.Tx, m Manifest, fx *fts.I
 					rank[term] = r
 					terms = append(terms, term)
 					starts = append(starts, len(ps))
-				} else {
+				} else if !scattered {
 					scattered = true
+					pterms = runTerms(starts, len(ps))
 				}
 				lastTerm, lastRank = term, r
 			}
-			ps = append(ps, posting{lastRank, posOf[p.Block], p.TF})
+			ps = append(ps, posting{posOf[p.Block], p.TF})
+			if scattered {
+				pterms = append(pterms, lastRank)
+			}
 			return nil
 		})
 	})
 	if err != nil {
 		return fail("postings", err)
 	}
-	byText := make([]int32, len(terms)) // lexical rank → first-seen rank
-	for i := range byText {
-		byText[i] = int32(i)
-	}
-	slices.SortFunc(byText, func(a, b int32) int { return strings.Compare(terms[a], terms[b]) })
-	// A term's postings by block position; a block posted twice under a
-	// term (damage, counted below) by its frequencies, so the digest
-	// does not depend on the order the postings were read in.
-	byBlock := func(a, b posting) int {
-		if c := cmp.Compare(a.block, b.block); c != 0 {
-			return c
-		}
-		return slices.Compare(a.tf[:], b.tf[:])
-	}
 	d.str("postings")
-	emit := func(term string, run []posting) {
-		d.str(term) // the term, its posting count, its postings
-		d.int(int64(len(run)))
-		for k, p := range run {
-			if k > 0 && p.block == run[k-1].block {
-				v.DuplicatePostings++
-			}
-			d.int(int64(p.block))
-			for _, tf := range p.tf {
-				d.int(int64(tf))
-			}
-		}
-	}
-	if !scattered {
-		// Each run sorted apart, the runs in the terms' order: one sort
-		// of 76M postings at 1M passages took 17 s of CPU. A frequent
-		// term's run is sorted by radix (block positions are dense and
-		// below the blocks' count): comparison sorts of the runs apart
-		// still took 12 s.
-		starts = append(starts, len(ps))
-		var rs postingRadix
-		for r := range terms {
-			run := ps[starts[r]:starts[r+1]]
-			if len(run) < radixMinRun {
-				slices.SortFunc(run, byBlock)
-				continue
-			}
-			rs.sort(run, blocks)
-			for i := 0; i < len(run); { // equal blocks (damage) by their frequencies
-				j := i + 1
-				for j < len(run) && run[j].block == run[i].block {
-					j++
-				}
-				if j-i > 1 {
-					slices.SortFunc(run[i:j], byBlock)
-				}
-				i = j
-			}
-		}
-		for _, r := range byText {
-			emit(terms[r], ps[starts[r]:starts[r+1]])
-		}
-	} else {
-		order := make([]int32, len(terms)) // first-seen rank → lexical rank
-		for lex, r := range byText {
-			order[r] = int32(lex)
-		}
-		for i := range ps {
-			ps[i].term = order[ps[i].term]
-		}
-		slices.SortFunc(ps, func(a, b posting) int {
-			if c := cmp.Compare(a.term, b.term); c != 0 {
-				return c
-			}
-			return byBlock(a, b)
-		})
-		for i := 0; i < len(ps); {
-			j := i
-			for j < len(ps) && ps[j].term == ps[i].term {
-				j++
-			}
-			emit(terms[byText[ps[i].term]], ps[i:j])
-			i = j
-		}
-	}
+	v.DuplicatePostings += digestPostings(d, terms, starts, ps, pterms, blocks)
 	v.Postings = int64(len(ps))
 
 	// Vectors of the active embedding set.
@@ -626,9 +556,129 @@ func readFTSLengths(ctx context.Context, q querier, chunk int64) (*ftsLengths, e
 // posting is one posting in verify's digest: its term's rank (first seen,
 // then lexical), its block's position in the canonical order (doc id,
 // ord), its frequencies.
+// digestPostings writes the postings to d in the digest's order and
+// returns the duplicates among them (a block posted twice under a term).
+// terms are the terms by first-seen rank; ps the postings as read, each
+// term's in one run starting at starts[rank] (starts has one more entry
+// appended here), or, when pterms is not nil (a term came back:
+// scattered), in any order, pterms[i] the rank of ps[i]'s term. blocks is
+// the number of block positions. ps is sorted in place.
+func digestPostings(d digester, terms []string, starts []int, ps []posting, pterms []int32, blocks int32) (dups int) {
+	byText := make([]int32, len(terms)) // lexical rank → first-seen rank
+	for i := range byText {
+		byText[i] = int32(i)
+	}
+	slices.SortFunc(byText, func(a, b int32) int { return strings.Compare(terms[a], terms[b]) })
+	// A term's postings by block position; a block posted twice under a
+	// term (damage, counted below) by its frequencies, so the digest
+	// does not depend on the order the postings were read in.
+	byBlock := func(a, b posting) int {
+		if c := cmp.Compare(a.block, b.block); c != 0 {
+			return c
+		}
+		return slices.Compare(a.tf[:], b.tf[:])
+	}
+	emit := func(term string, run []posting) {
+		d.str(term) // the term, its posting count, its postings
+		d.int(int64(len(run)))
+		for k, p := range run {
+			if k > 0 && p.block == run[k-1].block {
+				dups++
+			}
+			d.int(int64(p.block))
+			for _, tf := range p.tf {
+				d.int(int64(tf))
+			}
+		}
+	}
+	if pterms == nil {
+		// Each run sorted apart, the runs in the terms' order: one sort
+		// of 76M postings at 1M passages took 17 s of CPU. A frequent
+		// term's run is sorted by radix (block positions are dense and
+		// below the blocks' count): comparison sorts of the runs apart
+		// still took 12 s.
+		starts = append(starts, len(ps))
+		var rs postingRadix
+		for r := range terms {
+			run := ps[starts[r]:starts[r+1]]
+			if len(run) < radixMinRun {
+				slices.SortFunc(run, byBlock)
+				continue
+			}
+			rs.sort(run, blocks)
+			for i := 0; i < len(run); { // equal blocks (damage) by their frequencies
+				j := i + 1
+				for j < len(run) && run[j].block == run[i].block {
+					j++
+				}
+				if j-i > 1 {
+					slices.SortFunc(run[i:j], byBlock)
+				}
+				i = j
+			}
+		}
+		for _, r := range byText {
+			emit(terms[r], ps[starts[r]:starts[r+1]])
+		}
+	} else {
+		order := make([]int32, len(terms)) // first-seen rank → lexical rank
+		for lex, r := range byText {
+			order[r] = int32(lex)
+		}
+		all := make([]termPosting, len(ps))
+		for i, p := range ps {
+			all[i] = termPosting{order[pterms[i]], p}
+		}
+		slices.SortFunc(all, func(a, b termPosting) int {
+			if c := cmp.Compare(a.term, b.term); c != 0 {
+				return c
+			}
+			return byBlock(a.posting, b.posting)
+		})
+		run := make([]posting, 0, 64)
+		for i := 0; i < len(all); {
+			j := i
+			run = run[:0]
+			for j < len(all) && all[j].term == all[i].term {
+				run = append(run, all[j].posting)
+				j++
+			}
+			emit(terms[byText[all[i].term]], run)
+			i = j
+		}
+	}
+	return dups
+}
+
+// termPosting is a posting with its term's lexical rank, for the
+// scattered order's one sort.
+type termPosting struct {
+	term int32
+	posting
+}
+
+// runTerms is pterms for postings read as one run per term so far: the
+// first-seen rank of each of the n postings, from where each run starts.
+func runTerms(starts []int, n int) []int32 {
+	pt := make([]int32, n, max(n, 1)*2)
+	for r, from := range starts {
+		to := n
+		if r+1 < len(starts) {
+			to = starts[r+1]
+		}
+		for i := from; i < to; i++ {
+			pt[i] = int32(r)
+		}
+	}
+	return pt
+}
+
+// posting is a posting as verify digests it: its block's position in the
+// canonical order and its frequencies per field (12 bytes; the term is
+// its run's, or pterms', see digestPostings).
 type posting struct {
-	term, block int32
-	tf          [fts.NumFields]uint32
+	block int32
+	tf    [fts.NumFields]uint32
 }
 
 // radixMinRun is the shortest run of postings postingRadix sorts; shorter
