@@ -194,7 +194,7 @@ func TestOutOfMemoryRaisesAndRetries(t *testing.T) {
 	}
 	// Index.Verify reads outside writeMu (verifyAt), where a retry would
 	// read other rows: out of memory there, it verifies again with writes
-	// held back (held), after the limit was raised.
+	// held back (verifyHeld), after the limit was raised.
 	starve()
 	readChunkBytes, docOrderRanged = 1<<40, true
 	v, err := ix.Verify(ctx, nil)

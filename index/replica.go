@@ -128,40 +128,13 @@ func (ix *Index) snapshot(ctx context.Context, dst, image string) (*Verification
 		}
 		ix.snapshotImage(ctx, s, image)
 		return nil
-	}, func() (*Verification, error) { return ix.snapshotHeld(ctx, dst, image) })
+	})
 	if err != nil {
 		return nil, err
 	}
 	if !v.OK() {
 		return v, &UnverifiedError{Dir: ix.dir, Verification: v}
 	}
-	return v, nil
-}
-
-// snapshotHeld is snapshot with writes held back throughout (verifyAt's
-// way after DuckDB ran out of memory): the verify, then the copy and the
-// image. The records are read under the lock.
-func (ix *Index) snapshotHeld(ctx context.Context, dst, image string) (*Verification, error) {
-	ix.writeMu.Lock()
-	defer ix.writeMu.Unlock()
-	s, err := ix.live()
-	if err != nil {
-		return nil, err
-	}
-	if err := s.checkpoint(ctx); err != nil {
-		return nil, fmt.Errorf("snapshot %s: %w", s.path, err)
-	}
-	v, err := s.verify(ctx, &VerifyOptions{SkipOrphans: true})
-	if err != nil {
-		return nil, err
-	}
-	if !v.OK() {
-		return v, &UnverifiedError{Dir: ix.dir, Verification: v}
-	}
-	if err := s.copyTo(ctx, dst); err != nil {
-		return nil, err
-	}
-	ix.snapshotImage(ctx, s, image)
 	return v, nil
 }
 

@@ -146,19 +146,10 @@ func (ix *Index) Verify(ctx context.Context, opts *VerifyOptions) (*Verification
 	if opts == nil {
 		opts = &VerifyOptions{}
 	}
-	held := func() (*Verification, error) {
-		ix.writeMu.Lock()
-		defer ix.writeMu.Unlock()
-		s, err := ix.live()
-		if err != nil {
-			return nil, err
-		}
-		return s.verify(ctx, opts)
-	}
 	if opts.Records != nil || opts.Deep {
-		return held()
+		return ix.verifyHeld(ctx, opts, nil)
 	}
-	return ix.verifyAt(ctx, opts, nil, held)
+	return ix.verifyAt(ctx, opts, nil)
 }
 
 // verify is Index.Verify on one generation, run once more after DuckDB

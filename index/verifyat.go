@@ -31,9 +31,9 @@ import (
 // those).
 //
 // When DuckDB runs out of memory in that verify (a retry would read other
-// rows), it returns held() instead: the same work with writes held back
-// throughout. One verifyAt runs at a time (verifyMu).
-func (ix *Index) verifyAt(ctx context.Context, opts *VerifyOptions, under func(s *state) error, held func() (*Verification, error)) (*Verification, error) {
+// rows), it does the same work with writes held back throughout instead
+// (verifyHeld). One verifyAt runs at a time (verifyMu).
+func (ix *Index) verifyAt(ctx context.Context, opts *VerifyOptions, under func(s *state) error) (*Verification, error) {
 	ix.verifyMu.Lock()
 	defer ix.verifyMu.Unlock()
 	read, err := ix.blobs.ScanRecordsSince(ctx, nil)
@@ -71,9 +71,28 @@ func (ix *Index) verifyAt(ctx context.Context, opts *VerifyOptions, under func(s
 		return v, err
 	}()
 	if errors.Is(err, errVerifyAgain) {
-		return held()
+		return ix.verifyHeld(ctx, opts, under)
 	}
 	return v, err
+}
+
+// verifyHeld is verifyAt with writes held back throughout: under, then
+// the verify (which reads the records and blobs itself), both under
+// writeMu. Verify's way with the caller's records or a deep verify, and
+// verifyAt's after DuckDB ran out of memory.
+func (ix *Index) verifyHeld(ctx context.Context, opts *VerifyOptions, under func(s *state) error) (*Verification, error) {
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	s, err := ix.live()
+	if err != nil {
+		return nil, err
+	}
+	if under != nil {
+		if err := under(s); err != nil {
+			return nil, err
+		}
+	}
+	return s.verify(ctx, opts)
 }
 
 // errVerifyAgain: verifyAt's verify ran out of memory and the limit was
