@@ -145,11 +145,12 @@ func TestPackBatchIsOneFile(t *testing.T) {
 	}
 }
 
-// A store written loose, then put in the pack layout: its loose objects
-// are read as they are; a packed record or tombstone wins over a loose
-// record of the same document (and removes it); deleting a document whose
-// record is loose removes the file.
-func TestPacksOverLooseRecords(t *testing.T) {
+// looseMovedToPacks writes a file:// store in the loose layout, a blob
+// ("old SRC") and a record titled "loose" for each source, puts it in the
+// pack layout (UsePacks) and opens it (closed with the test); it returns
+// the store, its directory and the records.
+func looseMovedToPacks(t *testing.T, srcs ...string) (*Store, string, []*Record) {
+	t.Helper()
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "blobs")
 	u := (&url.URL{Scheme: "file", Path: dir}).String()
@@ -157,8 +158,8 @@ func TestPacksOverLooseRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var old []*Record
-	for _, src := range []string{"/a", "/b", "/c"} {
+	var recs []*Record
+	for _, src := range srcs {
 		id, err := loose.Put(ctx, []byte("old "+src))
 		if err != nil {
 			t.Fatal(err)
@@ -167,7 +168,7 @@ func TestPacksOverLooseRecords(t *testing.T) {
 		if err := loose.PutRecord(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		old = append(old, r)
+		recs = append(recs, r)
 	}
 	loose.Close()
 	if err := UsePacks(ctx, u); err != nil {
@@ -177,7 +178,17 @@ func TestPacksOverLooseRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
+	return s, dir, recs
+}
+
+// A store written loose, then put in the pack layout: its loose objects
+// are read as they are; a packed record or tombstone wins over a loose
+// record of the same document (and removes it); deleting a document whose
+// record is loose removes the file.
+func TestPacksOverLooseRecords(t *testing.T) {
+	ctx := context.Background()
+	s, dir, old := looseMovedToPacks(t, "/a", "/b", "/c")
 	if recs, err := s.Records(ctx); err != nil || len(recs) != 3 {
 		t.Fatalf("loose records read through the packs: %d, %v", len(recs), err)
 	}

@@ -3,8 +3,6 @@ package blobstore
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -136,29 +134,7 @@ func TestScanRecordsSince(t *testing.T) {
 // place, and the result is a full scan's.
 func TestScanRecordsSinceLoose(t *testing.T) {
 	ctx := context.Background()
-	u := (&url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "blobs")}).String()
-	loose, err := OpenWith(ctx, u, &OpenOptions{Loose: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, src := range []string{"/a", "/b", "/c"} {
-		id, err := loose.Put(ctx, []byte(src))
-		if err == nil {
-			err = loose.PutRecord(ctx, testRecord(src, id, "loose"))
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	loose.Close()
-	if err := UsePacks(ctx, u); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _, _ := looseMovedToPacks(t, "/a", "/b", "/c")
 	first, err := s.ScanRecordsSince(ctx, nil)
 	if err != nil || len(first.Records) != 3 {
 		t.Fatalf("first scan: %v, %d records", err, len(first.Records))

@@ -49,6 +49,20 @@ func writesDuring(t *testing.T, what string, writes func() error) bool {
 	}
 }
 
+// awaitErr waits up to d for ch's error, and fails the test, naming what,
+// on an error or when none came.
+func awaitErr(t *testing.T, ch <-chan error, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case err := <-ch:
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	case <-time.After(d):
+		t.Fatalf("%s: never returned (%v)", what, d)
+	}
+}
+
 // TestSnapshotVerifiesOutsideWriteLock: a publish's snapshot holds writes
 // back for its copy, not for its verify (47 s at 1M passages). An ingest,
 // a delete and a metadata update commit while it verifies, and a
@@ -118,14 +132,7 @@ func TestSnapshotVerifiesOutsideWriteLock(t *testing.T) {
 	if err != nil || v.Documents != 4 || !v.OK() {
 		t.Fatalf("snapshot with writes during its verify: %v, %+v; want the 4 documents it copied, verified", err, v)
 	}
-	select {
-	case err := <-checkpointed:
-		if err != nil {
-			t.Fatalf("a CHECKPOINT during the snapshot's verify: %v; want it to wait for the verify", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the CHECKPOINT during the snapshot's verify never returned")
-	}
+	awaitErr(t, checkpointed, 10*time.Second, "a CHECKPOINT during the snapshot's verify (it waits for the verify)")
 	now, err := ix.Verify(ctx, nil)
 	if err != nil || !now.OK() || now.Documents != 4 || now.Digest == v.Digest {
 		t.Fatalf("the live rows after the writes: %v, %+v; want 4 documents (d, e in; a out) and another digest than the snapshot's %s", err, now, v.Digest)
@@ -229,12 +236,5 @@ func TestCompactDuringVerifyHoldsNoWrites(t *testing.T) {
 		t.Fatalf("verify: %v, %+v", err, v)
 	}
 	verifyAtHook = nil
-	select {
-	case err := <-compacted:
-		if err != nil {
-			t.Fatalf("compact after the verify: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("compact never returned")
-	}
+	awaitErr(t, compacted, 30*time.Second, "compact after the verify")
 }
