@@ -83,6 +83,16 @@ func (ix *Index) verifyAt(ctx context.Context, opts *VerifyOptions, under func(s
 func (ix *Index) verifyHeld(ctx context.Context, opts *VerifyOptions, under func(s *state) error) (*Verification, error) {
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
+	s, err := ix.liveUnder(under)
+	if err != nil {
+		return nil, err
+	}
+	return s.verify(ctx, opts)
+}
+
+// liveUnder returns the live state after running under on it (nil: none),
+// for a verify's start under writeMu, which the caller holds.
+func (ix *Index) liveUnder(under func(s *state) error) (*state, error) {
 	s, err := ix.live()
 	if err != nil {
 		return nil, err
@@ -92,7 +102,7 @@ func (ix *Index) verifyHeld(ctx context.Context, opts *VerifyOptions, under func
 			return nil, err
 		}
 	}
-	return s.verify(ctx, opts)
+	return s, nil
 }
 
 // errVerifyAgain: verifyAt's verify ran out of memory and the limit was
@@ -125,14 +135,9 @@ type verifyBegun struct {
 func (ix *Index) verifyBegin(ctx context.Context, opts *VerifyOptions, under func(s *state) error, read *blobstore.RecordScan) (*verifyBegun, error) {
 	ix.writeMu.Lock()
 	defer ix.writeMu.unlockMerge()
-	s, err := ix.live()
+	s, err := ix.liveUnder(under)
 	if err != nil {
 		return nil, err
-	}
-	if under != nil {
-		if err := under(s); err != nil {
-			return nil, err
-		}
 	}
 	if read, err = ix.blobs.ScanRecordsSince(ctx, read); err != nil {
 		return nil, fmt.Errorf("verify %s: records: %w", s.path, err)
