@@ -165,6 +165,18 @@ func (s *state) verify(ctx context.Context, opts *VerifyOptions) (*Verification,
 	return v, err
 }
 
+// sortedByDocID returns recs if they are in doc id order (as
+// ScanRecords returns them), else a sorted copy.
+func sortedByDocID(recs []*blobstore.Record) []*blobstore.Record {
+	byDocID := func(a, b *blobstore.Record) int { return strings.Compare(a.DocID, b.DocID) }
+	if slices.IsSortedFunc(recs, byDocID) {
+		return recs
+	}
+	recs = slices.Clone(recs)
+	slices.SortFunc(recs, byDocID)
+	return recs
+}
+
 // verifyRows is verify, once.
 func (ix *state) verifyRows(ctx context.Context, opts *VerifyOptions) (*Verification, error) {
 	m := *ix.manifest.Load()
@@ -211,8 +223,6 @@ func (ix *state) verifyIn(ctx context.Context, tx *sql.Tx, m Manifest, fx *fts.I
 	for i, r := range v.DamagedRecords {
 		damagedAt[r.DocID] = i
 	}
-	byID := make(map[string]bool, len(recs))
-	referenced := map[string]bool{}
 	// What a row must agree on with its record. A title the caller did
 	// not give is derived (the extractor's), like the rest of the row,
 	// and may change with the extractor: a rebuild that reads a PDF that
@@ -223,18 +233,17 @@ func (ix *state) verifyIn(ctx context.Context, tx *sql.Tx, m Manifest, fx *fts.I
 		}
 		return strings.Join([]string{src, mt, title, blobID, sens, lang, stamp, failure, meta}, "\x00")
 	}
-	recOf := map[string]string{}
-	recSens := map[string]string{} // compared apart: see below
-	for _, r := range recs {
-		byID[r.DocID] = true
-		referenced[r.BlobID] = true
-		recOf[r.DocID] = key(r.Source, r.MediaType, r.Title, r.TitleGiven, r.BlobID, "", r.Language, r.IngestedAt.UTC().Format(time.RFC3339Nano), r.Error, givenJSON(r.Meta))
-		recSens[r.DocID] = r.Sensitivity
-	}
+	// The documents rows come in doc id order (eachInDocOrder), as the
+	// records do (ScanRecords; a caller's are sorted here if they are
+	// not): the rows and the records are matched by walking both, with no
+	// map of the records (at 1M documents, maps of their keys held 390 MB
+	// of the verify's peak).
+	recs = sortedByDocID(recs)
+	next := 0 // recs[next:] are not matched yet
+	lastID := ""
 	// Each table is read in the order of one sorted read, in one scan
 	// and bounded memory (eachInDocOrder).
 	chunk, spill := ix.readChunk(ctx), filepath.Dir(ix.path)
-	seen := map[string]bool{}
 	d.str("documents")
 	err = eachInDocOrder(ctx, tx, spill, chunk, docOrderRead{table: "documents", rowid: "rowid", doc: "doc_id", docCol: 0, ordCol: -1,
 		size: `SELECT coalesce(sum(strlen(source) + strlen(title) + strlen(reason) + strlen(meta) + strlen(meta_given) + 160), 0)::BIGINT FROM documents`,
@@ -252,11 +261,23 @@ func (ix *state) verifyIn(ctx context.Context, tx *sql.Tx, m Manifest, fx *fts.I
 			d.str(f)
 		}
 		d.int(pages)
+		if v.Documents > 0 && id <= lastID {
+			return fmt.Errorf("documents row %q read after %q: not in doc id order", id, lastID)
+		}
+		lastID = id
 		v.Documents++
 		if status == statusFailed {
 			v.Failed++
 		}
-		seen[id] = true
+		for next < len(recs) && recs[next].DocID < id {
+			v.RecordsWithoutRows = append(v.RecordsWithoutRows, recs[next].Source)
+			next++
+		}
+		var r *blobstore.Record
+		if next < len(recs) && recs[next].DocID == id {
+			r = recs[next]
+			next++
+		}
 		failure := ""
 		if blobID == "" {
 			failure = reason
@@ -271,7 +292,8 @@ func (ix *state) verifyIn(ctx context.Context, tx *sql.Tx, m Manifest, fx *fts.I
 			}
 			return nil
 		}
-		if recOf[id] != key(src, mt, title, from == titleFromInput, blobID, "", lang, stamp, failure, given) || level(sens) < level(recSens[id]) {
+		if r == nil || key(r.Source, r.MediaType, r.Title, r.TitleGiven, r.BlobID, "", r.Language, r.IngestedAt.UTC().Format(time.RFC3339Nano), r.Error, givenJSON(r.Meta)) !=
+			key(src, mt, title, from == titleFromInput, blobID, "", lang, stamp, failure, given) || level(sens) < level(r.Sensitivity) {
 			v.RowsWithoutRecords = append(v.RowsWithoutRecords, src)
 		}
 		return nil
@@ -279,10 +301,8 @@ func (ix *state) verifyIn(ctx context.Context, tx *sql.Tx, m Manifest, fx *fts.I
 	if err != nil {
 		return fail("documents", err)
 	}
-	for _, r := range recs {
-		if !seen[r.DocID] {
-			v.RecordsWithoutRows = append(v.RecordsWithoutRows, r.Source)
-		}
+	for _, r := range recs[next:] {
+		v.RecordsWithoutRows = append(v.RecordsWithoutRows, r.Source)
 	}
 	sort.Strings(v.RecordsWithoutRows)
 	sort.Strings(v.RowsWithoutRecords)
@@ -292,6 +312,10 @@ func (ix *state) verifyIn(ctx context.Context, tx *sql.Tx, m Manifest, fx *fts.I
 			if ids, err = ix.blobs.BlobIDs(ctx); err != nil {
 				return fail("blobs", err)
 			}
+		}
+		referenced := make(map[string]bool, len(recs))
+		for _, r := range recs {
+			referenced[r.BlobID] = true
 		}
 		have := make(map[string]bool, len(ids))
 		for _, id := range ids {
@@ -392,54 +416,37 @@ func (ix *state) verifyIn(ctx context.Context, tx *sql.Tx, m Manifest, fx *fts.I
 
 	// Postings, as (term, block position) → frequencies, sorted by term
 	// text (term ids depend on the order documents arrived) and position.
-	var ps []posting
+	pr := postingRuns{blocks: blocks}
 	var terms []string
-	// starts[r] is where the postings of the term first seen r-th begin
-	// in ps: ForEachPosting reads term by term, so each term's postings
-	// are one run (scattered: a term came back after another, which no
-	// index of ours does; then they are sorted all at once).
-	var starts []int
-	// pterms[i] is the first-seen rank of ps[i]'s term, kept only once a
-	// term came back (scattered): the runs say it otherwise, and 4 bytes a
-	// posting are 300 MB at 1M passages.
-	var pterms []int32
-	scattered := false
 	err = fx.View(func() error {
-		// Sized once: grown by append, the slice of 76M postings (1M
-		// passages) held up to three times its 1.2 GB while copied.
-		ps = make([]posting, 0, fx.LivePostings())
 		rank := map[string]int32{}
 		lastTerm, lastRank := "", int32(-1)
-		return fx.ForEachPosting(ctx, tx, func(term string, p fts.Posting) error {
+		err := fx.ForEachPosting(ctx, tx, func(term string, p fts.Posting) error {
 			if p.Block < 0 || p.Block >= int64(len(posOf)) || posOf[p.Block] < 0 {
 				return fmt.Errorf("a posting of term %q names a block that has no row: the full-text index is damaged; run escurel rebuild", term)
 			}
 			if term != lastTerm || lastRank < 0 {
+				pr.flush(lastRank)
 				r, ok := rank[term]
 				if !ok {
 					r = int32(len(terms))
 					rank[term] = r
 					terms = append(terms, term)
-					starts = append(starts, len(ps))
-				} else if !scattered {
-					scattered = true
-					pterms = runTerms(starts, len(ps))
 				}
 				lastTerm, lastRank = term, r
 			}
-			ps = append(ps, posting{posOf[p.Block], p.TF})
-			if scattered {
-				pterms = append(pterms, lastRank)
-			}
+			pr.cur = append(pr.cur, posting{posOf[p.Block], p.TF})
 			return nil
 		})
+		pr.flush(lastRank)
+		return err
 	})
 	if err != nil {
 		return fail("postings", err)
 	}
 	d.str("postings")
-	v.DuplicatePostings += digestPostings(d, terms, starts, ps, pterms, blocks)
-	v.Postings = int64(len(ps))
+	v.DuplicatePostings += pr.digest(d, terms)
+	v.Postings = pr.n
 
 	// Vectors of the active embedding set.
 	d.str("vectors")
@@ -544,129 +551,146 @@ func readFTSLengths(ctx context.Context, q querier, chunk int64) (*ftsLengths, e
 	return l, nil
 }
 
-// posting is one posting in verify's digest: its term's rank (first seen,
-// then lexical), its block's position in the canonical order (doc id,
-// ord), its frequencies.
-// digestPostings writes the postings to d in the digest's order and
-// returns the duplicates among them (a block posted twice under a term).
-// terms are the terms by first-seen rank; ps the postings as read, each
-// term's in one run starting at starts[rank] (starts has one more entry
-// appended here), or, when pterms is not nil (a term came back:
-// scattered), in any order, pterms[i] the rank of ps[i]'s term. blocks is
-// the number of block positions. ps is sorted in place.
-func digestPostings(d digester, terms []string, starts []int, ps []posting, pterms []int32, blocks int32) (dups int) {
+// postingRuns holds the postings verify digests, as runs: the postings
+// of one term read in one piece (ForEachPosting reads term by term, so
+// each term is one run, unless a term comes back after another, which no
+// index of ours does: scattered). A run is sorted by block position as it
+// ends (flush) and kept encoded: its length, then per posting the block
+// position's difference from the one before and the frequencies, each a
+// uvarint (encoding/binary). At 1M passages, 76M postings held as posting
+// values took 924 MB, the largest part of verify's peak.
+type postingRuns struct {
+	blocks int32           // every block position is in [0, blocks)
+	cur    []posting       // the run being read
+	data   []byte          // the encoded runs
+	first  []int           // first[r]: where in data the first run of the term first seen r-th begins
+	more   map[int32][]int // where the later runs of a term that came back begin
+	n      int64           // postings flushed
+	rs     postingRadix    // reused from run to run
+}
+
+// flush sorts the run read (cur) and encodes it as a run of the term
+// first seen rank-th; nothing when cur is empty.
+func (p *postingRuns) flush(rank int32) {
+	if len(p.cur) == 0 {
+		return
+	}
+	sortRun(p.cur, &p.rs, p.blocks)
+	off := len(p.data)
+	p.data = binary.AppendUvarint(p.data, uint64(len(p.cur)))
+	prev := int32(0)
+	for _, x := range p.cur {
+		p.data = binary.AppendUvarint(p.data, uint64(x.block-prev))
+		prev = x.block
+		for _, tf := range x.tf {
+			p.data = binary.AppendUvarint(p.data, uint64(tf))
+		}
+	}
+	if int(rank) == len(p.first) {
+		p.first = append(p.first, off)
+	} else {
+		if p.more == nil {
+			p.more = map[int32][]int{}
+		}
+		p.more[rank] = append(p.more[rank], off)
+	}
+	p.n += int64(len(p.cur))
+	p.cur = p.cur[:0]
+}
+
+// decode appends the postings of the run encoded at off to run.
+func (p *postingRuns) decode(run []posting, off int) []posting {
+	next := func() uint64 {
+		v, k := binary.Uvarint(p.data[off:])
+		off += k
+		return v
+	}
+	block := int32(0)
+	for n := next(); n > 0; n-- {
+		var x posting
+		block += int32(next())
+		x.block = block
+		for f := range x.tf {
+			x.tf[f] = uint32(next())
+		}
+		run = append(run, x)
+	}
+	return run
+}
+
+// digest digests the postings flushed, terms[r] being the term first
+// seen r-th: each term in lexical order, then its postings' count and
+// its postings by block position (a block posted twice under a term, which
+// is damage, by its frequencies, so that the digest does not depend on
+// the order the postings were read in). It returns how many postings
+// repeat a block of their term (DuplicatePostings).
+func (p *postingRuns) digest(d digester, terms []string) (dups int) {
 	byText := make([]int32, len(terms)) // lexical rank → first-seen rank
 	for i := range byText {
 		byText[i] = int32(i)
 	}
 	slices.SortFunc(byText, func(a, b int32) int { return strings.Compare(terms[a], terms[b]) })
-	// A term's postings by block position; a block posted twice under a
-	// term (damage, counted below) by its frequencies, so the digest
-	// does not depend on the order the postings were read in.
-	byBlock := func(a, b posting) int {
-		if c := cmp.Compare(a.block, b.block); c != 0 {
-			return c
+	var run []posting
+	for _, r := range byText {
+		run = run[:0]
+		if int(r) < len(p.first) {
+			run = p.decode(run, p.first[r])
 		}
-		return slices.Compare(a.tf[:], b.tf[:])
-	}
-	emit := func(term string, run []posting) {
-		d.str(term) // the term, its posting count, its postings
+		if later := p.more[r]; len(later) > 0 {
+			for _, off := range later {
+				run = p.decode(run, off)
+			}
+			slices.SortFunc(run, byBlock)
+		}
+		d.str(terms[r]) // the term, its posting count, its postings
 		d.int(int64(len(run)))
-		for k, p := range run {
-			if k > 0 && p.block == run[k-1].block {
+		for k, x := range run {
+			if k > 0 && x.block == run[k-1].block {
 				dups++
 			}
-			d.int(int64(p.block))
-			for _, tf := range p.tf {
+			d.int(int64(x.block))
+			for _, tf := range x.tf {
 				d.int(int64(tf))
 			}
-		}
-	}
-	if pterms == nil {
-		// Each run sorted apart, the runs in the terms' order: one sort
-		// of 76M postings at 1M passages took 17 s of CPU. A frequent
-		// term's run is sorted by radix (block positions are dense and
-		// below the blocks' count): comparison sorts of the runs apart
-		// still took 12 s.
-		starts = append(starts, len(ps))
-		var rs postingRadix
-		for r := range terms {
-			run := ps[starts[r]:starts[r+1]]
-			if len(run) < radixMinRun {
-				slices.SortFunc(run, byBlock)
-				continue
-			}
-			rs.sort(run, blocks)
-			for i := 0; i < len(run); { // equal blocks (damage) by their frequencies
-				j := i + 1
-				for j < len(run) && run[j].block == run[i].block {
-					j++
-				}
-				if j-i > 1 {
-					slices.SortFunc(run[i:j], byBlock)
-				}
-				i = j
-			}
-		}
-		for _, r := range byText {
-			emit(terms[r], ps[starts[r]:starts[r+1]])
-		}
-	} else {
-		order := make([]int32, len(terms)) // first-seen rank → lexical rank
-		for lex, r := range byText {
-			order[r] = int32(lex)
-		}
-		all := make([]termPosting, len(ps))
-		for i, p := range ps {
-			all[i] = termPosting{order[pterms[i]], p}
-		}
-		slices.SortFunc(all, func(a, b termPosting) int {
-			if c := cmp.Compare(a.term, b.term); c != 0 {
-				return c
-			}
-			return byBlock(a.posting, b.posting)
-		})
-		run := make([]posting, 0, 64)
-		for i := 0; i < len(all); {
-			j := i
-			run = run[:0]
-			for j < len(all) && all[j].term == all[i].term {
-				run = append(run, all[j].posting)
-				j++
-			}
-			emit(terms[byText[all[i].term]], run)
-			i = j
 		}
 	}
 	return dups
 }
 
-// termPosting is a posting with its term's lexical rank, for the
-// scattered order's one sort.
-type termPosting struct {
-	term int32
-	posting
-}
-
-// runTerms is pterms for postings read as one run per term so far: the
-// first-seen rank of each of the n postings, from where each run starts.
-func runTerms(starts []int, n int) []int32 {
-	pt := make([]int32, n, max(n, 1)*2)
-	for r, from := range starts {
-		to := n
-		if r+1 < len(starts) {
-			to = starts[r+1]
-		}
-		for i := from; i < to; i++ {
-			pt[i] = int32(r)
-		}
+// byBlock orders postings by block position, then by frequencies.
+func byBlock(a, b posting) int {
+	if c := cmp.Compare(a.block, b.block); c != 0 {
+		return c
 	}
-	return pt
+	return slices.Compare(a.tf[:], b.tf[:])
 }
 
-// posting is a posting as verify digests it: its block's position in the
-// canonical order and its frequencies per field (12 bytes; the term is
-// its run's, or pterms', see digestPostings).
+// sortRun sorts run by block position, then frequencies (byBlock), every
+// block in [0, blocks). A long run (a frequent term's) is sorted by radix:
+// block positions are dense and below the blocks' count. One sort of all
+// 76M postings at 1M passages took 17 s of CPU; comparison sorts of each
+// run apart still took 12 s.
+func sortRun(run []posting, rs *postingRadix, blocks int32) {
+	if len(run) < radixMinRun {
+		slices.SortFunc(run, byBlock)
+		return
+	}
+	rs.sort(run, blocks)
+	for i := 0; i < len(run); { // equal blocks (damage) by their frequencies
+		j := i + 1
+		for j < len(run) && run[j].block == run[i].block {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortFunc(run[i:j], byBlock)
+		}
+		i = j
+	}
+}
+
+// posting is a posting as verify reads it: its block's position in the
+// canonical order and its frequencies per field (the term is its run's,
+// see postingRuns).
 type posting struct {
 	block int32
 	tf    [fts.NumFields]uint32

@@ -2,17 +2,21 @@ package index
 
 import (
 	"bytes"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 )
 
-// digestPostings gives the same digest and duplicate count for postings
-// read one run per term (sorted a run at a time, by radix for a long one)
-// and for the same postings read scattered (a term coming back: one sort
-// of them all, with pterms), and the runs' order of terms is the lexical
-// one either way; the struct it holds 76M of at 1M passages is 12 bytes.
-func TestDigestPostingsScatteredAlike(t *testing.T) {
+// postingRuns digests postings as the digest defines it (each term in
+// lexical order, its posting count, its postings by block position and
+// then frequencies; checked against a plain reading of that definition
+// here), whether they were read one run per term (sorted a run at a
+// time, by radix for a long one) or scattered (a term coming back after
+// another: here every posting is a run of its own); it counts the
+// postings that repeat a block of their term; and its encoding of 12-byte
+// postings takes less than half their size.
+func TestPostingRunsDigest(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const blocks = 5000
 	terms := []string{"pear", "apple", "zebra", "mango"}
@@ -23,25 +27,76 @@ func TestDigestPostingsScatteredAlike(t *testing.T) {
 		for _, b := range rng.Perm(blocks)[:lens[r]] { // distinct blocks, in no order
 			run = append(run, posting{int32(b), [2]uint32{uint32(rng.IntN(3)), uint32(1 + rng.IntN(9))}})
 		}
-		run = append(run, run[len(run)/2]) // a duplicate (damage), counted
+		dup := run[len(run)/2]
+		dup.tf[1]--            // below the first: a stable sort by block alone leaves them out of order
+		run = append(run, dup) // the same block again, other frequencies (damage): counted
 		runs = append(runs, run)
 	}
-	// One run per term, in first-seen order.
-	var ps []posting
-	var starts []int
-	for _, run := range runs {
-		starts = append(starts, len(ps))
-		ps = append(ps, run...)
+	// The largest values the encoding holds.
+	runs[2] = append(runs[2], posting{blocks - 1, [2]uint32{math.MaxUint32, math.MaxUint32}})
+
+	// The definition, read plainly.
+	want := newDigester()
+	wantDups := 0
+	for _, r := range []int{1, 3, 0, 2} { // apple, mango, pear, zebra
+		all := slices.Clone(runs[r])
+		slices.SortFunc(all, func(a, b posting) int {
+			if a.block != b.block {
+				return int(a.block) - int(b.block)
+			}
+			for f := range a.tf {
+				if a.tf[f] != b.tf[f] {
+					if a.tf[f] < b.tf[f] {
+						return -1
+					}
+					return 1
+				}
+			}
+			return 0
+		})
+		want.str(terms[r])
+		want.int(int64(len(all)))
+		for k, p := range all {
+			if k > 0 && p.block == all[k-1].block {
+				wantDups++
+			}
+			want.int(int64(p.block))
+			want.int(int64(p.tf[0]))
+			want.int(int64(p.tf[1]))
+		}
 	}
-	// Scattered: the same postings interleaved.
-	var sc []posting
-	var pterms []int32
+	if wantDups != len(terms) {
+		t.Fatalf("the test's postings repeat %d blocks, want %d", wantDups, len(terms))
+	}
+
+	check := func(what string, pr *postingRuns) {
+		t.Helper()
+		d := newDigester()
+		dups := pr.digest(d, terms)
+		if got, w := d.sum(), want.sum(); !bytes.Equal(got, w) || dups != wantDups {
+			t.Errorf("%s: digest %x, %d duplicates; want %x, %d", what, got, dups, w, wantDups)
+		}
+	}
+	// One run per term, in first-seen order.
+	n := 0
+	one := &postingRuns{blocks: blocks}
+	for r, run := range runs {
+		one.cur = append(one.cur, run...)
+		one.flush(int32(r))
+		n += len(run)
+	}
+	check("one run per term", one)
+	if one.n != int64(n) || len(one.data) >= 6*n {
+		t.Errorf("one run per term: %d postings in %d bytes, want %d in less than %d", one.n, len(one.data), n, 6*n)
+	}
+	// Scattered: the same postings interleaved, each a run.
+	sc := &postingRuns{blocks: blocks}
 	for i := 0; ; i++ {
 		added := false
 		for r, run := range runs {
 			if i < len(run) {
-				sc = append(sc, run[i])
-				pterms = append(pterms, int32(r))
+				sc.cur = append(sc.cur, run[i])
+				sc.flush(int32(r))
 				added = true
 			}
 		}
@@ -49,22 +104,10 @@ func TestDigestPostingsScatteredAlike(t *testing.T) {
 			break
 		}
 	}
-	if len(sc) != len(ps) {
-		t.Fatalf("%d scattered postings, %d in runs", len(sc), len(ps))
-	}
-	sum := func(ps []posting, starts []int, pterms []int32) ([]byte, int) {
-		d := newDigester()
-		n := digestPostings(d, terms, slices.Clone(starts), slices.Clone(ps), pterms, blocks)
-		return d.sum(), n
-	}
-	a, na := sum(ps, starts, nil)
-	b, nb := sum(sc, nil, pterms)
-	if !bytes.Equal(a, b) || na != nb || na != len(terms) {
-		t.Fatalf("runs: digest %x, %d duplicates; scattered: %x, %d; want the same, %d duplicates", a, na, b, nb, len(terms))
-	}
-	// runTerms backfills the ranks of postings read before a term came
-	// back.
-	if got := runTerms(starts, len(ps)); len(got) != len(ps) || got[0] != 0 || got[starts[1]] != 1 || got[len(got)-1] != int32(len(terms)-1) {
-		t.Fatalf("runTerms: %d ranks, ends %v", len(got), []int32{got[0], got[starts[1]], got[len(got)-1]})
+	check("scattered", sc)
+	// Nothing read: nothing flushed.
+	sc.flush(-1)
+	if sc.n != int64(n) {
+		t.Errorf("scattered: %d postings, want %d", sc.n, n)
 	}
 }
