@@ -26,7 +26,6 @@
 package blobstore
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -587,8 +586,7 @@ func (s *Store) list(ctx context.Context, prefix string, info bool, fn func(name
 
 func decodeRecord(data []byte) (*Record, error) {
 	var rec Record
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&rec); err != nil {
+	if err := json.Unmarshal(data, &rec); err != nil {
 		return nil, fmt.Errorf("decode: %v: %w", err, ErrCorrupt)
 	}
 	if _, err := RecordKey(rec.DocID); err != nil {

@@ -2,10 +2,12 @@ package blobstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,6 +181,27 @@ func TestFileLayout(t *testing.T) {
 	}
 	if _, err := s.Records(ctx); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), bad) {
 		t.Fatalf("Records with a bad record: err = %v", err)
+	}
+	// A record followed by anything but white space (two writes run
+	// together) does not decode either; a line feed after it does.
+	good, err := os.ReadFile(filepath.Join(dir, "documents", rec.DocID+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	badRec := *rec
+	badRec.DocID, badRec.Source = bad, "/bad"
+	data, err := json.Marshal(&badRec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tail := range []string{"\n", " {}", string(good)} {
+		if err := os.WriteFile(filepath.Join(dir, "documents", bad+".json"), append(slices.Clone(data), tail...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.Records(ctx)
+		if ok := tail == "\n"; ok != (err == nil) || (!ok && (!errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), bad))) {
+			t.Errorf("Records with %q after a record: err = %v", tail, err)
+		}
 	}
 }
 
