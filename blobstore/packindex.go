@@ -207,6 +207,19 @@ func (t *table[K]) all(k *K, packs []*packInfo, fn func(e ent[K])) {
 	}
 }
 
+// entries returns how many entries the runs hold: at least how many
+// calls each makes (the losing copies not merged away yet, and the
+// entries of packs that are gone, count too).
+func (t *table[K]) entries() int {
+	n := 0
+	for _, runs := range t.shards {
+		for _, r := range runs {
+			n += len(r)
+		}
+	}
+	return n
+}
+
 // each calls fn with the winning entry of every key (the highest sequence
 // number, packs that are gone skipped), in key order. A shard of more
 // than one run is merged run by run into two scratch buffers used in
