@@ -557,17 +557,24 @@ func readFTSLengths(ctx context.Context, q querier, chunk int64) (*ftsLengths, e
 // index of ours does: scattered). A run is sorted by block position as it
 // ends (flush) and kept encoded: its length, then per posting the block
 // position's difference from the one before and the frequencies, each a
-// uvarint (encoding/binary). At 1M passages, 76M postings held as posting
-// values took 924 MB, the largest part of verify's peak.
+// uvarint (encoding/binary), in chunks of about runChunk bytes, so that
+// no growth copies them. At 1M passages, 76M postings held as posting
+// values took 924 MB, the largest part of verify's peak; encoded, about
+// 300 MB.
 type postingRuns struct {
 	blocks int32           // every block position is in [0, blocks)
 	cur    []posting       // the run being read
-	data   []byte          // the encoded runs
-	first  []int           // first[r]: where in data the first run of the term first seen r-th begins
+	enc    []byte          // the run being encoded
+	chunks [][]byte        // the encoded runs
+	first  []int           // first[r]: where the first run of the term first seen r-th begins (chunk<<32 | offset)
 	more   map[int32][]int // where the later runs of a term that came back begin
 	n      int64           // postings flushed
 	rs     postingRadix    // reused from run to run
 }
+
+// runChunk is the size of postingRuns' chunks (a longer run gets a chunk
+// of its own). A variable for tests.
+var runChunk = 16 << 20
 
 // flush sorts the run read (cur) and encodes it as a run of the term
 // first seen rank-th; nothing when cur is empty.
@@ -576,33 +583,50 @@ func (p *postingRuns) flush(rank int32) {
 		return
 	}
 	sortRun(p.cur, &p.rs, p.blocks)
-	off := len(p.data)
-	p.data = binary.AppendUvarint(p.data, uint64(len(p.cur)))
+	p.enc = binary.AppendUvarint(p.enc[:0], uint64(len(p.cur)))
 	prev := int32(0)
 	for _, x := range p.cur {
-		p.data = binary.AppendUvarint(p.data, uint64(x.block-prev))
+		p.enc = binary.AppendUvarint(p.enc, uint64(x.block-prev))
 		prev = x.block
 		for _, tf := range x.tf {
-			p.data = binary.AppendUvarint(p.data, uint64(tf))
+			p.enc = binary.AppendUvarint(p.enc, uint64(tf))
 		}
 	}
+	c := len(p.chunks) - 1
+	if c < 0 || len(p.chunks[c])+len(p.enc) > cap(p.chunks[c]) {
+		p.chunks = append(p.chunks, make([]byte, 0, max(runChunk, len(p.enc))))
+		c++
+	}
+	at := c<<32 | len(p.chunks[c])
+	p.chunks[c] = append(p.chunks[c], p.enc...)
 	if int(rank) == len(p.first) {
-		p.first = append(p.first, off)
+		p.first = append(p.first, at)
 	} else {
 		if p.more == nil {
 			p.more = map[int32][]int{}
 		}
-		p.more[rank] = append(p.more[rank], off)
+		p.more[rank] = append(p.more[rank], at)
 	}
 	p.n += int64(len(p.cur))
 	p.cur = p.cur[:0]
 }
 
-// decode appends the postings of the run encoded at off to run.
-func (p *postingRuns) decode(run []posting, off int) []posting {
+// size returns the bytes the encoded runs take.
+func (p *postingRuns) size() int {
+	n := 0
+	for _, c := range p.chunks {
+		n += len(c)
+	}
+	return n
+}
+
+// decode appends the postings of the run encoded at at (chunk<<32 |
+// offset) to run.
+func (p *postingRuns) decode(run []posting, at int) []posting {
+	data := p.chunks[at>>32][at&(1<<32-1):]
 	next := func() uint64 {
-		v, k := binary.Uvarint(p.data[off:])
-		off += k
+		v, k := binary.Uvarint(data)
+		data = data[k:]
 		return v
 	}
 	block := int32(0)

@@ -77,37 +77,46 @@ func TestPostingRunsDigest(t *testing.T) {
 			t.Errorf("%s: digest %x, %d duplicates; want %x, %d", what, got, dups, w, wantDups)
 		}
 	}
-	// One run per term, in first-seen order.
-	n := 0
-	one := &postingRuns{blocks: blocks}
-	for r, run := range runs {
-		one.cur = append(one.cur, run...)
-		one.flush(int32(r))
-		n += len(run)
-	}
-	check("one run per term", one)
-	if one.n != int64(n) || len(one.data) >= 6*n {
-		t.Errorf("one run per term: %d postings in %d bytes, want %d in less than %d", one.n, len(one.data), n, 6*n)
-	}
-	// Scattered: the same postings interleaved, each a run.
-	sc := &postingRuns{blocks: blocks}
-	for i := 0; ; i++ {
-		added := false
+	// Chunks of 16 MiB (one holds every run here), and of 40 bytes (runs
+	// share some, a long run takes one of its own).
+	defer func(c int) { runChunk = c }(runChunk)
+	for _, runChunk = range []int{16 << 20, 40} {
+		t.Logf("chunks of %d bytes", runChunk)
+		// One run per term, in first-seen order.
+		n := 0
+		one := &postingRuns{blocks: blocks}
 		for r, run := range runs {
-			if i < len(run) {
-				sc.cur = append(sc.cur, run[i])
-				sc.flush(int32(r))
-				added = true
+			one.cur = append(one.cur, run...)
+			one.flush(int32(r))
+			n += len(run)
+		}
+		check("one run per term", one)
+		if one.n != int64(n) || one.size() >= 6*n {
+			t.Errorf("one run per term: %d postings in %d bytes, want %d in less than %d", one.n, one.size(), n, 6*n)
+		}
+		// Scattered: the same postings interleaved, each a run.
+		sc := &postingRuns{blocks: blocks}
+		for i := 0; ; i++ {
+			added := false
+			for r, run := range runs {
+				if i < len(run) {
+					sc.cur = append(sc.cur, run[i])
+					sc.flush(int32(r))
+					added = true
+				}
+			}
+			if !added {
+				break
 			}
 		}
-		if !added {
-			break
+		check("scattered", sc)
+		// Nothing read: nothing flushed.
+		sc.flush(-1)
+		if sc.n != int64(n) {
+			t.Errorf("scattered: %d postings, want %d", sc.n, n)
 		}
-	}
-	check("scattered", sc)
-	// Nothing read: nothing flushed.
-	sc.flush(-1)
-	if sc.n != int64(n) {
-		t.Errorf("scattered: %d postings, want %d", sc.n, n)
+		if runChunk < 100 && len(sc.chunks) < n/10 {
+			t.Errorf("scattered: %d chunks of %d bytes for %d postings", len(sc.chunks), runChunk, n)
+		}
 	}
 }
