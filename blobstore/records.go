@@ -26,7 +26,7 @@ type DamagedRecord struct {
 	// the damaged bytes and hashes to DocID (so it is the document's);
 	// else "" (an index's row may know it).
 	Source string `json:"source,omitempty"`
-	Reason string `json:"reason"` // what decoding found, e.g. "decode: unexpected EOF"
+	Reason string `json:"reason"` // what decoding found, e.g. "decode: unexpected end of JSON input"
 }
 
 // DamagedRecordsError is Records refusing to answer because records are

@@ -177,6 +177,46 @@ func sortedByDocID(recs []*blobstore.Record) []*blobstore.Record {
 	return recs
 }
 
+// recordWalk matches rows, in doc id order, to records sorted by doc id.
+type recordWalk struct {
+	recs    []*blobstore.Record
+	next    int      // recs[next:] are not matched or passed yet
+	last    string   // the doc id of the row before
+	rows    int      // rows matched
+	without []string // the sources of the records passed without a row
+}
+
+// match returns the record of the row whose doc id is id (nil: none),
+// after the record of every row before it; the records passed on the
+// way have no row. A row whose doc id is not above the one before is
+// an error: the walk would report records it passed as without rows.
+func (w *recordWalk) match(id string) (*blobstore.Record, error) {
+	if w.rows > 0 && id <= w.last {
+		return nil, fmt.Errorf("documents row %q read after %q: repeated or out of doc id order", id, w.last)
+	}
+	w.last = id
+	w.rows++
+	for w.next < len(w.recs) && w.recs[w.next].DocID < id {
+		w.without = append(w.without, w.recs[w.next].Source)
+		w.next++
+	}
+	if w.next < len(w.recs) && w.recs[w.next].DocID == id {
+		w.next++
+		return w.recs[w.next-1], nil
+	}
+	return nil, nil
+}
+
+// rest returns the sources of the records without a row: those passed,
+// then those after the last row.
+func (w *recordWalk) rest() []string {
+	for _, r := range w.recs[w.next:] {
+		w.without = append(w.without, r.Source)
+	}
+	w.next = len(w.recs)
+	return w.without
+}
+
 // verifyRows is verify, once.
 func (ix *state) verifyRows(ctx context.Context, opts *VerifyOptions) (*Verification, error) {
 	m := *ix.manifest.Load()
@@ -235,12 +275,12 @@ func (ix *state) verifyIn(ctx context.Context, tx *sql.Tx, m Manifest, fx *fts.I
 	}
 	// The documents rows come in doc id order (eachInDocOrder), as the
 	// records do (ScanRecords; a caller's are sorted here if they are
-	// not): the rows and the records are matched by walking both, with no
+	// not): the rows are matched to the records by walking both, with no
 	// map of the records (at 1M documents, maps of their keys held 390 MB
-	// of the verify's peak).
+	// of the verify's peak; the orphan blobs' check below still keys a
+	// map by blob id).
 	recs = sortedByDocID(recs)
-	next := 0 // recs[next:] are not matched yet
-	lastID := ""
+	walk := recordWalk{recs: recs}
 	// Each table is read in the order of one sorted read, in one scan
 	// and bounded memory (eachInDocOrder).
 	chunk, spill := ix.readChunk(ctx), filepath.Dir(ix.path)
@@ -261,22 +301,13 @@ func (ix *state) verifyIn(ctx context.Context, tx *sql.Tx, m Manifest, fx *fts.I
 			d.str(f)
 		}
 		d.int(pages)
-		if v.Documents > 0 && id <= lastID {
-			return fmt.Errorf("documents row %q read after %q: not in doc id order", id, lastID)
+		r, err := walk.match(id)
+		if err != nil {
+			return err
 		}
-		lastID = id
 		v.Documents++
 		if status == statusFailed {
 			v.Failed++
-		}
-		for next < len(recs) && recs[next].DocID < id {
-			v.RecordsWithoutRows = append(v.RecordsWithoutRows, recs[next].Source)
-			next++
-		}
-		var r *blobstore.Record
-		if next < len(recs) && recs[next].DocID == id {
-			r = recs[next]
-			next++
 		}
 		failure := ""
 		if blobID == "" {
@@ -301,9 +332,7 @@ func (ix *state) verifyIn(ctx context.Context, tx *sql.Tx, m Manifest, fx *fts.I
 	if err != nil {
 		return fail("documents", err)
 	}
-	for _, r := range recs[next:] {
-		v.RecordsWithoutRows = append(v.RecordsWithoutRows, r.Source)
-	}
+	v.RecordsWithoutRows = walk.rest()
 	sort.Strings(v.RecordsWithoutRows)
 	sort.Strings(v.RowsWithoutRecords)
 	if !opts.SkipOrphans {
@@ -426,7 +455,9 @@ func (ix *state) verifyIn(ctx context.Context, tx *sql.Tx, m Manifest, fx *fts.I
 				return fmt.Errorf("a posting of term %q names a block that has no row: the full-text index is damaged; run escurel rebuild", term)
 			}
 			if term != lastTerm || lastRank < 0 {
-				pr.flush(lastRank)
+				if err := pr.flush(lastRank); err != nil {
+					return err
+				}
 				r, ok := rank[term]
 				if !ok {
 					r = int32(len(terms))
@@ -438,14 +469,20 @@ func (ix *state) verifyIn(ctx context.Context, tx *sql.Tx, m Manifest, fx *fts.I
 			pr.cur = append(pr.cur, posting{posOf[p.Block], p.TF})
 			return nil
 		})
-		pr.flush(lastRank)
-		return err
+		if err != nil {
+			return err
+		}
+		return pr.flush(lastRank)
 	})
 	if err != nil {
 		return fail("postings", err)
 	}
 	d.str("postings")
-	v.DuplicatePostings += pr.digest(d, terms)
+	dups, err := pr.digest(d, terms)
+	if err != nil {
+		return fail("postings", err)
+	}
+	v.DuplicatePostings += dups
 	v.Postings = pr.n
 
 	// Vectors of the active embedding set.
@@ -557,30 +594,39 @@ func readFTSLengths(ctx context.Context, q querier, chunk int64) (*ftsLengths, e
 // index of ours does: scattered). A run is sorted by block position as it
 // ends (flush) and kept encoded: its length, then per posting the block
 // position's difference from the one before and the frequencies, each a
-// uvarint (encoding/binary), in chunks of about runChunk bytes, so that
-// no growth copies them. At 1M passages, 76M postings held as posting
-// values took 924 MB, the largest part of verify's peak; encoded, about
-// 300 MB.
+// uvarint (encoding/binary), in chunks that double from 64 KiB up to
+// runChunk bytes, so that no growth copies them. At 1M passages, 76M
+// postings held as posting values took 924 MB, the largest part of
+// verify's peak; encoded, 3-4 bytes a posting (TestPostingRunsDigest
+// checks the digest is the definition's).
 type postingRuns struct {
-	blocks int32           // every block position is in [0, blocks)
-	cur    []posting       // the run being read
-	enc    []byte          // the run being encoded
-	chunks [][]byte        // the encoded runs
-	first  []int           // first[r]: where the first run of the term first seen r-th begins (chunk<<32 | offset)
-	more   map[int32][]int // where the later runs of a term that came back begin
-	n      int64           // postings flushed
-	rs     postingRadix    // reused from run to run
+	blocks int32             // every block position is in [0, blocks)
+	cur    []posting         // the run being read
+	enc    []byte            // the run being encoded
+	chunks [][]byte          // the encoded runs
+	first  []int64           // first[r]: where the first run of the term first seen r-th begins (chunk<<32 | offset)
+	more   map[int32][]int64 // where the later runs of a term that came back begin
+	n      int64             // postings flushed
+	rs     postingRadix      // reused from run to run
 }
 
-// runChunk is the size of postingRuns' chunks (a longer run gets a chunk
-// of its own). A variable for tests.
+// runChunk is the largest size of postingRuns' chunks (a longer run gets
+// a chunk of its own). A variable for tests.
 var runChunk = 16 << 20
 
+// firstRunChunk is the size of postingRuns' first chunk.
+const firstRunChunk = 64 << 10
+
 // flush sorts the run read (cur) and encodes it as a run of the term
-// first seen rank-th; nothing when cur is empty.
-func (p *postingRuns) flush(rank int32) {
+// first seen rank-th; nothing when cur is empty. The first run of each
+// term must come in the order of their ranks (the terms' first-seen
+// order); a rank past the next one is an error.
+func (p *postingRuns) flush(rank int32) error {
 	if len(p.cur) == 0 {
-		return
+		return nil
+	}
+	if int(rank) > len(p.first) {
+		return fmt.Errorf("verify: postings of the term first seen %d-th before any of the %d-th", rank, len(p.first))
 	}
 	sortRun(p.cur, &p.rs, p.blocks)
 	p.enc = binary.AppendUvarint(p.enc[:0], uint64(len(p.cur)))
@@ -594,21 +640,26 @@ func (p *postingRuns) flush(rank int32) {
 	}
 	c := len(p.chunks) - 1
 	if c < 0 || len(p.chunks[c])+len(p.enc) > cap(p.chunks[c]) {
-		p.chunks = append(p.chunks, make([]byte, 0, max(runChunk, len(p.enc))))
+		size := min(firstRunChunk, runChunk)
+		if c >= 0 {
+			size = min(2*cap(p.chunks[c]), runChunk)
+		}
+		p.chunks = append(p.chunks, make([]byte, 0, max(size, len(p.enc))))
 		c++
 	}
-	at := c<<32 | len(p.chunks[c])
+	at := int64(c)<<32 | int64(len(p.chunks[c]))
 	p.chunks[c] = append(p.chunks[c], p.enc...)
 	if int(rank) == len(p.first) {
 		p.first = append(p.first, at)
 	} else {
 		if p.more == nil {
-			p.more = map[int32][]int{}
+			p.more = map[int32][]int64{}
 		}
 		p.more[rank] = append(p.more[rank], at)
 	}
 	p.n += int64(len(p.cur))
 	p.cur = p.cur[:0]
+	return nil
 }
 
 // size returns the bytes the encoded runs take.
@@ -622,7 +673,7 @@ func (p *postingRuns) size() int {
 
 // decode appends the postings of the run encoded at at (chunk<<32 |
 // offset) to run.
-func (p *postingRuns) decode(run []posting, at int) []posting {
+func (p *postingRuns) decode(run []posting, at int64) []posting {
 	data := p.chunks[at>>32][at&(1<<32-1):]
 	next := func() uint64 {
 		v, k := binary.Uvarint(data)
@@ -647,8 +698,9 @@ func (p *postingRuns) decode(run []posting, at int) []posting {
 // its postings by block position (a block posted twice under a term, which
 // is damage, by its frequencies, so that the digest does not depend on
 // the order the postings were read in). It returns how many postings
-// repeat a block of their term (DuplicatePostings).
-func (p *postingRuns) digest(d digester, terms []string) (dups int) {
+// repeat a block of their term (DuplicatePostings), and an error when a
+// term has no run (flush was not called for it).
+func (p *postingRuns) digest(d digester, terms []string) (dups int, err error) {
 	byText := make([]int32, len(terms)) // lexical rank → first-seen rank
 	for i := range byText {
 		byText[i] = int32(i)
@@ -656,10 +708,10 @@ func (p *postingRuns) digest(d digester, terms []string) (dups int) {
 	slices.SortFunc(byText, func(a, b int32) int { return strings.Compare(terms[a], terms[b]) })
 	var run []posting
 	for _, r := range byText {
-		run = run[:0]
-		if int(r) < len(p.first) {
-			run = p.decode(run, p.first[r])
+		if int(r) >= len(p.first) {
+			return 0, fmt.Errorf("verify: no postings kept for term %q", terms[r])
 		}
+		run = p.decode(run[:0], p.first[r])
 		if later := p.more[r]; len(later) > 0 {
 			for _, off := range later {
 				run = p.decode(run, off)
@@ -678,7 +730,7 @@ func (p *postingRuns) digest(d digester, terms []string) (dups int) {
 			}
 		}
 	}
-	return dups
+	return dups, nil
 }
 
 // byBlock orders postings by block position, then by frequencies.

@@ -32,7 +32,7 @@ func TestPostingRunsDigest(t *testing.T) {
 		run = append(run, dup) // the same block again, other frequencies (damage): counted
 		runs = append(runs, run)
 	}
-	// The largest values the encoding holds.
+	// The largest frequencies.
 	runs[2] = append(runs[2], posting{blocks - 1, [2]uint32{math.MaxUint32, math.MaxUint32}})
 
 	// The definition, read plainly.
@@ -72,9 +72,9 @@ func TestPostingRunsDigest(t *testing.T) {
 	check := func(what string, pr *postingRuns) {
 		t.Helper()
 		d := newDigester()
-		dups := pr.digest(d, terms)
-		if got, w := d.sum(), want.sum(); !bytes.Equal(got, w) || dups != wantDups {
-			t.Errorf("%s: digest %x, %d duplicates; want %x, %d", what, got, dups, w, wantDups)
+		dups, err := pr.digest(d, terms)
+		if got, w := d.sum(), want.sum(); err != nil || !bytes.Equal(got, w) || dups != wantDups {
+			t.Errorf("%s: digest %x, %d duplicates, %v; want %x, %d", what, got, dups, err, w, wantDups)
 		}
 	}
 	// Chunks of 16 MiB (one holds every run here), and of 40 bytes (runs
@@ -87,10 +87,15 @@ func TestPostingRunsDigest(t *testing.T) {
 		one := &postingRuns{blocks: blocks}
 		for r, run := range runs {
 			one.cur = append(one.cur, run...)
-			one.flush(int32(r))
+			if err := one.flush(int32(r)); err != nil {
+				t.Fatal(err)
+			}
 			n += len(run)
 		}
 		check("one run per term", one)
+		if runChunk > firstRunChunk && (len(one.chunks) != 1 || cap(one.chunks[0]) != firstRunChunk) {
+			t.Errorf("one run per term: %d chunks, the first of %d bytes; want one of %d (a small verify does not take %d)", len(one.chunks), cap(one.chunks[0]), firstRunChunk, runChunk)
+		}
 		if one.n != int64(n) || one.size() >= 6*n {
 			t.Errorf("one run per term: %d postings in %d bytes, want %d in less than %d", one.n, one.size(), n, 6*n)
 		}
@@ -101,7 +106,9 @@ func TestPostingRunsDigest(t *testing.T) {
 			for r, run := range runs {
 				if i < len(run) {
 					sc.cur = append(sc.cur, run[i])
-					sc.flush(int32(r))
+					if err := sc.flush(int32(r)); err != nil {
+						t.Fatal(err)
+					}
 					added = true
 				}
 			}
@@ -111,12 +118,29 @@ func TestPostingRunsDigest(t *testing.T) {
 		}
 		check("scattered", sc)
 		// Nothing read: nothing flushed.
-		sc.flush(-1)
+		if err := sc.flush(-1); err != nil {
+			t.Fatal(err)
+		}
 		if sc.n != int64(n) {
 			t.Errorf("scattered: %d postings, want %d", sc.n, n)
 		}
 		if runChunk < 100 && len(sc.chunks) < n/10 {
 			t.Errorf("scattered: %d chunks of %d bytes for %d postings", len(sc.chunks), runChunk, n)
 		}
+	}
+	// A term's first run after a later term's, or a term with none: an
+	// error, not postings put under another term.
+	pr := &postingRuns{blocks: blocks}
+	pr.cur = append(pr.cur, runs[0]...)
+	if err := pr.flush(1); err == nil {
+		t.Error("the term first seen second flushed before the first: no error")
+	}
+	pr.cur = pr.cur[:0]
+	pr.cur = append(pr.cur, runs[0]...)
+	if err := pr.flush(0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pr.digest(newDigester(), terms[:2]); err == nil {
+		t.Error("a term without postings kept: no error")
 	}
 }

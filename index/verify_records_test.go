@@ -17,8 +17,10 @@ import (
 // the records in doc id order. Records without rows are reported wherever
 // their doc ids fall (before every row, between two, after every row);
 // rows whose record is gone, differs, or is more restricted than the row
-// are reported; the rest are not. The same with the caller's records
-// (opts.Records, a rebuild's) given out of order.
+// are reported; the rest are not, a row more restricted than its record
+// among them (its front matter raised the level the ingest gave). The
+// same with the caller's records (opts.Records, a rebuild's) given out of
+// order.
 func TestVerifyMatchesRowsToRecords(t *testing.T) {
 	ctx := context.Background()
 	ix, err := Open(ctx, t.TempDir(), &Options{BlobURL: "file://" + filepath.ToSlash(filepath.Join(t.TempDir(), "blobs")), Embedder: embed.None})
@@ -28,12 +30,32 @@ func TestVerifyMatchesRowsToRecords(t *testing.T) {
 	defer ix.Close()
 	var ins []Input
 	var ids []string
-	for i := range 8 {
+	for i := range 7 {
 		in := pearsDoc(fmt.Sprintf("/d%d.md", i))
 		ins = append(ins, in)
 		ids = append(ids, blobstore.DocID(in.Source))
 	}
-	mustIngest(t, ix, ins...)
+	// A row more restricted than its record: not drift (derivation may
+	// raise a level, never lower one).
+	raised := Input{Source: "/raised.md", Data: []byte("---\nsensitivity: internal\n---\n# R\n\napples and pears\n")}
+	mustIngest(t, ix, append(ins, raised)...) // raised is not among ins and ids, which the cases below pick from
+	// The record says public; the row, from the front matter, internal.
+	rec, err := ix.Blobs().GetRecord(ctx, blobstore.DocID(raised.Source))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Sensitivity = Public
+	if err := ix.Blobs().PutRecord(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	live, err := ix.live()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var level string
+	if err := live.db.QueryRow(`SELECT sensitivity FROM documents WHERE source = ?`, raised.Source).Scan(&level); err != nil || level != Internal {
+		t.Fatalf("%s: row at %q, %v; want %s", raised.Source, level, err, Internal)
+	}
 	slices.Sort(ids)
 	bySource := map[string]string{}
 	for _, in := range ins {
@@ -80,8 +102,7 @@ func TestVerifyMatchesRowsToRecords(t *testing.T) {
 	if err := ix.Blobs().DeleteRecord(ctx, ids[0]); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := ix.Blobs().GetRecord(ctx, ids[3])
-	if err != nil {
+	if rec, err = ix.Blobs().GetRecord(ctx, ids[3]); err != nil {
 		t.Fatal(err)
 	}
 	rec.Title, rec.TitleGiven = "Another title", true
@@ -114,8 +135,8 @@ func TestVerifyMatchesRowsToRecords(t *testing.T) {
 		if diff := cmp.Diff(want, v.RowsWithoutRecords); diff != "" {
 			t.Errorf("%s: rows without records (-want +got):\n%s", what, diff)
 		}
-		if v.Documents != int64(len(ins)) {
-			t.Errorf("%s: %d documents, want %d", what, v.Documents, len(ins))
+		if v.Documents != int64(len(ins)+1) {
+			t.Errorf("%s: %d documents, want %d", what, v.Documents, len(ins)+1)
 		}
 	}
 	check("verify", &VerifyOptions{SkipOrphans: true})
@@ -127,5 +148,30 @@ func TestVerifyMatchesRowsToRecords(t *testing.T) {
 	check("verify with the caller's records, reversed", &VerifyOptions{Records: recs, SkipOrphans: true})
 	if !slices.IsSortedFunc(recs, func(a, b *blobstore.Record) int { return strings.Compare(b.DocID, a.DocID) }) {
 		t.Error("verify reordered the caller's records")
+	}
+}
+
+// recordWalk passes records without a row wherever they fall, matches
+// the rest, and refuses a row repeated or out of doc id order.
+func TestRecordWalk(t *testing.T) {
+	recs := []*blobstore.Record{{DocID: "b", Source: "/b"}, {DocID: "c", Source: "/c"}, {DocID: "e", Source: "/e"}, {DocID: "g", Source: "/g"}}
+	w := recordWalk{recs: recs}
+	for _, row := range []struct{ id, want string }{{"a", ""}, {"c", "/c"}, {"d", ""}, {"e", "/e"}} {
+		r, err := w.match(row.id)
+		if err != nil || (r == nil) != (row.want == "") || (r != nil && r.Source != row.want) {
+			t.Fatalf("match(%q) = %v, %v; want %q", row.id, r, err, row.want)
+		}
+	}
+	if diff := cmp.Diff([]string{"/b", "/g"}, w.rest()); diff != "" {
+		t.Errorf("records without rows (-want +got):\n%s", diff)
+	}
+	for _, ids := range [][]string{{"c", "c"}, {"c", "b"}} {
+		w := recordWalk{recs: recs}
+		if _, err := w.match(ids[0]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.match(ids[1]); err == nil || !strings.Contains(err.Error(), "repeated or out of doc id order") {
+			t.Errorf("rows %q then %q: %v", ids[0], ids[1], err)
+		}
 	}
 }
