@@ -161,3 +161,33 @@ func TestScanRecordsSinceLoose(t *testing.T) {
 		}
 	}
 }
+
+// packedRecords.sort puts entries read out of key order (a listing not in
+// key order) in order, each record with its key, and find then walks
+// them; entries already in order are left as they are.
+func TestPackedRecordsSort(t *testing.T) {
+	var p packedRecords
+	for _, b := range []byte{9, 3, 7, 1, 5} {
+		p.keys = append(p.keys, [16]byte{b})
+		p.vals = append(p.vals, packedRecord{n: uint32(b), crc: uint32(b) * 10, rec: &Record{DocID: fmt.Sprint(b)}})
+	}
+	p.sort()
+	cursor := 0
+	for i, b := range []byte{1, 3, 5, 7, 9} {
+		if p.keys[i] != [16]byte{b} {
+			t.Fatalf("key %d is %v, want %v", i, p.keys[i][0], b)
+		}
+		r, ok := p.find(&cursor, [16]byte{b})
+		if !ok || r.n != uint32(b) || r.crc != uint32(b)*10 || r.rec.DocID != fmt.Sprint(b) || cursor != i+1 {
+			t.Fatalf("find %d: %+v, %v, cursor %d", b, r, ok, cursor)
+		}
+	}
+	if _, ok := p.find(&cursor, [16]byte{4}); ok {
+		t.Error("find of a key not there: found")
+	}
+	first := &p.keys[0]
+	p.sort()
+	if &p.keys[0] != first {
+		t.Error("sorted entries copied again")
+	}
+}
