@@ -30,9 +30,9 @@ var errPackGone = errors.New("removed since the listing")
 // records of the documents no pack names. A pack removed between the
 // listing and its read (another Store's Repack wrote its live entries
 // into a new one first) makes it list again, up to scanTries times.
-func (s *Store) scanPacked(ctx context.Context, loose []string, prev *RecordScan) (*RecordScan, error) {
+func (s *Store) scanPacked(ctx context.Context, loose []string, prev *RecordScan, keep bool) (*RecordScan, error) {
 	for try := 1; ; try++ {
-		sc, err := s.scanPackedOnce(ctx, loose, prev)
+		sc, err := s.scanPackedOnce(ctx, loose, prev, keep)
 		if errors.Is(err, errPackGone) {
 			if try < scanTries && ctx.Err() == nil {
 				continue
@@ -44,8 +44,9 @@ func (s *Store) scanPacked(ctx context.Context, loose []string, prev *RecordScan
 }
 
 // scanPackedOnce lists the packs and reads their records once, those of
-// prev's entries excepted (ScanRecordsSince).
-func (s *Store) scanPackedOnce(ctx context.Context, loose []string, prev *RecordScan) (*RecordScan, error) {
+// prev's entries excepted (ScanRecordsSince); keep: the result holds the
+// packed records by key, for a later scan (scanRecords).
+func (s *Store) scanPackedOnce(ctx context.Context, loose []string, prev *RecordScan, keep bool) (*RecordScan, error) {
 	if err := s.loadPacks(ctx, true); err != nil {
 		return nil, fmt.Errorf("list records: %w", err)
 	}
@@ -148,8 +149,10 @@ func (s *Store) scanPackedOnce(ctx context.Context, loose []string, prev *Record
 	}
 	recs := make([]*Record, 0, len(slots))
 	var packed packedRecords
-	packed.keys = make([][16]byte, 0, len(slots))
-	packed.vals = make([]packedRecord, 0, len(slots))
+	if keep {
+		packed.keys = make([][16]byte, 0, len(slots))
+		packed.vals = make([]packedRecord, 0, len(slots))
+	}
 	for _, sl := range slots {
 		rec := sl.rec
 		if sl.it != nil {
@@ -160,8 +163,10 @@ func (s *Store) scanPackedOnce(ctx context.Context, loose []string, prev *Record
 		}
 		if rec != nil {
 			recs = append(recs, rec)
-			packed.keys = append(packed.keys, sl.e.key)
-			packed.vals = append(packed.vals, packedRecord{sl.e.n, sl.e.crc, rec})
+			if keep {
+				packed.keys = append(packed.keys, sl.e.key)
+				packed.vals = append(packed.vals, packedRecord{sl.e.n, sl.e.crc, rec})
+			}
 		}
 	}
 	packed.sort()

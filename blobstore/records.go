@@ -72,7 +72,7 @@ func (s *Store) Records(ctx context.Context) ([]*Record, error) {
 // record does not hide the others. The error is for a failure to list or
 // read.
 func (s *Store) ScanRecords(ctx context.Context) ([]*Record, []DamagedRecord, error) {
-	sc, err := s.ScanRecordsSince(ctx, nil)
+	sc, err := s.scanRecords(ctx, nil, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -110,6 +110,13 @@ type packedRecord struct {
 // may be prev's (*Record values shared, not copied: treat them as read-
 // only). prev nil: a full scan.
 func (s *Store) ScanRecordsSince(ctx context.Context, prev *RecordScan) (*RecordScan, error) {
+	return s.scanRecords(ctx, prev, true)
+}
+
+// scanRecords is ScanRecordsSince; keep false leaves out of the result
+// what a later scan would reuse (the packed records by key: 40 bytes a
+// record), for a caller that keeps only the records.
+func (s *Store) scanRecords(ctx context.Context, prev *RecordScan, keep bool) (*RecordScan, error) {
 	var ids []string
 	err := s.list(ctx, "documents/", false, func(name string, _ int64, _ time.Time) {
 		if id, ok := strings.CutSuffix(name, ".json"); ok && docIDPattern.MatchString(id) {
@@ -120,9 +127,9 @@ func (s *Store) ScanRecordsSince(ctx context.Context, prev *RecordScan) (*Record
 		return nil, fmt.Errorf("list records: %w", err)
 	}
 	if s.px != nil {
-		sc, err := s.scanPacked(ctx, ids, prev)
+		sc, err := s.scanPacked(ctx, ids, prev, keep)
 		if errors.Is(err, ErrNotFound) { // a pack rewritten (Repack) meanwhile: once more
-			sc, err = s.scanPacked(ctx, ids, prev)
+			sc, err = s.scanPacked(ctx, ids, prev, keep)
 		}
 		return sc, err
 	}

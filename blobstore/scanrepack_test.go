@@ -90,6 +90,13 @@ func TestScanRecordsSince(t *testing.T) {
 	if err != nil || len(first.Records) != 3 {
 		t.Fatalf("first scan: %v, %d records", err, len(first.Records))
 	}
+	if len(first.packed.keys) != 3 {
+		t.Fatalf("first scan kept %d packed records for the next, want 3", len(first.packed.keys))
+	}
+	// ScanRecords' scan keeps none: its caller cannot pass them on.
+	if sc, err := s.scanRecords(ctx, nil, false); err != nil || len(sc.Records) != 3 || len(sc.packed.keys)+len(sc.packed.vals) != 0 {
+		t.Fatalf("a scan without keep: %v, %d records, %d packed kept", err, len(sc.Records), len(sc.packed.keys))
+	}
 	byID := func(sc *RecordScan) map[string]*Record {
 		m := map[string]*Record{}
 		for _, r := range sc.Records {
