@@ -64,6 +64,7 @@ func (ix *Index) verifyAt(ctx context.Context, opts *VerifyOptions, under func(s
 		}
 		o := *opts
 		o.Records, o.damaged, o.blobIDs, o.blobsListed = sn.read.Records, sn.read.Damaged, sn.blobIDs, !opts.SkipOrphans
+		sn.read = nil // the rest of the scan is for a later one to reuse (40 bytes a record): none follows
 		v, err := s.verifyIn(ctx, tx, sn.manifest, fx, &o)
 		if s.outOfMemory(ctx, "verify", err) {
 			return nil, errVerifyAgain
