@@ -18,9 +18,9 @@ import (
 // their doc ids fall (before every row, between two, after every row);
 // rows whose record is gone, differs, or is more restricted than the row
 // are reported; the rest are not, a row more restricted than its record
-// among them (its front matter raised the level the ingest gave). The
-// same with the caller's records (opts.Records, a rebuild's) given out of
-// order.
+// among them (a row at its front matter's internal, its record rewritten
+// public). The same with the caller's records (opts.Records, a
+// rebuild's) given out of order.
 func TestVerifyMatchesRowsToRecords(t *testing.T) {
 	ctx := context.Background()
 	ix, err := Open(ctx, t.TempDir(), &Options{BlobURL: "file://" + filepath.ToSlash(filepath.Join(t.TempDir(), "blobs")), Embedder: embed.None})
@@ -36,7 +36,8 @@ func TestVerifyMatchesRowsToRecords(t *testing.T) {
 		ids = append(ids, blobstore.DocID(in.Source))
 	}
 	// A row more restricted than its record: not drift (derivation may
-	// raise a level, never lower one).
+	// raise a level, never lower one). The ingest records the front
+	// matter's level, so the record is rewritten below it.
 	raised := Input{Source: "/raised.md", Data: []byte("---\nsensitivity: internal\n---\n# R\n\napples and pears\n")}
 	mustIngest(t, ix, append(ins, raised)...) // raised is not among ins and ids, which the cases below pick from
 	// The record says public; the row, from the front matter, internal.
