@@ -1,6 +1,7 @@
 package blobstore
 
-// Listing the document records, and telling the damaged ones apart.
+// The document records: writing, reading and removing them, listing
+// them all, and telling the damaged ones apart.
 
 import (
 	"bytes"
@@ -8,11 +9,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"gocloud.dev/gcerrors"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -201,4 +204,177 @@ func salvageSource(docID string, data []byte) string {
 		}
 	}
 	return ""
+}
+
+// PutRecord writes rec at documents/<doc_id>.json, replacing any earlier
+// record of the same document, and returns once it is durable.
+func (s *Store) PutRecord(ctx context.Context, rec *Record) error {
+	key, data, err := encodeRecordAs(rec, s.px != nil)
+	if err != nil {
+		return err
+	}
+	if s.px != nil {
+		return s.putRecordPacked(ctx, rec.DocID, data)
+	}
+	if err := s.write(ctx, key, data, "application/json"); err != nil {
+		return fmt.Errorf("put record %s: %w", rec.DocID, err)
+	}
+	return nil
+}
+
+// GetRecord reads the record of docID. It fails with ErrNotFound when there is
+// none and with ErrCorrupt when it does not decode or names another document.
+// In the pack layout it reads what other Stores packed since this one
+// listed the packs: on file:// at once (a stat of packs/ tells), on object
+// stores when the record is not found, and otherwise within about a
+// second (objectRefresh).
+func (s *Store) GetRecord(ctx context.Context, docID string) (*Record, error) {
+	if s.px == nil {
+		return s.getRecord(ctx, docID)
+	}
+	if _, err := RecordKey(docID); err != nil {
+		return nil, fmt.Errorf("get record: %w", err)
+	}
+	if err := s.refreshPacks(ctx, false); err != nil {
+		return nil, fmt.Errorf("get record %s: %w", docID, err)
+	}
+	rec, err := s.getRecord(ctx, docID)
+	if errors.Is(err, ErrNotFound) && s.localDir == "" {
+		if rerr := s.refreshPacks(ctx, true); rerr != nil {
+			return nil, fmt.Errorf("get record %s: %w", docID, rerr)
+		}
+		rec, err = s.getRecord(ctx, docID)
+	}
+	return rec, err
+}
+
+// getRecord is GetRecord without the refresh.
+func (s *Store) getRecord(ctx context.Context, docID string) (*Record, error) {
+	key, err := RecordKey(docID)
+	if err != nil {
+		return nil, fmt.Errorf("get record: %w", err)
+	}
+	var data []byte
+	if s.px != nil {
+		var ok bool
+		data, ok, err = s.packedRecord(ctx, docID)
+		if err != nil {
+			return nil, fmt.Errorf("get record %s: %w", docID, err)
+		}
+		if ok && data == nil {
+			return nil, fmt.Errorf("get record %s: deleted: %w", docID, ErrNotFound)
+		}
+		if ok {
+			key = key + " (packed)"
+		}
+	}
+	if data == nil {
+		if data, err = s.read(ctx, key); err != nil {
+			return nil, fmt.Errorf("get record %s: %w", docID, err)
+		}
+	}
+	rec, err := decodeRecordOf(docID, data)
+	if err != nil {
+		if src := salvageSource(docID, data); src != "" {
+			return nil, fmt.Errorf("get record %s (source %s): %w", key, strconv.Quote(src), err)
+		}
+		return nil, fmt.Errorf("get record %s: %w", key, err)
+	}
+	return rec, nil
+}
+
+// decodeRecordOf decodes the record stored under docID's key: it must
+// decode and name docID, and its source must hash to docID.
+func decodeRecordOf(docID string, data []byte) (*Record, error) {
+	rec, err := decodeRecord(data)
+	if err != nil {
+		return nil, err
+	}
+	if rec.DocID != docID {
+		return nil, fmt.Errorf("record names document %q: %w", rec.DocID, ErrCorrupt)
+	}
+	if rec.Source == "" {
+		return nil, fmt.Errorf("empty source: %w", ErrCorrupt)
+	}
+	if DocID(rec.Source) != docID {
+		return nil, fmt.Errorf("source %s does not hash to the document id (damaged): %w", strconv.Quote(rec.Source), ErrCorrupt)
+	}
+	return rec, nil
+}
+
+// DeleteRecord removes the record of docID, durably: RemoveRecord, then
+// SyncRemovals. The blob stays: blobs are content-addressed and other
+// documents may share one. Deleting a record that does not exist is not an
+// error.
+func (s *Store) DeleteRecord(ctx context.Context, docID string) error {
+	if err := s.RemoveRecord(ctx, docID); err != nil {
+		return err
+	}
+	return s.SyncRemovals()
+}
+
+// RemoveRecord removes the record of docID as DeleteRecord does, but on a
+// file:// store the removal may not be durable until SyncRemovals returns
+// nil: a caller removing several records, or with other work to do
+// meanwhile, pays one directory fsync for all of them. On other stores a
+// completed delete is durable. Removing a record that does not exist is not
+// an error.
+func (s *Store) RemoveRecord(ctx context.Context, docID string) error {
+	if _, err := RecordKey(docID); err != nil {
+		return fmt.Errorf("delete record: %w", err)
+	}
+	if s.px != nil {
+		return s.removeRecordPacked(ctx, docID)
+	}
+	return s.removeLoose(ctx, docID)
+}
+
+// removeLoose removes docID's loose record (documents/<doc_id>.json).
+func (s *Store) removeLoose(ctx context.Context, docID string) error {
+	key, _ := RecordKey(docID)
+	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return fmt.Errorf("delete record %s: %w", docID, err)
+	}
+	return nil
+}
+
+// SyncRemovals makes the record removals done so far (RemoveRecord)
+// durable: an fsync of the records' directory on a file:// store, nothing
+// on others. It is safe to call from another goroutine than the one that
+// removed them, once RemoveRecord has returned.
+func (s *Store) SyncRemovals() error {
+	if s.px != nil {
+		return s.syncRemovalsPacked(context.Background())
+	}
+	if s.localDir == "" {
+		return nil
+	}
+	if err := syncDir(filepath.Join(s.localDir, "documents")); err != nil {
+		return fmt.Errorf("delete record: %w", err)
+	}
+	return nil
+}
+
+// decodeRecord decodes a record's bytes (JSON, nothing after it but
+// white space) and checks its doc id, blob id and sensitivity: an
+// error wrapping ErrCorrupt names what is wrong.
+func decodeRecord(data []byte) (*Record, error) {
+	var rec Record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("decode: %v: %w", err, ErrCorrupt)
+	}
+	if _, err := RecordKey(rec.DocID); err != nil {
+		return nil, fmt.Errorf("%v: %w", err, ErrCorrupt)
+	}
+	if err := checkBlobRef(&rec); err != nil {
+		return nil, fmt.Errorf("%v: %w", err, ErrCorrupt)
+	}
+	switch rec.Sensitivity {
+	case "public", "internal", "restricted":
+	default:
+		// Never read as public: a record whose level cannot be read
+		// is damaged, and nothing derives from it.
+		return nil, fmt.Errorf("sensitivity %s: want public, internal or restricted: %w", strconv.Quote(rec.Sensitivity), ErrCorrupt)
+	}
+	return &rec, nil
 }
