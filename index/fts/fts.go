@@ -189,7 +189,7 @@ func loadTables(ctx context.Context, q Querier) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load fts dictionary: %w", err)
 	}
-	ix.df = make([]df, ix.nextTerm)
+	ix.df = make([]df, ix.nextTerm, withRoom(int(ix.nextTerm)))
 	for _, table := range []string{"fts_postings", "fts_df_deltas"} {
 		err := scan(ctx, q, `SELECT term_id, sum(df)::INTEGER, sum(df_body)::INTEGER, sum(df_context)::INTEGER
 			FROM `+table+` GROUP BY term_id`, func(r *sql.Rows) error {
@@ -214,7 +214,7 @@ func loadTables(ctx context.Context, q Querier) (*Index, error) {
 	if err := q.QueryRowContext(ctx, `SELECT coalesce(max(block_id), 0) FROM fts_blocks`).Scan(&maxID); err != nil {
 		return nil, fmt.Errorf("load fts blocks: %w", err)
 	}
-	ix.blocks = make([]blockInfo, maxID+1)
+	ix.blocks = make([]blockInfo, maxID+1, withRoom(int(maxID)+1))
 	err = scan(ctx, q, `SELECT block_id, len_body, len_context, level FROM fts_blocks`, func(r *sql.Rows) error {
 		var id int64
 		var b blockInfo
@@ -397,17 +397,6 @@ func sortedTerms[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// LivePostings is how many postings of live blocks ForEachPosting calls
-// its fn with (the sum of the document frequencies), for a caller that
-// keeps them to size its slice once. Call it inside View.
-func (ix *Index) LivePostings() int64 {
-	var n int64
-	for _, d := range ix.df {
-		n += int64(d[0])
-	}
-	return n
 }
 
 // ForEachPosting calls fn with every posting of a live block, term by term
