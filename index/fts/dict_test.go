@@ -102,8 +102,9 @@ func TestDictBytes(t *testing.T) {
 
 // Load's way in: a dictionary reserved for the terms, filled by putNew in
 // any id order, answers as a map does, grows nothing while the terms are
-// as reserved, and reports a term put twice without changing. A damaged
-// maximum id reserves no ids.
+// as reserved, leaves room for the next writes' terms (withRoom), and
+// reports a term put twice without changing. A damaged maximum id
+// reserves no ids.
 func TestDictReservePutNew(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	const n = 20_000
@@ -121,8 +122,11 @@ func TestDictReservePutNew(t *testing.T) {
 			t.Fatalf("putNew(%q) reported a duplicate", terms[id])
 		}
 	}
-	if len(d.slots) != slots || cap(d.arena) != arena || cap(d.loc) != n {
-		t.Errorf("grew: %d slots (reserved %d), arena cap %d (%d), loc cap %d (%d)", len(d.slots), slots, cap(d.arena), arena, cap(d.loc), n)
+	if len(d.slots) != slots || cap(d.arena) != arena || cap(d.loc) != withRoom(n) {
+		t.Errorf("grew: %d slots (reserved %d), arena cap %d (%d), loc cap %d (%d)", len(d.slots), slots, cap(d.arena), arena, cap(d.loc), withRoom(n))
+	}
+	if arena != withRoom(bytes) || slots*3 < (withRoom(n)+1)*4 {
+		t.Errorf("reserved arena cap %d for %d bytes, %d slots for %d terms: no room for the next writes", arena, bytes, slots, n)
 	}
 	if !d.putNew(terms[5], n+7) {
 		t.Error("putNew of a present term did not report it")

@@ -313,7 +313,7 @@ func decodeImage(p []byte) (*Index, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
-	ix.df = make([]df, ix.nextTerm)
+	ix.df = make([]df, ix.nextTerm, withRoom(int(ix.nextTerm)))
 	for id := range ix.df {
 		for i := range ix.df[id] {
 			v := d.varint()
@@ -327,7 +327,7 @@ func decodeImage(p []byte) (*Index, error) {
 	if d.err != nil || n > uint64(len(d.b)) {
 		return nil, fmt.Errorf("%d blocks in %d bytes", n, len(d.b))
 	}
-	ix.blocks = make([]blockInfo, max(n, 1))
+	ix.blocks = make([]blockInfo, max(n, 1), withRoom(int(max(n, 1))))
 	for id := range n {
 		b := blockInfo{state: d.byte()}
 		switch b.state {

@@ -374,9 +374,15 @@ func (ix *Index) apply(ch *Change) {
 	}
 	for _, b := range ch.added {
 		if b.id >= int64(len(ix.blocks)) {
-			grown := make([]blockInfo, max(b.id+1, int64(len(ix.blocks))*5/4+1024))
-			copy(grown, ix.blocks)
-			ix.blocks = grown
+			if b.id < int64(cap(ix.blocks)) {
+				// Room a load left (withRoom): zeroed by make, never
+				// written, as ix.blocks never shrinks.
+				ix.blocks = ix.blocks[:b.id+1]
+			} else {
+				grown := make([]blockInfo, max(b.id+1, int64(len(ix.blocks))*5/4+1024))
+				copy(grown, ix.blocks)
+				ix.blocks = grown
+			}
 		}
 		ix.blocks[b.id] = b.blockInfo
 		ix.count(b.blockInfo, 1)
