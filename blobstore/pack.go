@@ -36,7 +36,7 @@ const (
 	entrySize   = 1 + 32 + 8 + 8 + 4
 	trailerSize = 8 + 4 + 4 + 8 + 4 + 4
 	// packMaxBytes bounds a pack (offsets are kept as uint32 in memory).
-	packMaxBytes = 1 << 31
+	packMaxBytes int64 = 1 << 31
 	// packLooseMin is the size from which a blob is stored as a loose
 	// file (blobs/sha256/<hex>) rather than in a pack: a file of that
 	// size wastes little of its last block, and rewriting a pack that
@@ -97,7 +97,7 @@ func (p *packBuilder) add(kind byte, key [32]byte, data []byte) error {
 	if replace {
 		size -= int(p.entries[i].n) + entrySize
 	}
-	if size > packMaxBytes {
+	if int64(size) > packMaxBytes {
 		return fmt.Errorf("pack would pass %d bytes: sync the batch first", packMaxBytes)
 	}
 	if replace {
