@@ -304,20 +304,10 @@ func run() error {
 		return writesBench(dir, *writesF)
 	}
 	names := strings.Split(*enginesF, ",")
-	cfile := filepath.Join(dir, fmt.Sprintf("corpus-%d.bin", *nFlag))
-	if _, err := os.Stat(cfile); err != nil {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		// In a child: a child's peak RSS starts at its parent's RSS
-		// when it execs (Linux keeps the old mm's high-water mark, and
-		// Go's fork shares the parent's), so the parent stays small
-		// until the builds are done.
-		if _, _, err := child("-child", "corpus", "-n", fmt.Sprint(*nFlag), "-shared", *shared, "-corpus", cfile); err != nil {
-			return err
-		}
+	common, err := buildArgs(dir)
+	if err != nil {
+		return err
 	}
-	common := []string{"-n", fmt.Sprint(*nFlag), "-shared", *shared, "-corpus", cfile}
 	if *memBlobs {
 		common = append(common, "-mem-blobs")
 	}
@@ -441,6 +431,9 @@ func run() error {
 		if reused[name] {
 			continue // its writes were timed (and done) by the run that built it
 		}
+		if shares[name] != "" {
+			continue // another engine's index: its writes are that engine's
+		}
 		t0 := time.Now()
 		if err := e.Add(extra); err != nil {
 			return fmt.Errorf("%s: add: %w", name, err)
@@ -473,6 +466,10 @@ func run() error {
 			r := res[name]
 			if reused[name] || shares[name] != "" || r.Add1000ms == 0 {
 				continue // a reused index is not churned (its fresh size is another run's)
+			}
+			if _, ok := engines[name].(batchDeleter); !ok {
+				fmt.Printf("%s: no churn (the engine deletes one passage at a time only)\n", name)
+				continue
 			}
 			gone := map[string]bool{}
 			for _, id := range deleted {
@@ -617,4 +614,23 @@ func writesBench(dir string, k int) error {
 		fmt.Printf("%s close %.1f ms\n", name, ms(time.Since(t0)))
 	}
 	return nil
+}
+
+// buildArgs returns the flags a build child takes (-n, -shared, -corpus),
+// writing the corpus file of *nFlag passages into dir first unless an
+// earlier run with -work left it there. The corpus is written by a
+// child: a child's peak RSS starts at its parent's RSS when it execs
+// (Linux keeps the old mm's high-water mark, and Go's fork shares the
+// parent's), so the parent stays small until the builds are done.
+func buildArgs(dir string) ([]string, error) {
+	cfile := filepath.Join(dir, fmt.Sprintf("corpus-%d.bin", *nFlag))
+	if _, err := os.Stat(cfile); err != nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		if _, _, err := child("-child", "corpus", "-n", fmt.Sprint(*nFlag), "-shared", *shared, "-corpus", cfile); err != nil {
+			return nil, err
+		}
+	}
+	return []string{"-n", fmt.Sprint(*nFlag), "-shared", *shared, "-corpus", cfile}, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -49,8 +50,8 @@ func report(names []string, res map[string]*result) {
 	for _, n := range names {
 		fmt.Printf("| %s |", n)
 		for _, c := range cols {
-			if v := c.get(res[n]); math.IsNaN(v) {
-				fmt.Printf(" – |") // not measured: an exact scan
+			if v := c.get(res[n]); math.IsNaN(v) || (shares[n] != "" && v == 0) {
+				fmt.Printf(" – |") // not measured: an exact scan, or another engine's index
 			} else if c.name == "recall@10" {
 				fmt.Printf(" %.4f |", v)
 			} else {
@@ -64,11 +65,49 @@ func report(names []string, res map[string]*result) {
 			ratioRow(mine, names, res, cols)
 		}
 	}
+	fullText := false // a full-text peer ran: issue 16's targets are against it
+	for _, n := range names {
+		fullText = fullText || slices.Contains(engineNames, n) && !strings.HasPrefix(n, "escurel")
+	}
 	for _, mine := range names {
-		if strings.HasPrefix(mine, "escurel") && shares[mine] == "" {
+		if strings.HasPrefix(mine, "escurel") && shares[mine] == "" && fullText {
 			verdicts(mine, names, res)
 		}
+		if mine == "escurel-dense" {
+			denseVerdicts(mine, res[mine])
+		}
 	}
+}
+
+// Issue 16's target for dense search: top 10 over 1M × 384 vectors at
+// p50 ≤ denseP50Bound ms on 2 cores, with recall@10 ≥ denseRecallBound
+// against the exact search.
+const (
+	denseP50Bound    = 15.0
+	denseRecallBound = 0.99
+)
+
+// denseVerdicts prints issue 16's dense target for the dense engine mine
+// (escurel-dense: the dense leg of escurel-hybrid's index). The issue
+// sets it at 1M vectors; a smaller BENCH_N is held to the same bound,
+// which is easier to meet there, and says so.
+func denseVerdicts(mine string, r *result) {
+	fmt.Printf("\nTargets (issue 16, dense), %s at %d passages:\n", mine, *nFlag)
+	if *nFlag < 1_000_000 {
+		fmt.Printf("  (the issue sets them at 1,000,000 vectors; BENCH_N=1000000 measures them there)\n")
+	}
+	verdict := func(met bool) string {
+		if met {
+			return "met"
+		}
+		return "MISSED"
+	}
+	fmt.Printf("  %-40s %10.2f %-4s bound %10.2f (absolute): %s\n", "dense top-10 p50 ≤ 15 ms", r.QueryP50ms, "ms", denseP50Bound, verdict(r.QueryP50ms <= denseP50Bound))
+	if r.Recall10 == nil {
+		fmt.Printf("  %-40s no figure\n", "recall@10 ≥ 0.99")
+		return
+	}
+	fmt.Printf("  %-40s %10.4f %-4s bound %10.2f (against the exact search): %s\n", "recall@10 ≥ 0.99", *r.Recall10, "", denseRecallBound, verdict(*r.Recall10 >= denseRecallBound))
 }
 
 // best is the best peer's (non-escurel engine's) value of get, and its name;
@@ -159,7 +198,9 @@ func ratioRow(mine string, names []string, res map[string]*result, cols []col) {
 				best = v
 			}
 		}
-		if best <= 0 || math.IsNaN(best) {
+		// No peer's figure, or none of mine: a shared index
+		// (escurel-dense) has no build or write figures of its own.
+		if v := c.get(res[mine]); best <= 0 || math.IsNaN(best) || v <= 0 || math.IsNaN(v) {
 			fmt.Printf(" – |")
 			continue
 		}

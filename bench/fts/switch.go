@@ -171,7 +171,10 @@ func hybridIndex(dir string) (string, *escurelEngine, []string, error) {
 	edir := filepath.Join(dir, name)
 	if !index.Exists(edir) {
 		os.MkdirAll(edir, 0o755)
-		common := []string{"-n", fmt.Sprint(*nFlag), "-shared", *shared}
+		common, err := buildArgs(dir)
+		if err != nil {
+			return "", nil, nil, err
+		}
 		out, _, err := child(append([]string{"-child", "build", "-engine", name, "-work", edir}, common...)...)
 		if err != nil {
 			return "", nil, nil, err
