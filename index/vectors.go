@@ -363,7 +363,10 @@ func (ix *state) denseIndex(ctx context.Context, q querier) (*dense.Index, error
 	}
 	defer rows.Close()
 	dim := v.spec.Dim
-	ids, levels, vecs := make([]int64, 0, n), make([]uint8, 0, n), make([]float32, 0, n*dim)
+	// With room for the next writes' vectors (dense.Index.Reserve): an
+	// eighth more, whose pages stay untouched until written.
+	room := n + n/8 + 1024
+	ids, levels, vecs := make([]int64, 0, room), make([]uint8, 0, room), make([]float32, 0, room*dim)
 	for rows.Next() {
 		var id int64
 		var lvl uint8
@@ -385,6 +388,26 @@ func (ix *state) denseIndex(ctx context.Context, q querier) (*dense.Index, error
 	}
 	v.dense, v.loaded = d, true
 	return d, nil
+}
+
+// reserveDense makes room in the in-memory vectors, when they are loaded,
+// for n more (dense.Index.Reserve), so that applyDense, which runs while
+// every search waits (fts.Index.CommitWith), appends in place. Call it
+// before the commit, under writeMu.
+func (ix *state) reserveDense(n int) {
+	v := ix.vec
+	if v == nil || n == 0 {
+		return
+	}
+	v.mu.Lock()
+	d := v.dense
+	if !v.loaded {
+		d = nil
+	}
+	v.mu.Unlock()
+	if d != nil {
+		d.Reserve(n) // without v.mu: a search's denseIndex takes it
+	}
 }
 
 // applyDense changes the in-memory vectors as a committed write did; a

@@ -187,6 +187,7 @@ func (ix *state) write(ctx context.Context, docs []pending, ready func() error) 
 		return false, err
 	}
 	gone := blockIDs(removed)
+	ix.reserveDense(len(denseAdd))
 	if err := ready(); err != nil {
 		return false, err
 	}

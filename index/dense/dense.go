@@ -37,6 +37,9 @@ type Hit struct {
 type Index struct {
 	dim int
 
+	// grow orders the changes (Apply, Reserve): Reserve copies the arrays
+	// under mu's read lock, which a change must not run beside.
+	grow   sync.Mutex
 	mu     sync.RWMutex
 	ids    []int64
 	levels []uint8
@@ -65,8 +68,60 @@ func Build(dim int, ids []int64, levels []uint8, vecs []float32) (*Index, error)
 		}
 		pos[id] = i
 	}
-	return &Index{dim: dim, ids: ids, levels: levels, vecs: vecs, pos: pos, codes: buildCodes(dim, vecs)}, nil
+	// The codes get the room the caller gave vecs (cap), for the same
+	// reason (Reserve).
+	return &Index{dim: dim, ids: ids, levels: levels, vecs: vecs, pos: pos, codes: buildCodes(dim, vecs, cap(vecs)/max(dim, 1))}, nil
 }
+
+// Reserve makes room for n more vectors, so that an Apply adding at most n
+// appends them in place, and a copy of the arrays, when one is needed,
+// is made while searches go on: under the read lock, where Apply would
+// make it under the write lock, which every search waits for. Held
+// arrays grow to an eighth more than they need and 1,024 rows (withRoom).
+// At 1M × 384 vectors the copy is about 1.9 GB, and the first Apply after
+// a load made it under the write lock: 14 s on a freshly started 2-core
+// machine, 1.3 s at 100k. A caller that commits vectors (index) reserves
+// before its commit's critical section.
+func (ix *Index) Reserve(n int) {
+	ix.grow.Lock()
+	defer ix.grow.Unlock()
+	ix.mu.RLock()
+	rows := len(ix.ids) + n
+	if cap(ix.ids) >= rows && cap(ix.levels) >= rows && cap(ix.vecs) >= rows*ix.dim && ix.codes.fits(rows) {
+		ix.mu.RUnlock()
+		return
+	}
+	// Only a change writes the arrays, and grow keeps every change out
+	// until the copies are in place.
+	room := withRoom(rows)
+	ids := withCap(ix.ids, room)
+	levels := withCap(ix.levels, room)
+	vecs := withCap(ix.vecs, room*ix.dim)
+	codes := ix.codes.withCap(room)
+	ix.mu.RUnlock()
+	ix.mu.Lock()
+	ix.ids, ix.levels, ix.vecs, ix.codes = ids, levels, vecs, codes
+	ix.mu.Unlock()
+}
+
+// withCap returns a copy of s with capacity c (at least len(s)). It
+// copies a chunk at a time: one copy of a large array cannot be
+// preempted, and the collector's stop-the-world waits for it while every
+// other goroutine stalls (searches waited 10.6 s beside Reserve's one
+// copy of 1.5 GB on a freshly started machine).
+func withCap[T any](s []T, c int) []T {
+	const chunk = 1 << 16
+	out := make([]T, 0, max(c, len(s)))
+	for i := 0; i < len(s); i += chunk {
+		out = append(out, s[i:min(i+chunk, len(s))]...)
+	}
+	return out
+}
+
+// withRoom is the rows Reserve makes room for when rows do not fit: an
+// eighth more and 1,024, so that a copy is made once in every eighth of
+// growth, not at every write.
+func withRoom(rows int) int { return rows + rows/8 + 1024 }
 
 // Dim returns the dimension of the vectors.
 func (ix *Index) Dim() int { return ix.dim }
@@ -107,6 +162,8 @@ func (ix *Index) Apply(add []Entry, remove []int64) error {
 			return fmt.Errorf("dense: block %d: vector of %d dimensions, want %d", e.Block, len(e.Vector), ix.dim)
 		}
 	}
+	ix.grow.Lock()
+	defer ix.grow.Unlock()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	for _, id := range remove {

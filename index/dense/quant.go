@@ -72,6 +72,27 @@ func (c *codes) grow(n int) {
 	c.sumU = slices.Grow(c.sumU, more)[:blocks*8]
 }
 
+// fits reports whether c's arrays have room for rows rows.
+func (c *codes) fits(rows int) bool {
+	n := (rows + 7) / 8 * 8
+	return cap(c.planes) >= n*codeBits*c.words && cap(c.signs) >= n*c.words &&
+		cap(c.scale) >= n && cap(c.pop) >= n && cap(c.delta) >= n && cap(c.sumU) >= n
+}
+
+// withCap returns c with its arrays copied into new ones with room for
+// rows rows (Index.Reserve); c is not changed. The copy's arrays have c's
+// lengths.
+func (c codes) withCap(rows int) codes {
+	n := (rows + 7) / 8 * 8
+	c.planes = withCap(c.planes, n*codeBits*c.words)
+	c.signs = withCap(c.signs, n*c.words)
+	c.scale = withCap(c.scale, n)
+	c.pop = withCap(c.pop, n)
+	c.delta = withCap(c.delta, n)
+	c.sumU = withCap(c.sumU, n)
+	return c
+}
+
 // signWord is the index of word j of row i in c.signs.
 func (c *codes) signWord(i, j int) int { return i/8*8*c.words + j*8 + i%8 }
 
@@ -94,9 +115,10 @@ func (c *codes) truncate(n int) {
 	c.scale, c.pop, c.delta, c.sumU = c.scale[:blocks*8], c.pop[:blocks*8], c.delta[:blocks*8], c.sumU[:blocks*8]
 }
 
-// buildCodes returns the codes of the rows of vecs, encoded over all cores.
-func buildCodes(dim int, vecs []float32) codes {
-	c := newCodes(dim)
+// buildCodes returns the codes of the rows of vecs, encoded over all cores,
+// in arrays with room for capRows rows.
+func buildCodes(dim int, vecs []float32, capRows int) codes {
+	c := newCodes(dim).withCap(capRows)
 	n := 0
 	if dim > 0 {
 		n = len(vecs) / dim

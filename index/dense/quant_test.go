@@ -5,7 +5,10 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"runtime"
+	"slices"
+	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/escurel/escurel/embed"
 )
@@ -249,24 +252,127 @@ func TestCodesFollowApply(t *testing.T) {
 		if err := ix.Apply(add, remove); err != nil {
 			t.Fatal(err)
 		}
-		fresh := buildCodes(dim, ix.vecs)
+		checkCodes(t, ix, round)
+	}
+}
+
+// checkCodes fails t unless every row's code in ix is what Build computes
+// from its vector.
+func checkCodes(t *testing.T, ix *Index, round int) {
+	t.Helper()
+	fresh := buildCodes(ix.dim, ix.vecs, 0)
+	c := ix.codes
+	n := len(ix.ids)
+	w := c.words
+	if c.rows != n {
+		t.Fatalf("round %d: %d rows of codes for %d vectors", round, c.rows, n)
+	}
+	for i := range n {
+		if !reflect.DeepEqual(c.planes[i*codeBits*w:(i+1)*codeBits*w], fresh.planes[i*codeBits*w:(i+1)*codeBits*w]) ||
+			c.scale[i] != fresh.scale[i] || c.pop[i] != fresh.pop[i] || c.delta[i] != fresh.delta[i] || c.sumU[i] != fresh.sumU[i] {
+			t.Fatalf("round %d: row %d's code is not its vector's", round, i)
+		}
+		for j := range w {
+			if c.signs[c.signWord(i, j)] != fresh.signs[fresh.signWord(i, j)] {
+				t.Fatalf("round %d: row %d's signs are not its vector's", round, i)
+			}
+		}
+	}
+}
+
+// Reserve(n) makes room so that an Apply of n adds (with replacements
+// and removals) moves none of the arrays, which otherwise Apply copies
+// while every search waits; a Build from rows with room (a load's) gives
+// the codes the same room. After each round the index is what Build
+// makes of its rows: the codes are the vectors', and quantized searches
+// give the same hits. Searches run beside Reserve and Apply throughout
+// (the race detector checks the locking).
+func TestReserve(t *testing.T) {
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(21, 21))
+	const dim, n, perRound = 70, 3000, 600
+	vecs := clustered(r, n, dim)
+	// Rows with room, as a load gives them (index/vectors.go).
+	room := n + perRound + 100
+	roomy := append(make([]float32, 0, room*dim), vecs...)
+	ix, err := Build(dim, append(make([]int64, 0, room), ids1(n)...), make([]uint8, n, room), roomy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ix.codes.fits(room) {
+		t.Fatalf("Build from rows with room for %d gave the codes none", room)
+	}
+	arrays := func() [9]unsafe.Pointer {
+		ix.mu.RLock()
+		defer ix.mu.RUnlock()
 		c := ix.codes
-		n := len(ix.ids)
-		w := c.words
-		if c.rows != n {
-			t.Fatalf("round %d: %d rows of codes for %d vectors", round, c.rows, n)
-		}
-		for i := range n {
-			if !reflect.DeepEqual(c.planes[i*codeBits*w:(i+1)*codeBits*w], fresh.planes[i*codeBits*w:(i+1)*codeBits*w]) ||
-				c.scale[i] != fresh.scale[i] || c.pop[i] != fresh.pop[i] || c.delta[i] != fresh.delta[i] || c.sumU[i] != fresh.sumU[i] {
-				t.Fatalf("round %d: row %d's code is not its vector's", round, i)
+		return [9]unsafe.Pointer{unsafe.Pointer(unsafe.SliceData(ix.ids)), unsafe.Pointer(unsafe.SliceData(ix.levels)),
+			unsafe.Pointer(unsafe.SliceData(ix.vecs)), unsafe.Pointer(unsafe.SliceData(c.planes)), unsafe.Pointer(unsafe.SliceData(c.signs)),
+			unsafe.Pointer(unsafe.SliceData(c.scale)), unsafe.Pointer(unsafe.SliceData(c.pop)), unsafe.Pointer(unsafe.SliceData(c.delta)),
+			unsafe.Pointer(unsafe.SliceData(c.sumU))}
+	}
+	queries := make([][]float32, 20)
+	for i := range queries {
+		queries[i] = near(r, vecs, dim, r.IntN(n))
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
 			}
-			for j := range w {
-				if c.signs[c.signWord(i, j)] != fresh.signs[fresh.signWord(i, j)] {
-					t.Fatalf("round %d: row %d's signs are not its vector's", round, i)
-				}
+			if _, err := ix.search(ctx, queries[i%len(queries)], 10, 2, nil, 0, quantizedScan); err != nil {
+				t.Error(err)
+				return
 			}
 		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	next, copies := int64(n+1), 0
+	for round := range 6 {
+		var add []Entry
+		for range perRound - 20 {
+			add = append(add, Entry{Block: next, Level: uint8(r.IntN(3)), Vector: randomUnit(r, dim)})
+			next++
+		}
+		var remove []int64
+		for range 20 {
+			id := int64(1 + r.IntN(int(next-1)))
+			add = append(add, Entry{Block: id, Level: uint8(r.IntN(3)), Vector: randomUnit(r, dim)}) // a replacement, or a block removed before
+			remove = append(remove, int64(1+r.IntN(int(next-1))))
+		}
+		before := arrays()
+		ix.Reserve(len(add))
+		reserved := arrays()
+		if reserved != before {
+			copies++
+		}
+		if err := ix.Apply(add, remove); err != nil {
+			t.Fatal(err)
+		}
+		if got := arrays(); got != reserved {
+			t.Fatalf("round %d: Apply of %d after Reserve(%d) moved the arrays", round, len(add), len(add))
+		}
+		checkCodes(t, ix, round)
+		fresh, err := Build(dim, slices.Clone(ix.ids), slices.Clone(ix.levels), slices.Clone(ix.vecs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range queries {
+			got, _ := ix.search(ctx, q, 10, 2, nil, 0, quantizedScan)
+			want, _ := fresh.search(ctx, q, 10, 2, nil, 0, quantizedScan)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("round %d: %v, a Build of the same rows %v", round, got, want)
+			}
+		}
+	}
+	if copies == 0 || copies == 6 {
+		t.Errorf("Reserve copied the arrays in %d of 6 rounds: the test misses a path (room used, or room made)", copies)
 	}
 }
 
