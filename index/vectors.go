@@ -364,7 +364,8 @@ func (ix *state) denseIndex(ctx context.Context, q querier) (*dense.Index, error
 	defer rows.Close()
 	dim := v.spec.Dim
 	// With room for the next writes' vectors (dense.Index.Reserve): an
-	// eighth more, whose pages stay untouched until written.
+	// eighth more, mostly address space (pages fresh from the OS are not
+	// touched until written; reused ones are zeroed by make).
 	room := n + n/8 + 1024
 	ids, levels, vecs := make([]int64, 0, room), make([]uint8, 0, room), make([]float32, 0, room*dim)
 	for rows.Next() {

@@ -79,9 +79,11 @@ func Build(dim int, ids []int64, levels []uint8, vecs []float32) (*Index, error)
 // make it under the write lock, which every search waits for. Held
 // arrays grow to an eighth more than they need and 1,024 rows (withRoom).
 // At 1M × 384 vectors the copy is about 1.9 GB, and the first Apply after
-// a load made it under the write lock: 14 s on a freshly started 2-core
-// machine, 1.3 s at 100k. A caller that commits vectors (index) reserves
-// before its commit's critical section.
+// a load made it under the write lock: 14 s on a 2-core machine whose page
+// faults cost about 10 µs each, 1.3 s at 100k. A caller that commits
+// vectors (index) reserves before its commit's critical section. The
+// copy still takes the CPU and memory bandwidth searches use: on that
+// machine searches beside a 1M copy were slowed for seconds.
 func (ix *Index) Reserve(n int) {
 	ix.grow.Lock()
 	defer ix.grow.Unlock()
@@ -105,10 +107,9 @@ func (ix *Index) Reserve(n int) {
 }
 
 // withCap returns a copy of s with capacity c (at least len(s)). It
-// copies a chunk at a time: one copy of a large array cannot be
-// preempted, and the collector's stop-the-world waits for it while every
-// other goroutine stalls (searches waited 10.6 s beside Reserve's one
-// copy of 1.5 GB on a freshly started machine).
+// copies a chunk at a time, so that the goroutine can be preempted
+// between chunks (the runtime's memmove cannot be): a stop-the-world of
+// the collector need not wait for a whole copy of gigabytes.
 func withCap[T any](s []T, c int) []T {
 	const chunk = 1 << 16
 	out := make([]T, 0, max(c, len(s)))

@@ -85,9 +85,9 @@ func (d *dict) reserve(terms, bytes int, maxID int32) {
 // the index has grown by an eighth, and then grow as append does. At 100k
 // passages the copies of the dictionary, the document frequencies and
 // the blocks took 110 of the 310 ms of a process's first add of 1,000
-// passages (bench-fts -writes 1). The room costs address space, not
-// memory, until it is written: Go takes a large allocation's pages from
-// the OS zeroed and untouched.
+// passages (bench-fts -writes 1). The room is mostly address space: a
+// large allocation's pages fresh from the OS are not touched until
+// written (reused ones are zeroed by make); about 3 MB at 100k.
 func withRoom(n int) int { return n + n/8 + 1024 }
 
 // putNew adds t with id unless t is present (dup), with one probe of the
