@@ -93,11 +93,12 @@ func newPackBuilder() *packBuilder {
 func (p *packBuilder) add(kind byte, key [32]byte, data []byte) error {
 	s := packSlot{kind, key}
 	i, replace := p.slot[s]
-	size := p.buf.Len() + len(data) + (len(p.entries)+1)*entrySize + trailerSize
+	// In int64: on a 32-bit target an int sum near 2 GiB would wrap.
+	size := int64(p.buf.Len()) + int64(len(data)) + int64(len(p.entries)+1)*entrySize + trailerSize
 	if replace {
-		size -= int(p.entries[i].n) + entrySize
+		size -= int64(p.entries[i].n) + entrySize
 	}
-	if int64(size) > packMaxBytes {
+	if size > packMaxBytes {
 		return fmt.Errorf("pack would pass %d bytes: sync the batch first", packMaxBytes)
 	}
 	if replace {

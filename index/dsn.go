@@ -31,7 +31,7 @@ func memoryBytes(limit string) int64 {
 // term_id, the keys of blocks and documents), which at 100k passages
 // costs about as much as the write itself; at 16 MB nearly every
 // 1,000-passage batch paid one. Close checkpoints from
-// closeCheckpointBytes (index.go). The next open replays the log (after a
+// closeCheckpointBytes (state.go). The next open replays the log (after a
 // crash, or a Close that left it): every acknowledged commit is in it, so
 // nothing acknowledged is lost, only that open takes longer.
 const checkpointThreshold = "1GB"

@@ -82,12 +82,16 @@ func (d *dict) reserve(terms, bytes int, maxID int32) {
 
 // withRoom is the capacity a loaded array of n elements gets: n plus an
 // eighth and 1,024, so that the writes after a load append in place until
-// the index has grown by an eighth, and then grow as append does. At 100k
-// passages the copies of the dictionary, the document frequencies and
-// the blocks took 110 of the 310 ms of a process's first add of 1,000
-// passages (bench-fts -writes 1). The room is mostly address space: a
-// large allocation's pages fresh from the OS are not touched until
-// written (reused ones are zeroed by make); about 3 MB at 100k.
+// the index has grown by an eighth (then the arena, locations and
+// frequencies grow as append does, the blocks by a quarter, the slots
+// double). In a CPU profile of a process's first add of 1,000 passages
+// at 100k (bench-fts -writes 1), the copies of the dictionary, the
+// document frequencies and the blocks took 110 of its 310 ms. The room
+// is heap by the runtime's accounting (GOGC, GOMEMLIMIT); it is resident
+// where written, where the heap reused pages (make zeroes them), and for
+// the hash slots, which inserts touch all over: the slot table, a power
+// of two, doubles when the room crosses one (4 bytes a slot). About 3 MB
+// at 100k passages (605k terms) besides the slots.
 func withRoom(n int) int { return n + n/8 + 1024 }
 
 // putNew adds t with id unless t is present (dup), with one probe of the

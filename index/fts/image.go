@@ -28,7 +28,7 @@ import (
 // stat tables, an image is derived: deleting the file costs the next open
 // its speed, nothing else. It is a file, not rows of the database, so
 // that saving one adds nothing to DuckDB's write-ahead log, which a Close
-// after a small write leaves for the next open to replay (index/index.go,
+// after a small write leaves for the next open to replay (index/state.go,
 // closeCheckpointBytes): 11 MB at 100k passages, 16 MB at 1M, replayed by
 // every open.
 //

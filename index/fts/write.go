@@ -375,9 +375,12 @@ func (ix *Index) apply(ch *Change) {
 	for _, b := range ch.added {
 		if b.id >= int64(len(ix.blocks)) {
 			if b.id < int64(cap(ix.blocks)) {
-				// Room a load left (withRoom): zeroed by make, never
-				// written, as ix.blocks never shrinks.
-				ix.blocks = ix.blocks[:b.id+1]
+				// Room a load left (withRoom), taken whole, so that
+				// len(ix.blocks) does not change at every add (a
+				// search sizes its accumulator by it: getAcc).
+				old := len(ix.blocks)
+				ix.blocks = ix.blocks[:cap(ix.blocks)]
+				clear(ix.blocks[old:])
 			} else {
 				grown := make([]blockInfo, max(b.id+1, int64(len(ix.blocks))*5/4+1024))
 				copy(grown, ix.blocks)
