@@ -340,8 +340,9 @@ func (v *vectors) isLoaded() bool {
 // denseIndex returns the in-memory vectors, reading them from q on first
 // use. Call it inside fts View, so that no write commits during the load.
 // The load counts the rows, then reads each row's vector as one BLOB into
-// one array of that size: its memory is the vectors' own plus one row
-// (the driver's copy of it).
+// one array of that size and its room (dense.Room): its memory is the
+// vectors' own plus one row (the driver's copy of it), and the room's
+// address space.
 func (ix *state) denseIndex(ctx context.Context, q querier) (*dense.Index, error) {
 	v := ix.vec
 	v.mu.Lock()
@@ -363,10 +364,10 @@ func (ix *state) denseIndex(ctx context.Context, q querier) (*dense.Index, error
 	}
 	defer rows.Close()
 	dim := v.spec.Dim
-	// With room for the next writes' vectors (dense.Index.Reserve): an
-	// eighth more, mostly address space (pages fresh from the OS are not
-	// touched until written; reused ones are zeroed by make).
-	room := n + n/8 + 1024
+	// With room for the next writes' vectors (dense.Room,
+	// dense.Index.Reserve): mostly address space (pages fresh from the OS
+	// are not touched until written; reused ones are zeroed by make).
+	room := dense.Room(n)
 	ids, levels, vecs := make([]int64, 0, room), make([]uint8, 0, room), make([]float32, 0, room*dim)
 	for rows.Next() {
 		var id int64

@@ -223,6 +223,49 @@ func TestDenseLoadExact(t *testing.T) {
 	checkDense(t, ix, "after a switch")
 }
 
+// A write whose vectors outgrow the loaded arrays' room reserves rows for
+// all of them before its commit (reserveDense): the arrays are then sized
+// by dense.Room for exactly those rows, where appends inside the commit's
+// critical section (applyDense), while every search waits, would have
+// grown them as append does.
+func TestWriteReservesDenseRows(t *testing.T) {
+	ctx := context.Background()
+	ix, err := Open(ctx, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	doc := func(i int) Input {
+		return Input{Source: fmt.Sprintf("/r%04d.md", i), Data: []byte(fmt.Sprintf("# Doc %d\n\nwords about apples %d\n", i, i))}
+	}
+	if _, _, err := ix.IngestBatch(ctx, []Input{doc(0), doc(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.Search(ctx, "apples", &SearchOptions{Mode: ModeDense}); err != nil {
+		t.Fatal(err)
+	}
+	s := ix.cur.Load()
+	d := s.vec.dense
+	before, room := d.Len(), d.Cap()
+	var ins []Input
+	for i := 2; i < 2+room+8; i++ { // one block each: more than the room
+		ins = append(ins, doc(i))
+	}
+	if _, _, err := ix.IngestBatch(ctx, ins); err != nil {
+		t.Fatal(err)
+	}
+	if s.vec.dense != d {
+		t.Fatal("the vectors were loaded again: the test measures nothing")
+	}
+	added := d.Len() - before
+	if added <= room-before {
+		t.Fatalf("%d vectors added to %d with room for %d: the write fit", added, before, room)
+	}
+	if got, want := d.Cap(), dense.Room(before+added)/8*8; got != want {
+		t.Errorf("after adding %d vectors to %d: room for %d, want %d (dense.Room): the commit grew the arrays, not reserveDense", added, before, got, want)
+	}
+}
+
 // seedVectors fills a new index's tables with n blocks (in 4 documents of
 // each level) and their random unit vectors, without the ingest path.
 func seedVectors(tb testing.TB, n int) *Index {

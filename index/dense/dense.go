@@ -37,15 +37,16 @@ type Hit struct {
 type Index struct {
 	dim int
 
-	// grow orders the changes (Apply, Reserve): Reserve copies the arrays
-	// under mu's read lock, which a change must not run beside.
-	grow   sync.Mutex
-	mu     sync.RWMutex
-	ids    []int64
-	levels []uint8
-	vecs   []float32 // row i is vecs[i*dim : (i+1)*dim]
-	codes  codes     // row i is the code of row i of vecs (quant.go)
-	pos    map[int64]int
+	// changeMu orders the changes (Apply, Reserve): Reserve copies the
+	// arrays under mu's read lock, which a change must not run beside.
+	// Lock order: changeMu, then mu; never changeMu under mu.
+	changeMu sync.Mutex
+	mu       sync.RWMutex
+	ids      []int64
+	levels   []uint8
+	vecs     []float32 // row i is vecs[i*dim : (i+1)*dim]
+	codes    codes     // row i is the code of row i of vecs (quant.go)
+	pos      map[int64]int
 }
 
 // New returns an empty index of dim-dimensional vectors.
@@ -55,8 +56,10 @@ func New(dim int) *Index {
 
 // Build returns an index of n vectors given as rows: block ids[i] has
 // level levels[i] and the unit vector vecs[i*dim : (i+1)*dim]. It takes
-// the slices over (the caller must not change them after). Slices of
-// unequal rows or a block given twice are an error.
+// the slices over (the caller must not change them after); Apply appends
+// into their spare capacity, and the codes get as much room as vecs has
+// (a load gives Room(n) rows: Reserve). Slices of unequal rows or a
+// block given twice are an error.
 func Build(dim int, ids []int64, levels []uint8, vecs []float32) (*Index, error) {
 	if len(levels) != len(ids) || len(vecs) != len(ids)*dim {
 		return nil, fmt.Errorf("dense: %d ids, %d levels and %d components for %d dimensions", len(ids), len(levels), len(vecs), dim)
@@ -77,33 +80,46 @@ func Build(dim int, ids []int64, levels []uint8, vecs []float32) (*Index, error)
 // appends them in place, and a copy of the arrays, when one is needed,
 // is made while searches go on: under the read lock, where Apply would
 // make it under the write lock, which every search waits for. Held
-// arrays grow to an eighth more than they need and 1,024 rows (withRoom).
-// At 1M × 384 vectors the copy is about 1.9 GB, and the first Apply after
-// a load made it under the write lock: 14 s on a 2-core machine whose page
-// faults cost about 10 µs each, 1.3 s at 100k. A caller that commits
+// arrays grow to an eighth more than they need and 1,024 rows (Room).
+// At 1M × 384 vectors the copy is about 1.8 GB. A caller that commits
 // vectors (index) reserves before its commit's critical section. The
-// copy still takes the CPU and memory bandwidth searches use: on that
-// machine searches beside a 1M copy were slowed for seconds.
+// copy still takes the CPU and memory bandwidth that searches use.
 func (ix *Index) Reserve(n int) {
-	ix.grow.Lock()
-	defer ix.grow.Unlock()
+	ix.changeMu.Lock()
+	defer ix.changeMu.Unlock()
+	if c, ok := ix.copied(n); ok {
+		ix.mu.Lock()
+		ix.ids, ix.levels, ix.vecs, ix.codes = c.ids, c.levels, c.vecs, c.codes
+		ix.mu.Unlock()
+	}
+}
+
+// copied returns copies of the arrays with room for Room(len+n) rows,
+// made under the read lock; ok is false when they have room for n more
+// already. Call it with changeMu held: only a change writes the arrays,
+// and changeMu keeps every change out until the copies are in place.
+func (ix *Index) copied(n int) (c *Index, ok bool) {
 	ix.mu.RLock()
+	defer ix.mu.RUnlock()
 	rows := len(ix.ids) + n
 	if cap(ix.ids) >= rows && cap(ix.levels) >= rows && cap(ix.vecs) >= rows*ix.dim && ix.codes.fits(rows) {
-		ix.mu.RUnlock()
-		return
+		return nil, false
 	}
-	// Only a change writes the arrays, and grow keeps every change out
-	// until the copies are in place.
-	room := withRoom(rows)
-	ids := withCap(ix.ids, room)
-	levels := withCap(ix.levels, room)
-	vecs := withCap(ix.vecs, room*ix.dim)
-	codes := ix.codes.withCap(room)
-	ix.mu.RUnlock()
-	ix.mu.Lock()
-	ix.ids, ix.levels, ix.vecs, ix.codes = ids, levels, vecs, codes
-	ix.mu.Unlock()
+	room := Room(rows)
+	return &Index{ids: withCap(ix.ids, room), levels: withCap(ix.levels, room),
+		vecs: withCap(ix.vecs, room*ix.dim), codes: ix.codes.withCap(room)}, true
+}
+
+// Cap returns how many vectors the index holds room for: as many as an
+// Apply may leave it with before one of its arrays is copied.
+func (ix *Index) Cap() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	n := min(cap(ix.ids), cap(ix.levels), cap(ix.vecs)/max(ix.dim, 1), cap(ix.codes.scale))
+	if w := ix.codes.words; w > 0 {
+		n = min(n, cap(ix.codes.signs)/w, cap(ix.codes.planes)/(codeBits*w))
+	}
+	return n / 8 * 8 // the codes hold whole blocks of 8 rows
 }
 
 // withCap returns a copy of s with capacity c (at least len(s)). It
@@ -119,10 +135,10 @@ func withCap[T any](s []T, c int) []T {
 	return out
 }
 
-// withRoom is the rows Reserve makes room for when rows do not fit: an
-// eighth more and 1,024, so that a copy is made once in every eighth of
-// growth, not at every write.
-func withRoom(rows int) int { return rows + rows/8 + 1024 }
+// Room is the rows Reserve makes room for when rows do not fit, and a
+// load of rows vectors gives them: an eighth more and 1,024, so that a
+// copy is made once in every eighth of growth, not at every write.
+func Room(rows int) int { return rows + rows/8 + 1024 }
 
 // Dim returns the dimension of the vectors.
 func (ix *Index) Dim() int { return ix.dim }
@@ -163,8 +179,8 @@ func (ix *Index) Apply(add []Entry, remove []int64) error {
 			return fmt.Errorf("dense: block %d: vector of %d dimensions, want %d", e.Block, len(e.Vector), ix.dim)
 		}
 	}
-	ix.grow.Lock()
-	defer ix.grow.Unlock()
+	ix.changeMu.Lock()
+	defer ix.changeMu.Unlock()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	for _, id := range remove {

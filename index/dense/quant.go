@@ -38,7 +38,9 @@ const queryBits = 4
 const codeBits = 4
 
 // codes are the quantized copy of an index's vectors, row for row. The
-// arrays hold whole blocks of 8 rows (the rows past the last are unused).
+// arrays hold whole blocks of 8 rows; the rows past the last may hold
+// stale codes (after truncate and grow), so a kernel never emits a row at
+// or past the end of its range.
 // The sign plane is also kept laid out by block (kernel.h), for stage 1 to
 // read 8 rows' words at once: stage 2 reads a row's planes, each in one
 // place.

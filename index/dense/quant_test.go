@@ -517,3 +517,86 @@ func TestWithExact(t *testing.T) {
 		t.Errorf("WithExact: %v, want %v", got, want)
 	}
 }
+
+// The codes' room is counted in whole blocks of 8 rows: withCap(r) fits r
+// rows, and growing to r rows then moves no array. Cap counts what every
+// array holds.
+func TestCodesRoomByBlocks(t *testing.T) {
+	for _, dim := range []int{1, 64, 70} {
+		for r := range 18 {
+			c := newCodes(dim).withCap(r)
+			if !c.fits(r) {
+				t.Fatalf("dim %d: withCap(%d) does not fit %d rows", dim, r, r)
+			}
+			planes, signs, scale := unsafe.SliceData(c.planes), unsafe.SliceData(c.signs), unsafe.SliceData(c.scale)
+			c.grow(r)
+			if r > 0 && (unsafe.SliceData(c.planes) != planes || unsafe.SliceData(c.signs) != signs || unsafe.SliceData(c.scale) != scale) {
+				t.Fatalf("dim %d: growing to %d rows after withCap(%d) moved the arrays", dim, r, r)
+			}
+		}
+	}
+	const dim, n = 70, 100
+	ix, err := Build(dim, append(make([]int64, 0, 200), ids1(n)...), make([]uint8, n, 300), make([]float32, n*dim, 150*dim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ix.Cap(); got != 144 { // 150 rows of vecs, in whole blocks of 8
+		t.Errorf("Cap() = %d, want 144", got)
+	}
+}
+
+// Reserve and Apply called from two goroutines at once, with searches
+// beside them, lose no vector: Reserve's copy and swap and Apply's
+// appends are ordered (changeMu).
+func TestReserveBesideApply(t *testing.T) {
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(5, 5))
+	const dim = 40
+	ix := New(dim)
+	want := map[int64][]float32{}
+	var adds [][]Entry
+	for round := range 40 {
+		var add []Entry
+		for i := range 60 {
+			e := Entry{Block: int64(round*60 + i + 1), Vector: randomUnit(r, dim)}
+			add = append(add, e)
+			want[e.Block] = e.Vector
+		}
+		adds = append(adds, add)
+	}
+	q := randomUnit(r, dim)
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		for range 200 {
+			ix.Reserve(100)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for _, add := range adds {
+			if err := ix.Apply(add, nil); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for range 200 {
+			if _, err := ix.Search(ctx, q, 5, 2); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	wg.Wait()
+	if ix.Len() != len(want) {
+		t.Fatalf("%d vectors, want %d", ix.Len(), len(want))
+	}
+	for id, v := range want {
+		if got, _, ok := ix.vector(id); !ok || !slices.Equal(got, v) {
+			t.Fatalf("block %d: its vector was lost or changed", id)
+		}
+	}
+	checkCodes(t, ix, 0)
+}
