@@ -115,10 +115,7 @@ func (ix *Index) copied(n int) (c *Index, ok bool) {
 func (ix *Index) Cap() int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	n := min(cap(ix.ids), cap(ix.levels), cap(ix.vecs)/max(ix.dim, 1), cap(ix.codes.scale))
-	if w := ix.codes.words; w > 0 {
-		n = min(n, cap(ix.codes.signs)/w, cap(ix.codes.planes)/(codeBits*w))
-	}
+	n := min(cap(ix.ids), cap(ix.levels), cap(ix.vecs)/max(ix.dim, 1), ix.codes.capRows())
 	return n / 8 * 8 // the codes hold whole blocks of 8 rows
 }
 

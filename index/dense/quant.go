@@ -74,12 +74,18 @@ func (c *codes) grow(n int) {
 	c.sumU = slices.Grow(c.sumU, more)[:blocks*8]
 }
 
-// fits reports whether c's arrays have room for rows rows.
-func (c *codes) fits(rows int) bool {
-	n := (rows + 7) / 8 * 8
-	return cap(c.planes) >= n*codeBits*c.words && cap(c.signs) >= n*c.words &&
-		cap(c.scale) >= n && cap(c.pop) >= n && cap(c.delta) >= n && cap(c.sumU) >= n
+// capRows is how many rows c's arrays have room for, in whole blocks of
+// 8 rows.
+func (c *codes) capRows() int {
+	n := min(cap(c.scale), cap(c.pop), cap(c.delta), cap(c.sumU))
+	if c.words > 0 {
+		n = min(n, cap(c.signs)/c.words, cap(c.planes)/(codeBits*c.words))
+	}
+	return n / 8 * 8
 }
+
+// fits reports whether c's arrays have room for rows rows.
+func (c *codes) fits(rows int) bool { return rows <= c.capRows() }
 
 // withCap returns c with its arrays copied into new ones with room for
 // rows rows (Index.Reserve); c is not changed. The copy's arrays have c's
