@@ -96,18 +96,23 @@ func denseVerdicts(mine string, r *result) {
 	if *nFlag < 1_000_000 {
 		fmt.Printf("  (the issue sets them at 1,000,000 vectors; BENCH_N=1000000 measures them there)\n")
 	}
-	verdict := func(met bool) string {
-		if met {
-			return "met"
-		}
-		return "MISSED"
-	}
-	fmt.Printf("  %-40s %10.2f %-4s bound %10.2f (absolute): %s\n", "dense top-10 p50 ≤ 15 ms", r.QueryP50ms, "ms", denseP50Bound, verdict(r.QueryP50ms <= denseP50Bound))
+	verdictLine("dense top-10 p50 ≤ 15 ms", r.QueryP50ms, 2, "ms", denseP50Bound, false, "absolute")
 	if r.Recall10 == nil {
 		fmt.Printf("  %-40s no figure\n", "recall@10 ≥ 0.99")
 		return
 	}
-	fmt.Printf("  %-40s %10.4f %-4s bound %10.2f (against the exact search): %s\n", "recall@10 ≥ 0.99", *r.Recall10, "", denseRecallBound, verdict(*r.Recall10 >= denseRecallBound))
+	verdictLine("recall@10 ≥ 0.99", *r.Recall10, 4, "", denseRecallBound, true, "against the exact search")
+}
+
+// verdictLine prints one target's line: its figure got (digits after the
+// point), the bound, why the bound is what it is, and whether got meets
+// it (higher: at least the bound; else at most).
+func verdictLine(target string, got float64, digits int, unit string, bound float64, higher bool, why string) {
+	verdict := "met"
+	if (higher && got < bound) || (!higher && got > bound) {
+		verdict = "MISSED"
+	}
+	fmt.Printf("  %-40s %10.*f %-4s bound %10.2f (%s): %s\n", target, digits, got, unit, bound, why, verdict)
 }
 
 // best is the best peer's (non-escurel engine's) value of get, and its name;
@@ -139,11 +144,7 @@ func verdicts(mine string, names []string, res map[string]*result) {
 	}
 	fmt.Printf("\nTargets (issue 16), %s at %d passages:\n", mine, *nFlag)
 	line := func(target string, got float64, unit string, bound float64, higher bool, why string) {
-		verdict := "met"
-		if (higher && got < bound) || (!higher && got > bound) {
-			verdict = "MISSED"
-		}
-		fmt.Printf("  %-40s %10.2f %-4s bound %10.2f (%s): %s\n", target, got, unit, bound, why, verdict)
+		verdictLine(target, got, 2, unit, bound, higher, why)
 	}
 	peer := func(target string, get func(*result) float64, unit string, factor float64, higher bool) {
 		b, who, ok := best(names, res, get, higher)
