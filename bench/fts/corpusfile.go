@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 )
 
 // The build children read the corpus from a file that the parent writes
@@ -95,4 +96,23 @@ func readCorpusFile(path string, size int, fn func([]Passage) error) error {
 		return fn(batch)
 	}
 	return nil
+}
+
+// buildArgs returns the flags a build child takes (-n, -shared, -corpus),
+// writing the corpus file of *nFlag passages into dir first unless an
+// earlier run with -work left it there. The corpus is written by a
+// child: a child's peak RSS starts at its parent's RSS when it execs
+// (Linux keeps the old mm's high-water mark, and Go's fork shares the
+// parent's), so the parent stays small until the builds are done.
+func buildArgs(dir string) ([]string, error) {
+	cfile := filepath.Join(dir, fmt.Sprintf("corpus-%d.bin", *nFlag))
+	if _, err := os.Stat(cfile); err != nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		if _, _, err := child("-child", "corpus", "-n", fmt.Sprint(*nFlag), "-shared", *shared, "-corpus", cfile); err != nil {
+			return nil, err
+		}
+	}
+	return []string{"-n", fmt.Sprint(*nFlag), "-shared", *shared, "-corpus", cfile}, nil
 }
